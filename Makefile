@@ -1,0 +1,69 @@
+# Sluice — build, run, test.
+#   make run    build and start one broker (Kafka :9092) and the console (:8080), data under ./data
+#   make test   install what the tests need when missing, then run every test
+SHELL := /bin/bash
+GO ?= go
+VERSION ?= $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X github.com/sluice-io/sluice/internal/buildinfo.Version=$(VERSION) \
+           -X github.com/sluice-io/sluice/internal/buildinfo.Commit=$(COMMIT)
+# Debian packages the tests use: ZooKeeper for cluster tests, kcat and the
+# Python client (librdkafka) for compatibility tests, Chromium for browser
+# tests, rpm/dpkg tools and systemd-analyze for the packaging tests.
+TEST_DEBS := zookeeper kcat chromium python3-confluent-kafka rpm systemd lintian
+TEST_TIMEOUT ?= 14m
+FUZZTIME ?= 4s
+
+.PHONY: all build run test test-deps test-go test-fuzz generate check-generated vet fmt package bench clean
+
+all: build
+
+generate:
+	@if ls templates/*.templ >/dev/null 2>&1 || find . -name '*.templ' -not -path './data/*' | grep -q .; then \
+		$(GO) tool templ generate -log-level error; fi
+
+build: generate
+	@mkdir -p bin
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/sluice ./cmd/sluice
+
+run: build
+	./bin/sluice serve
+
+test-deps:
+	@missing=""; for p in $(TEST_DEBS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing test dependencies:$$missing"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -l -w $$(git ls-files '*.go')
+
+# Generated templ code is committed; fail when it is stale.
+check-generated: generate
+	@if [ -n "$$(git status --porcelain -- '*_templ.go' 2>/dev/null)" ]; then \
+		echo "generated templ code was stale; commit the result of 'make generate'"; git status --porcelain -- '*_templ.go'; fi
+
+test: test-deps build vet test-go test-fuzz
+
+test-go:
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# Every native fuzz target, a few seconds each (longer runs: make test-fuzz FUZZTIME=5m).
+test-fuzz:
+	./scripts/fuzz.sh $(FUZZTIME)
+
+package: build
+	./scripts/package.sh $(VERSION)
+
+bench: build
+	./scripts/bench.sh
+
+clean:
+	rm -rf bin dist

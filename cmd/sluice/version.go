@@ -1,0 +1,21 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+
+	"github.com/sluice-io/sluice/internal/buildinfo"
+)
+
+func init() {
+	register(&command{
+		name:    "version",
+		summary: "print the version and commit of this build",
+		run: func(ctx context.Context, args []string) int {
+			fmt.Printf("sluice %s (commit %s, %s, %s/%s)\n", buildinfo.Version, buildinfo.CommitOrVCS(),
+				runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return 0
+		},
+	})
+}

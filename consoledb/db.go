@@ -1,0 +1,113 @@
+// Package consoledb is the console's own state: one SQLite database file
+// (modernc.org/sqlite, pure Go) under the data directory, in WAL mode with a
+// busy timeout.
+//
+// Schema changes are ordered lists of SQL migrations. Each part of the console
+// (users and sessions, lag history, alerting, migration comparisons) owns its
+// own list, named by a component string, so parts can grow independently;
+// schema_migrations records how many of each list are applied. A migration list
+// is append-only: never edit or reorder an entry that has shipped.
+package consoledb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// DB is the console database. It embeds *sql.DB; use it as one.
+type DB struct {
+	*sql.DB
+	path string
+}
+
+// Path is the database file.
+func (d *DB) Path() string { return d.path }
+
+// Open opens (creating if needed) the database at path, sets WAL mode, a busy
+// timeout and foreign keys, and applies the core migrations. Components apply
+// their own lists with Migrate.
+func Open(ctx context.Context, path string) (*DB, error) {
+	if path == "" {
+		return nil, errors.New("consoledb: empty database path")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("consoledb: create directory for %s: %w", path, err)
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("consoledb: open %s: %w", path, err)
+	}
+	// One writer at a time is SQLite's rule; readers proceed in WAL mode.
+	db.SetMaxOpenConns(8)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("consoledb: open %s: %w", path, err)
+	}
+	d := &DB{DB: db, path: path}
+	if _, err := d.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		component TEXT PRIMARY KEY,
+		version   INTEGER NOT NULL,
+		applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now'))
+	)`); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("consoledb: %s: create schema_migrations: %w", path, err)
+	}
+	return d, nil
+}
+
+// Migrate applies the migrations of component that are not applied yet, each
+// in its own transaction, in order. A database whose recorded version is above
+// len(migrations) was written by a newer Sluice: Migrate refuses it rather than
+// guess.
+func (d *DB) Migrate(ctx context.Context, component string, migrations []string) error {
+	var version int
+	err := d.QueryRowContext(ctx, `SELECT version FROM schema_migrations WHERE component = ?`, component).Scan(&version)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("consoledb: read schema version of %s: %w", component, err)
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("consoledb: %s schema is at version %d but this build knows only %d: the database was written by a newer Sluice", component, version, len(migrations))
+	}
+	for i := version; i < len(migrations); i++ {
+		tx, err := d.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("consoledb: migrate %s to %d: %w", component, i+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("consoledb: migrate %s to %d: %w", component, i+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(component, version) VALUES(?, ?)
+			ON CONFLICT(component) DO UPDATE SET version = excluded.version, applied_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')`, component, i+1); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("consoledb: migrate %s to %d: %w", component, i+1, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("consoledb: migrate %s to %d: %w", component, i+1, err)
+		}
+	}
+	return nil
+}
+
+// Version reports the applied schema version of component (0 when none).
+func (d *DB) Version(ctx context.Context, component string) (int, error) {
+	var v int
+	err := d.QueryRowContext(ctx, `SELECT version FROM schema_migrations WHERE component = ?`, component).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return v, err
+}
