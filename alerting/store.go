@@ -1,0 +1,827 @@
+package alerting
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// migrations is the alerting component's schema, applied with
+// consoledb.Migrate(ctx, "alerting", migrations). Append only. Times are
+// Unix milliseconds.
+var migrations = []string{
+	`CREATE TABLE alert_notifiers (
+		id            INTEGER PRIMARY KEY,
+		name          TEXT NOT NULL UNIQUE,
+		type          TEXT NOT NULL,
+		url           TEXT NOT NULL,
+		secret        BLOB,                       -- AES-256-GCM nonce||ciphertext; NULL when none
+		secret_hint   TEXT NOT NULL DEFAULT '',
+		enabled       INTEGER NOT NULL DEFAULT 1,
+		send_resolved INTEGER NOT NULL DEFAULT 1,
+		created_at    INTEGER NOT NULL,
+		updated_at    INTEGER NOT NULL
+	);
+	CREATE TABLE alert_rules (
+		id            INTEGER PRIMARY KEY,
+		name          TEXT NOT NULL UNIQUE,
+		description   TEXT NOT NULL DEFAULT '',
+		kind          TEXT NOT NULL,
+		enabled       INTEGER NOT NULL,
+		severity      TEXT NOT NULL,
+		for_ms        INTEGER NOT NULL,
+		clear_for_ms  INTEGER NOT NULL,
+		scope_pattern TEXT NOT NULL DEFAULT '',
+		scope_topic   TEXT NOT NULL DEFAULT '',
+		threshold     REAL NOT NULL DEFAULT 0,
+		min_status    INTEGER NOT NULL DEFAULT 0,
+		created_at    INTEGER NOT NULL,
+		updated_at    INTEGER NOT NULL
+	);
+	CREATE TABLE alert_rule_notifiers (
+		rule_id     INTEGER NOT NULL REFERENCES alert_rules(id) ON DELETE CASCADE,
+		notifier_id INTEGER NOT NULL REFERENCES alert_notifiers(id) ON DELETE CASCADE,
+		PRIMARY KEY (rule_id, notifier_id)
+	);
+	CREATE TABLE alert_states (
+		rule_id      INTEGER NOT NULL,
+		subject      TEXT NOT NULL,
+		dedup_key    TEXT NOT NULL,
+		state        TEXT NOT NULL,               -- pending | firing
+		active_since INTEGER NOT NULL,
+		fired_at     INTEGER NOT NULL DEFAULT 0,
+		clear_since  INTEGER NOT NULL DEFAULT 0,
+		flapping     INTEGER NOT NULL DEFAULT 0,
+		history      INTEGER NOT NULL DEFAULT 0,  -- last conditions, newest in bit 0
+		history_len  INTEGER NOT NULL DEFAULT 0,
+		summary      TEXT NOT NULL DEFAULT '',
+		details      TEXT NOT NULL DEFAULT '{}',
+		labels       TEXT NOT NULL DEFAULT '{}',
+		links        TEXT NOT NULL DEFAULT '[]',
+		last_eval    INTEGER NOT NULL,
+		PRIMARY KEY (rule_id, subject)
+	);
+	CREATE TABLE alert_history (
+		id        INTEGER PRIMARY KEY,
+		at        INTEGER NOT NULL,
+		rule_id   INTEGER NOT NULL,
+		rule_name TEXT NOT NULL,
+		subject   TEXT NOT NULL,
+		dedup_key TEXT NOT NULL,
+		event     TEXT NOT NULL,
+		severity  TEXT NOT NULL,
+		summary   TEXT NOT NULL,
+		details   TEXT NOT NULL DEFAULT '{}'
+	);
+	CREATE INDEX alert_history_rule ON alert_history(rule_id, id);
+	CREATE TABLE alert_deliveries (
+		id            INTEGER PRIMARY KEY,
+		created_at    INTEGER NOT NULL,
+		finished_at   INTEGER NOT NULL DEFAULT 0,
+		notifier_id   INTEGER NOT NULL,
+		notifier_name TEXT NOT NULL,
+		notifier_type TEXT NOT NULL,
+		rule_id       INTEGER NOT NULL DEFAULT 0,
+		dedup_key     TEXT NOT NULL,
+		action        TEXT NOT NULL,              -- trigger | resolve
+		test          INTEGER NOT NULL DEFAULT 0,
+		status        TEXT NOT NULL,              -- pending | delivered | failed
+		attempts      INTEGER NOT NULL DEFAULT 0,
+		http_status   INTEGER NOT NULL DEFAULT 0,
+		response      TEXT NOT NULL DEFAULT '',
+		error         TEXT NOT NULL DEFAULT ''
+	);
+	CREATE INDEX alert_deliveries_notifier ON alert_deliveries(notifier_id, id);`,
+}
+
+// ErrNotFound is returned for a rule, notifier or alert that does not exist.
+var ErrNotFound = errors.New("alerting: not found")
+
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func isUnique(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
+}
+
+// ---- rules ----
+
+const ruleCols = `id, name, description, kind, enabled, severity, for_ms, clear_for_ms, scope_pattern, scope_topic, threshold, min_status, created_at, updated_at`
+
+type scanner interface{ Scan(...any) error }
+
+func scanRule(row scanner) (Rule, error) {
+	var r Rule
+	var enabled int
+	var forMS, clearMS, created, updated int64
+	var minStatus int
+	err := row.Scan(&r.ID, &r.Name, &r.Description, &r.Kind, &enabled, &r.Severity, &forMS, &clearMS,
+		&r.Scope.Pattern, &r.Scope.Topic, &r.Threshold, &minStatus, &created, &updated)
+	r.Enabled = enabled != 0
+	r.For = time.Duration(forMS) * time.Millisecond
+	r.ClearFor = time.Duration(clearMS) * time.Millisecond
+	r.MinStatus = Status(minStatus)
+	r.CreatedAt, r.UpdatedAt = fromMS(created), fromMS(updated)
+	return r, err
+}
+
+// Rules lists every rule, by name.
+func (s *Service) Rules(ctx context.Context) ([]Rule, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+ruleCols+` FROM alert_rules ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("alerting: list rules: %w", err)
+	}
+	defer rows.Close()
+	var out []Rule
+	byID := map[int64]int{}
+	for rows.Next() {
+		r, err := scanRule(rows)
+		if err != nil {
+			return nil, fmt.Errorf("alerting: list rules: %w", err)
+		}
+		byID[r.ID] = len(out)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("alerting: list rules: %w", err)
+	}
+	rows.Close()
+	links, err := s.db.QueryContext(ctx, `SELECT rule_id, notifier_id FROM alert_rule_notifiers ORDER BY rule_id, notifier_id`)
+	if err != nil {
+		return nil, fmt.Errorf("alerting: list rule notifiers: %w", err)
+	}
+	defer links.Close()
+	for links.Next() {
+		var rid, nid int64
+		if err := links.Scan(&rid, &nid); err != nil {
+			return nil, fmt.Errorf("alerting: list rule notifiers: %w", err)
+		}
+		if i, ok := byID[rid]; ok {
+			out[i].NotifierIDs = append(out[i].NotifierIDs, nid)
+		}
+	}
+	return out, links.Err()
+}
+
+// Rule returns one rule.
+func (s *Service) Rule(ctx context.Context, id int64) (Rule, error) {
+	r, err := scanRule(s.db.QueryRowContext(ctx, `SELECT `+ruleCols+` FROM alert_rules WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Rule{}, fmt.Errorf("alerting: rule %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Rule{}, fmt.Errorf("alerting: rule %d: %w", id, err)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT notifier_id FROM alert_rule_notifiers WHERE rule_id = ? ORDER BY notifier_id`, id)
+	if err != nil {
+		return Rule{}, fmt.Errorf("alerting: rule %d: %w", id, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var nid int64
+		if err := rows.Scan(&nid); err != nil {
+			return Rule{}, err
+		}
+		r.NotifierIDs = append(r.NotifierIDs, nid)
+	}
+	return r, rows.Err()
+}
+
+// CreateRule validates and stores a new rule. Invalid input returns a
+// *ValidationError naming the fields.
+func (s *Service) CreateRule(ctx context.Context, r Rule) (Rule, error) {
+	r.Normalize()
+	if err := r.Validate(); err != nil {
+		return Rule{}, err
+	}
+	now := s.now()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Rule{}, fmt.Errorf("alerting: create rule: %w", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `INSERT INTO alert_rules(name, description, kind, enabled, severity, for_ms, clear_for_ms,
+		scope_pattern, scope_topic, threshold, min_status, created_at, updated_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		r.Name, r.Description, r.Kind, b2i(r.Enabled), r.Severity, r.For.Milliseconds(), r.ClearFor.Milliseconds(),
+		r.Scope.Pattern, r.Scope.Topic, r.Threshold, int(r.MinStatus), ms(now), ms(now))
+	if isUnique(err) {
+		return Rule{}, &ValidationError{Fields: map[string]string{"name": "a rule with this name exists"}}
+	}
+	if err != nil {
+		return Rule{}, fmt.Errorf("alerting: create rule: %w", err)
+	}
+	r.ID, _ = res.LastInsertId()
+	if err := setRuleNotifiers(ctx, tx, r.ID, r.NotifierIDs); err != nil {
+		return Rule{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return Rule{}, fmt.Errorf("alerting: create rule: %w", err)
+	}
+	r.CreatedAt, r.UpdatedAt = fromMS(ms(now)), fromMS(ms(now))
+	s.log.Info("alert rule created", "rule", r.ID, "name", r.Name, "kind", r.Kind)
+	return r, nil
+}
+
+func setRuleNotifiers(ctx context.Context, tx *sql.Tx, ruleID int64, ids []int64) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM alert_rule_notifiers WHERE rule_id = ?`, ruleID); err != nil {
+		return fmt.Errorf("alerting: rule notifiers: %w", err)
+	}
+	for _, nid := range ids {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM alert_notifiers WHERE id = ?`, nid).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return &ValidationError{Fields: map[string]string{"notifiers": fmt.Sprintf("notifier %d does not exist", nid)}}
+		}
+		if err != nil {
+			return fmt.Errorf("alerting: rule notifiers: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO alert_rule_notifiers(rule_id, notifier_id) VALUES(?, ?)`, ruleID, nid); err != nil {
+			return fmt.Errorf("alerting: rule notifiers: %w", err)
+		}
+	}
+	return nil
+}
+
+// UpdateRule replaces a rule's settings. Alerts already open for it keep
+// their dedup keys; changing the kind or scope resolves subjects that no
+// longer apply at the next evaluation.
+func (s *Service) UpdateRule(ctx context.Context, r Rule) (Rule, error) {
+	r.Normalize()
+	if err := r.Validate(); err != nil {
+		return Rule{}, err
+	}
+	now := s.now()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Rule{}, fmt.Errorf("alerting: update rule: %w", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE alert_rules SET name=?, description=?, kind=?, enabled=?, severity=?, for_ms=?, clear_for_ms=?,
+		scope_pattern=?, scope_topic=?, threshold=?, min_status=?, updated_at=? WHERE id=?`,
+		r.Name, r.Description, r.Kind, b2i(r.Enabled), r.Severity, r.For.Milliseconds(), r.ClearFor.Milliseconds(),
+		r.Scope.Pattern, r.Scope.Topic, r.Threshold, int(r.MinStatus), ms(now), r.ID)
+	if isUnique(err) {
+		return Rule{}, &ValidationError{Fields: map[string]string{"name": "a rule with this name exists"}}
+	}
+	if err != nil {
+		return Rule{}, fmt.Errorf("alerting: update rule %d: %w", r.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return Rule{}, fmt.Errorf("alerting: rule %d: %w", r.ID, ErrNotFound)
+	}
+	if err := setRuleNotifiers(ctx, tx, r.ID, r.NotifierIDs); err != nil {
+		return Rule{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return Rule{}, fmt.Errorf("alerting: update rule %d: %w", r.ID, err)
+	}
+	s.log.Info("alert rule updated", "rule", r.ID, "name", r.Name)
+	return s.Rule(ctx, r.ID)
+}
+
+// SetRuleEnabled enables or disables a rule. A disabled rule's firing alerts
+// resolve at the next evaluation.
+func (s *Service) SetRuleEnabled(ctx context.Context, id int64, enabled bool) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE alert_rules SET enabled=?, updated_at=? WHERE id=?`, b2i(enabled), ms(s.now()), id)
+	if err != nil {
+		return fmt.Errorf("alerting: enable rule %d: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("alerting: rule %d: %w", id, ErrNotFound)
+	}
+	s.log.Info("alert rule enabled changed", "rule", id, "enabled", enabled)
+	return nil
+}
+
+// DeleteRule deletes a rule. Its firing alerts are resolved at once with
+// their notifiers (so no incident stays open), and its history is kept.
+func (s *Service) DeleteRule(ctx context.Context, id int64) error {
+	r, err := s.Rule(ctx, id)
+	if err != nil {
+		return err
+	}
+	// Hold the evaluator off while the rule's states are resolved and removed.
+	s.evalMu.Lock()
+	defer s.evalMu.Unlock()
+	states, err := s.loadStates(ctx, id)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("alerting: delete rule %d: %w", id, err)
+	}
+	defer tx.Rollback()
+	var resolves []*alertState
+	for _, st := range states {
+		if st.State == StateFiring {
+			resolves = append(resolves, st)
+			if err := insertHistory(ctx, tx, now, r, st, EventResolved); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM alert_states WHERE rule_id = ?`, id); err != nil {
+		return fmt.Errorf("alerting: delete rule %d: %w", id, err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM alert_rules WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("alerting: delete rule %d: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("alerting: delete rule %d: %w", id, err)
+	}
+	for _, st := range resolves {
+		s.notify(r, st, actionResolve, now)
+	}
+	s.log.Info("alert rule deleted", "rule", id, "name", r.Name, "resolved", len(resolves))
+	return nil
+}
+
+// ---- notifiers ----
+
+// NotifierType is how a notifier delivers.
+type NotifierType string
+
+// The notifier types.
+const (
+	NotifierPagerDuty NotifierType = "pagerduty" // PagerDuty Events API v2
+	NotifierWebhook   NotifierType = "webhook"   // Alertmanager webhook payload, version 4
+)
+
+// DefaultPagerDutyURL is PagerDuty's Events API v2 endpoint.
+const DefaultPagerDutyURL = "https://events.pagerduty.com/v2/enqueue"
+
+// Notifier is a stored notifier as the console shows it: its secret is never
+// returned, only whether there is one and its hint.
+type Notifier struct {
+	ID           int64
+	Name         string
+	Type         NotifierType
+	URL          string
+	Enabled      bool
+	SendResolved bool // webhook: also send resolved notifications (PagerDuty always resolves)
+	HasSecret    bool
+	SecretHint   string // e.g. "••••9f3a"
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// NotifierInput is what the notifier form submits.
+type NotifierInput struct {
+	Name string
+	Type NotifierType
+	// URL is the endpoint; empty means DefaultPagerDutyURL for PagerDuty.
+	URL string
+	// Secret is the PagerDuty routing (integration) key, or an optional bearer
+	// token for a webhook. On update, empty keeps the stored secret.
+	Secret string
+	// ClearSecret removes a webhook's stored token on update.
+	ClearSecret  bool
+	Enabled      bool
+	SendResolved bool
+}
+
+func (in *NotifierInput) normalize() {
+	in.Name = strings.TrimSpace(in.Name)
+	in.URL = strings.TrimSpace(in.URL)
+	in.Secret = strings.TrimSpace(in.Secret)
+	if in.Type == NotifierPagerDuty && in.URL == "" {
+		in.URL = DefaultPagerDutyURL
+	}
+}
+
+func (in *NotifierInput) validate(creating, hasSecret bool) error {
+	var v ValidationError
+	switch {
+	case in.Name == "":
+		v.add("name", "required")
+	case utf8.RuneCountInString(in.Name) > 100:
+		v.add("name", "at most 100 characters")
+	}
+	if in.Type != NotifierPagerDuty && in.Type != NotifierWebhook {
+		v.add("type", fmt.Sprintf("must be pagerduty or webhook, not %q", in.Type))
+	}
+	if u, err := url.Parse(in.URL); in.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.add("url", "must be an http:// or https:// URL")
+	}
+	if strings.IndexFunc(in.Secret, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 || len(in.Secret) > 512 {
+		v.add("secret", "must be printable, without spaces, at most 512 characters")
+	}
+	if in.Type == NotifierPagerDuty && in.Secret == "" && (creating || !hasSecret || in.ClearSecret) {
+		v.add("secret", "the PagerDuty integration (routing) key is required")
+	}
+	return v.orNil()
+}
+
+const notifierCols = `id, name, type, url, enabled, send_resolved, secret IS NOT NULL, secret_hint, created_at, updated_at`
+
+func scanNotifier(row scanner) (Notifier, error) {
+	var n Notifier
+	var enabled, sendResolved, hasSecret int
+	var created, updated int64
+	err := row.Scan(&n.ID, &n.Name, &n.Type, &n.URL, &enabled, &sendResolved, &hasSecret, &n.SecretHint, &created, &updated)
+	n.Enabled, n.SendResolved, n.HasSecret = enabled != 0, sendResolved != 0, hasSecret != 0
+	n.CreatedAt, n.UpdatedAt = fromMS(created), fromMS(updated)
+	return n, err
+}
+
+// Notifiers lists the notifiers, by name.
+func (s *Service) Notifiers(ctx context.Context) ([]Notifier, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+notifierCols+` FROM alert_notifiers ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("alerting: list notifiers: %w", err)
+	}
+	defer rows.Close()
+	var out []Notifier
+	for rows.Next() {
+		n, err := scanNotifier(rows)
+		if err != nil {
+			return nil, fmt.Errorf("alerting: list notifiers: %w", err)
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+// Notifier returns one notifier (without its secret).
+func (s *Service) Notifier(ctx context.Context, id int64) (Notifier, error) {
+	n, err := scanNotifier(s.db.QueryRowContext(ctx, `SELECT `+notifierCols+` FROM alert_notifiers WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Notifier{}, fmt.Errorf("alerting: notifier %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Notifier{}, fmt.Errorf("alerting: notifier %d: %w", id, err)
+	}
+	return n, nil
+}
+
+// CreateNotifier validates and stores a notifier; its secret is encrypted.
+func (s *Service) CreateNotifier(ctx context.Context, in NotifierInput) (Notifier, error) {
+	in.normalize()
+	if err := in.validate(true, false); err != nil {
+		return Notifier{}, err
+	}
+	var sealed []byte
+	hint := ""
+	if in.Secret != "" {
+		sealed, hint = s.sealer.seal(in.Secret), secretHint(in.Secret)
+	}
+	now := ms(s.now())
+	res, err := s.db.ExecContext(ctx, `INSERT INTO alert_notifiers(name, type, url, secret, secret_hint, enabled, send_resolved, created_at, updated_at)
+		VALUES(?,?,?,?,?,?,?,?,?)`, in.Name, in.Type, in.URL, sealed, hint, b2i(in.Enabled), b2i(in.SendResolved), now, now)
+	if isUnique(err) {
+		return Notifier{}, &ValidationError{Fields: map[string]string{"name": "a notifier with this name exists"}}
+	}
+	if err != nil {
+		return Notifier{}, fmt.Errorf("alerting: create notifier: %w", err)
+	}
+	id, _ := res.LastInsertId()
+	s.log.Info("notifier created", "notifier", id, "name", in.Name, "type", in.Type)
+	return s.Notifier(ctx, id)
+}
+
+// UpdateNotifier changes a notifier. An empty Secret keeps the stored one.
+func (s *Service) UpdateNotifier(ctx context.Context, id int64, in NotifierInput) (Notifier, error) {
+	old, err := s.Notifier(ctx, id)
+	if err != nil {
+		return Notifier{}, err
+	}
+	in.normalize()
+	if err := in.validate(false, old.HasSecret); err != nil {
+		return Notifier{}, err
+	}
+	q := `UPDATE alert_notifiers SET name=?, type=?, url=?, enabled=?, send_resolved=?, updated_at=?`
+	args := []any{in.Name, in.Type, in.URL, b2i(in.Enabled), b2i(in.SendResolved), ms(s.now())}
+	switch {
+	case in.Secret != "":
+		q += `, secret=?, secret_hint=?`
+		args = append(args, s.sealer.seal(in.Secret), secretHint(in.Secret))
+	case in.ClearSecret:
+		q += `, secret=NULL, secret_hint=''`
+	}
+	args = append(args, id)
+	_, err = s.db.ExecContext(ctx, q+` WHERE id=?`, args...)
+	if isUnique(err) {
+		return Notifier{}, &ValidationError{Fields: map[string]string{"name": "a notifier with this name exists"}}
+	}
+	if err != nil {
+		return Notifier{}, fmt.Errorf("alerting: update notifier %d: %w", id, err)
+	}
+	s.log.Info("notifier updated", "notifier", id, "name", in.Name, "secret_changed", in.Secret != "" || in.ClearSecret)
+	return s.Notifier(ctx, id)
+}
+
+// DeleteNotifier deletes a notifier; rules stop using it. Its delivery log
+// is kept.
+func (s *Service) DeleteNotifier(ctx context.Context, id int64) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM alert_notifiers WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("alerting: delete notifier %d: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("alerting: notifier %d: %w", id, ErrNotFound)
+	}
+	s.log.Info("notifier deleted", "notifier", id)
+	return nil
+}
+
+// notifierWithSecret loads a notifier and decrypts its secret, for sending.
+func (s *Service) notifierWithSecret(ctx context.Context, id int64) (Notifier, string, error) {
+	n, err := s.Notifier(ctx, id)
+	if err != nil {
+		return Notifier{}, "", err
+	}
+	var sealed []byte
+	if err := s.db.QueryRowContext(ctx, `SELECT secret FROM alert_notifiers WHERE id = ?`, id).Scan(&sealed); err != nil {
+		return Notifier{}, "", fmt.Errorf("alerting: notifier %d: %w", id, err)
+	}
+	if sealed == nil {
+		return n, "", nil
+	}
+	secret, err := s.sealer.open(sealed)
+	if err != nil {
+		return n, "", fmt.Errorf("notifier %q: %w", n.Name, err)
+	}
+	return n, secret, nil
+}
+
+// ---- alerts, history, deliveries ----
+
+// State is an alert's state.
+type State string
+
+// The states of an alert. Resolved alerts are history, not state.
+const (
+	StatePending State = "pending"
+	StateFiring  State = "firing"
+)
+
+// The events of the history.
+const (
+	EventPending   = "pending"   // the condition started to hold
+	EventCancelled = "cancelled" // it stopped holding before For passed
+	EventFiring    = "firing"    // For passed: notifiers triggered
+	EventResolved  = "resolved"  // the condition cleared for ClearFor (or the rule went away): notifiers resolved
+	EventFlapping  = "flapping"  // the condition changes too often: notifications held
+	EventSteady    = "steady"    // flapping stopped
+)
+
+// Link points back to the console.
+type Link struct {
+	Href string `json:"href"`
+	Text string `json:"text"`
+}
+
+// Alert is an open (pending or firing) alert.
+type Alert struct {
+	RuleID   int64
+	RuleName string
+	Kind     Kind
+	Severity Severity
+	// Subject is "<type>:<name>" (group:billing, topic:orders, broker:3, ...).
+	Subject     string
+	DedupKey    string
+	State       State
+	ActiveSince time.Time // the condition has held since
+	FiredAt     time.Time // zero while pending
+	ClearSince  time.Time // firing, condition clear since (waiting ClearFor); zero otherwise
+	Flapping    bool
+	Summary     string
+	Details     map[string]any
+	Labels      map[string]string
+	Links       []Link
+	LastEval    time.Time
+}
+
+// Alerts lists the open alerts, firing first, then by rule name and subject.
+func (s *Service) Alerts(ctx context.Context) ([]Alert, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT st.rule_id, r.name, r.kind, r.severity, st.subject, st.dedup_key, st.state,
+		st.active_since, st.fired_at, st.clear_since, st.flapping, st.summary, st.details, st.labels, st.links, st.last_eval
+		FROM alert_states st JOIN alert_rules r ON r.id = st.rule_id
+		ORDER BY st.state = 'firing' DESC, r.name, st.subject`)
+	if err != nil {
+		return nil, fmt.Errorf("alerting: list alerts: %w", err)
+	}
+	defer rows.Close()
+	var out []Alert
+	for rows.Next() {
+		var a Alert
+		var since, fired, clear, last int64
+		var flapping int
+		var details, labels, links string
+		if err := rows.Scan(&a.RuleID, &a.RuleName, &a.Kind, &a.Severity, &a.Subject, &a.DedupKey, &a.State,
+			&since, &fired, &clear, &flapping, &a.Summary, &details, &labels, &links, &last); err != nil {
+			return nil, fmt.Errorf("alerting: list alerts: %w", err)
+		}
+		a.ActiveSince, a.FiredAt, a.ClearSince, a.LastEval = fromMS(since), fromMS(fired), fromMS(clear), fromMS(last)
+		a.Flapping = flapping != 0
+		json.Unmarshal([]byte(details), &a.Details)
+		json.Unmarshal([]byte(labels), &a.Labels)
+		json.Unmarshal([]byte(links), &a.Links)
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// HistoryEntry is one state change of an alert.
+type HistoryEntry struct {
+	ID       int64
+	At       time.Time
+	RuleID   int64
+	RuleName string
+	Subject  string
+	DedupKey string
+	Event    string // EventPending, EventFiring, ...
+	Severity Severity
+	Summary  string
+	Details  map[string]any
+}
+
+// HistoryQuery filters History. Zero fields do not filter; Limit defaults
+// to 100 (at most 1000). BeforeID pages backwards: pass the last ID seen.
+type HistoryQuery struct {
+	RuleID   int64
+	Subject  string
+	BeforeID int64
+	Limit    int
+}
+
+// History lists alert state changes, newest first.
+func (s *Service) History(ctx context.Context, q HistoryQuery) ([]HistoryEntry, error) {
+	where, args := []string{"1=1"}, []any{}
+	if q.RuleID != 0 {
+		where, args = append(where, "rule_id = ?"), append(args, q.RuleID)
+	}
+	if q.Subject != "" {
+		where, args = append(where, "subject = ?"), append(args, q.Subject)
+	}
+	if q.BeforeID != 0 {
+		where, args = append(where, "id < ?"), append(args, q.BeforeID)
+	}
+	args = append(args, limit(q.Limit))
+	rows, err := s.db.QueryContext(ctx, `SELECT id, at, rule_id, rule_name, subject, dedup_key, event, severity, summary, details
+		FROM alert_history WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("alerting: history: %w", err)
+	}
+	defer rows.Close()
+	var out []HistoryEntry
+	for rows.Next() {
+		var h HistoryEntry
+		var at int64
+		var details string
+		if err := rows.Scan(&h.ID, &at, &h.RuleID, &h.RuleName, &h.Subject, &h.DedupKey, &h.Event, &h.Severity, &h.Summary, &details); err != nil {
+			return nil, fmt.Errorf("alerting: history: %w", err)
+		}
+		h.At = fromMS(at)
+		json.Unmarshal([]byte(details), &h.Details)
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+func limit(n int) int {
+	switch {
+	case n <= 0:
+		return 100
+	case n > 1000:
+		return 1000
+	}
+	return n
+}
+
+// Delivery is one notification's delivery log entry.
+type Delivery struct {
+	ID           int64
+	CreatedAt    time.Time
+	FinishedAt   time.Time
+	NotifierID   int64
+	NotifierName string
+	NotifierType NotifierType
+	RuleID       int64 // 0 for test events
+	DedupKey     string
+	Action       string // trigger or resolve
+	Test         bool
+	Status       string // pending, delivered or failed
+	Attempts     int
+	HTTPStatus   int    // of the last attempt; 0 when none answered
+	Response     string // body of the last answer, truncated, secrets removed
+	Error        string
+}
+
+// Delivery statuses.
+const (
+	DeliveryPending   = "pending"
+	DeliveryDelivered = "delivered"
+	DeliveryFailed    = "failed"
+)
+
+// DeliveryQuery filters Deliveries like HistoryQuery.
+type DeliveryQuery struct {
+	NotifierID int64
+	RuleID     int64
+	Status     string
+	BeforeID   int64
+	Limit      int
+}
+
+// Deliveries lists the delivery log, newest first.
+func (s *Service) Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, error) {
+	where, args := []string{"1=1"}, []any{}
+	if q.NotifierID != 0 {
+		where, args = append(where, "notifier_id = ?"), append(args, q.NotifierID)
+	}
+	if q.RuleID != 0 {
+		where, args = append(where, "rule_id = ?"), append(args, q.RuleID)
+	}
+	if q.Status != "" {
+		where, args = append(where, "status = ?"), append(args, q.Status)
+	}
+	if q.BeforeID != 0 {
+		where, args = append(where, "id < ?"), append(args, q.BeforeID)
+	}
+	args = append(args, limit(q.Limit))
+	rows, err := s.db.QueryContext(ctx, `SELECT id, created_at, finished_at, notifier_id, notifier_name, notifier_type, rule_id,
+		dedup_key, action, test, status, attempts, http_status, response, error
+		FROM alert_deliveries WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("alerting: deliveries: %w", err)
+	}
+	defer rows.Close()
+	var out []Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, fmt.Errorf("alerting: deliveries: %w", err)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+func scanDelivery(row scanner) (Delivery, error) {
+	var d Delivery
+	var created, finished int64
+	var test int
+	err := row.Scan(&d.ID, &created, &finished, &d.NotifierID, &d.NotifierName, &d.NotifierType, &d.RuleID,
+		&d.DedupKey, &d.Action, &test, &d.Status, &d.Attempts, &d.HTTPStatus, &d.Response, &d.Error)
+	d.CreatedAt, d.FinishedAt, d.Test = fromMS(created), fromMS(finished), test != 0
+	return d, err
+}
+
+func (s *Service) insertDelivery(ctx context.Context, d *Delivery) error {
+	res, err := s.db.ExecContext(ctx, `INSERT INTO alert_deliveries(created_at, finished_at, notifier_id, notifier_name, notifier_type,
+		rule_id, dedup_key, action, test, status, attempts, http_status, response, error) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		ms(d.CreatedAt), ms(d.FinishedAt), d.NotifierID, d.NotifierName, d.NotifierType, d.RuleID, d.DedupKey, d.Action,
+		b2i(d.Test), d.Status, d.Attempts, d.HTTPStatus, d.Response, d.Error)
+	if err != nil {
+		return fmt.Errorf("alerting: delivery log: %w", err)
+	}
+	d.ID, _ = res.LastInsertId()
+	return nil
+}
+
+func (s *Service) finishDelivery(ctx context.Context, d *Delivery) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE alert_deliveries SET finished_at=?, status=?, attempts=?, http_status=?, response=?, error=? WHERE id=?`,
+		ms(d.FinishedAt), d.Status, d.Attempts, d.HTTPStatus, d.Response, d.Error, d.ID)
+	if err != nil {
+		return fmt.Errorf("alerting: delivery log: %w", err)
+	}
+	return nil
+}
+
+// prune keeps the newest keep rows of history and of the delivery log.
+func (s *Service) prune(ctx context.Context, keep int) error {
+	for _, table := range []string{"alert_history", "alert_deliveries"} {
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM `+table+` WHERE id <= (SELECT id FROM `+table+` ORDER BY id DESC LIMIT 1 OFFSET ?)`, keep); err != nil {
+			return fmt.Errorf("alerting: prune %s: %w", table, err)
+		}
+	}
+	return nil
+}
