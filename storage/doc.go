@@ -1,0 +1,30 @@
+// Package storage is the partition log of Sluice: Kafka record batches v2
+// stored on disk exactly as Apache Kafka stores them, so an operator who opens
+// a Sluice data directory recognises every file.
+//
+// # Layout
+//
+// Each log directory (log.dirs) holds one folder per partition, named
+// <topic>-<partition>. A folder holds segments named after their base offset,
+// zero-padded to 20 digits: <base>.log (the batches, byte for byte as the
+// producer sent them, with the base offset and partition leader epoch set by
+// the broker), <base>.index (8-byte entries: relative offset, position),
+// <base>.timeindex (12-byte entries: timestamp, relative offset) and
+// <base>.snapshot (idempotent producer state). The folder also holds
+// leader-epoch-checkpoint. The log directory itself holds Kafka's text
+// checkpoints: recovery-point-offset-checkpoint, log-start-offset-checkpoint,
+// replication-offset-checkpoint and cleaner-offset-checkpoint, and
+// .kafka_cleanshutdown after a clean stop.
+//
+// # Concurrency
+//
+// A Log has one writer at a time (appends, truncation, roll and retention take
+// Log.mu) and any number of readers. Readers never take Log.mu for the data
+// path: they read the segment list from an atomically swapped snapshot and the
+// committed end of a segment from an atomic, so a reader never waits on a
+// writer's fsync. A segment's files stay open while a FileRegion handed to a
+// reader refers to them (reference counted), so deletion by retention or
+// compaction never closes a file under an in-flight sendfile.
+//
+// Lock order: Manager.mu, then Log.cleanMu, then Log.mu, then segment.mu.
+package storage

@@ -1,0 +1,297 @@
+package storage
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sort"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// Index entry sizes, as in Kafka's OffsetIndex and TimeIndex.
+const (
+	offsetIndexEntry = 8  // int32 relative offset, int32 position
+	timeIndexEntry   = 12 // int64 timestamp, int32 relative offset
+)
+
+// index is a memory-mapped, sparse, append-only index file: the offset index
+// (.index) or the time index (.timeindex). The active segment's index is
+// preallocated to segment.index.bytes and mapped read-write; when the
+// segment rolls or closes it is trimmed to its entries. An index may be
+// unmapped (idle segments of idle partitions) and is mapped again on use.
+//
+// Concurrency: the writer (holding Log.mu) appends entries past n and then
+// publishes n atomically, so readers see only complete entries. Mapping and
+// unmapping happen under the owning segment's mu held for writing; readers
+// hold it for reading while they look at data.
+type index struct {
+	path      string
+	base      int64
+	entrySize int
+	data      []byte // the mapping; nil when unmapped or empty
+	mapped    bool
+	writable  bool
+	n         atomic.Int32 // valid entries
+}
+
+// createIndex creates (or truncates) an index file preallocated to maxBytes
+// and maps it read-write.
+func createIndex(path string, base int64, entrySize, maxBytes int) (*index, error) {
+	ix := &index{path: path, base: base, entrySize: entrySize}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	if err := ix.makeWritable(maxBytes); err != nil {
+		return nil, err
+	}
+	return ix, nil
+}
+
+// openIndex opens an existing index file read-only and counts its entries:
+// the used prefix of the file (a crash may leave a preallocated tail of
+// zeros, which holds no entry since every real entry has a non-zero
+// position or relative offset).
+func openIndex(path string, base int64, entrySize int) (*index, error) {
+	ix := &index{path: path, base: base, entrySize: entrySize}
+	if err := ix.mapFile(false, -1); err != nil {
+		return nil, err
+	}
+	total := len(ix.data) / entrySize
+	used := sort.Search(total, func(i int) bool { return ix.zero(i) })
+	ix.n.Store(int32(used))
+	return ix, nil
+}
+
+// zero reports whether entry i is all zero bytes.
+func (ix *index) zero(i int) bool {
+	for _, b := range ix.data[i*ix.entrySize : (i+1)*ix.entrySize] {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// mapFile maps the file. size < 0 keeps the file's size; otherwise the file
+// is first truncated or extended to size.
+func (ix *index) mapFile(writable bool, size int) error {
+	flag := os.O_RDONLY
+	if writable {
+		flag = os.O_RDWR
+	}
+	f, err := os.OpenFile(ix.path, flag, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if size >= 0 {
+		if err := f.Truncate(int64(size)); err != nil {
+			return err
+		}
+	} else {
+		st, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		size = int(st.Size())
+	}
+	size = size / ix.entrySize * ix.entrySize
+	ix.data, ix.mapped, ix.writable = nil, true, writable
+	if size == 0 {
+		return nil
+	}
+	prot := unix.PROT_READ
+	if writable {
+		prot |= unix.PROT_WRITE
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, size, prot, unix.MAP_SHARED)
+	if err != nil {
+		ix.mapped = false
+		return fmt.Errorf("mmap %s: %w", ix.path, err)
+	}
+	ix.data = data
+	return nil
+}
+
+// ensureMapped maps an unmapped index read-only (or read-write for the
+// active segment). Segment mu must be held for writing.
+func (ix *index) ensureMapped(writable bool, maxBytes int) error {
+	if ix.mapped && (!writable || ix.writable) {
+		return nil
+	}
+	if writable {
+		return ix.makeWritable(maxBytes)
+	}
+	return ix.mapFile(false, -1)
+}
+
+// makeWritable extends the file to maxBytes and maps it read-write.
+func (ix *index) makeWritable(maxBytes int) error {
+	if err := ix.unmap(); err != nil {
+		return err
+	}
+	maxBytes = max(maxBytes/ix.entrySize*ix.entrySize, int(ix.n.Load())*ix.entrySize)
+	return ix.mapFile(true, maxBytes)
+}
+
+func (ix *index) unmap() error {
+	var err error
+	if ix.data != nil {
+		err = unix.Munmap(ix.data)
+	}
+	ix.data, ix.mapped, ix.writable = nil, false, false
+	return err
+}
+
+// trim unmaps the index and cuts the file to its entries (on roll, close and
+// when a segment goes idle).
+func (ix *index) trim() error {
+	wasWritable := ix.writable
+	if err := ix.unmap(); err != nil {
+		return err
+	}
+	if !wasWritable {
+		return nil
+	}
+	return os.Truncate(ix.path, int64(ix.n.Load())*int64(ix.entrySize))
+}
+
+// sync writes dirty pages of a writable mapping to disk.
+func (ix *index) sync() error {
+	if ix.writable && ix.data != nil {
+		if !syncEnabled.Load() {
+			return nil
+		}
+		return unix.Msync(ix.data, unix.MS_SYNC)
+	}
+	return nil
+}
+
+func (ix *index) entries() int { return int(ix.n.Load()) }
+
+func (ix *index) full() bool {
+	return ix.writable && (int(ix.n.Load())+1)*ix.entrySize > len(ix.data)
+}
+
+// truncateEntries keeps the first n entries, zeroing the rest of a writable
+// mapping so a crash cannot resurrect them.
+func (ix *index) truncateEntries(n int) {
+	if n >= ix.entries() {
+		return
+	}
+	if ix.writable {
+		clear(ix.data[n*ix.entrySize : ix.entries()*ix.entrySize])
+	}
+	ix.n.Store(int32(n))
+}
+
+// ---- offset index ----
+
+func (ix *index) offsetEntry(i int) (offset int64, pos int64) {
+	e := ix.data[i*offsetIndexEntry:]
+	return ix.base + int64(binary.BigEndian.Uint32(e)), int64(binary.BigEndian.Uint32(e[4:]))
+}
+
+// appendOffset adds (offset, pos) if offset is past the last entry.
+func (ix *index) appendOffset(offset, pos int64) {
+	n := ix.entries()
+	if (n+1)*offsetIndexEntry > len(ix.data) {
+		return
+	}
+	if n > 0 {
+		if last, _ := ix.offsetEntry(n - 1); offset <= last {
+			return
+		}
+	}
+	e := ix.data[n*offsetIndexEntry:]
+	binary.BigEndian.PutUint32(e, uint32(offset-ix.base))
+	binary.BigEndian.PutUint32(e[4:], uint32(pos))
+	ix.n.Store(int32(n + 1))
+}
+
+// lookupOffset returns the position of the last indexed batch whose
+// offset is <= target and whose position is below limit, or (base, 0).
+// A batch indexed at (o, p) starts at p and ends with offset o, so every
+// batch holding an offset >= target starts at or after p.
+func (ix *index) lookupOffset(target, limit int64) (int64, int64) {
+	n := ix.entries()
+	i := sort.Search(n, func(i int) bool {
+		o, p := ix.offsetEntry(i)
+		return o > target || p >= limit
+	}) - 1
+	if i < 0 {
+		return ix.base, 0
+	}
+	return ix.offsetEntry(i)
+}
+
+// lookupEnd returns the largest indexed position p with p <= limitPos whose
+// batch's last offset o satisfies o <= maxOffset: every batch before p then
+// ends by p and has offsets < o <= maxOffset. 0 when there is none.
+func (ix *index) lookupEnd(limitPos, maxOffset int64) int64 {
+	n := ix.entries()
+	i := sort.Search(n, func(i int) bool {
+		o, p := ix.offsetEntry(i)
+		return p > limitPos || o > maxOffset
+	}) - 1
+	if i < 0 {
+		return 0
+	}
+	_, p := ix.offsetEntry(i)
+	return p
+}
+
+// ---- time index ----
+
+func (ix *index) timeEntry(i int) (ts int64, offset int64) {
+	e := ix.data[i*timeIndexEntry:]
+	return int64(binary.BigEndian.Uint64(e)), ix.base + int64(binary.BigEndian.Uint32(e[8:]))
+}
+
+// lastTimeEntry returns the newest entry or (-1, base).
+func (ix *index) lastTimeEntry() (int64, int64) {
+	if n := ix.entries(); n > 0 && ix.data != nil {
+		return ix.timeEntry(n - 1)
+	}
+	return -1, ix.base
+}
+
+// appendTime adds (ts, offset) when ts is newer than the last entry.
+// force ignores the full check's reserve (the final entry at roll).
+func (ix *index) appendTime(ts, offset int64) {
+	n := ix.entries()
+	if (n+1)*timeIndexEntry > len(ix.data) {
+		return
+	}
+	if n > 0 {
+		if lts, lo := ix.timeEntry(n - 1); ts <= lts || offset < lo {
+			return
+		}
+	} else if ts < 0 {
+		return
+	}
+	e := ix.data[n*timeIndexEntry:]
+	binary.BigEndian.PutUint64(e, uint64(ts))
+	binary.BigEndian.PutUint32(e[8:], uint32(offset-ix.base))
+	ix.n.Store(int32(n + 1))
+}
+
+// lookupTime returns the offset of the last entry with timestamp < ts: every
+// record with a timestamp >= ts is at or after the batch holding that offset.
+// (base when none).
+func (ix *index) lookupTime(ts int64) int64 {
+	n := ix.entries()
+	i := sort.Search(n, func(i int) bool {
+		t, _ := ix.timeEntry(i)
+		return t >= ts
+	}) - 1
+	if i < 0 {
+		return ix.base
+	}
+	_, o := ix.timeEntry(i)
+	return o
+}

@@ -1,0 +1,555 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// logLoad carries what the manager knows about a log from its checkpoints.
+type logLoad struct {
+	dir           string
+	tp            TopicPartition
+	cfg           *logConfig
+	env           *env
+	recoveryPoint int64 // -1: no checkpoint, recover everything
+	logStart      int64 // -1: none
+	hw            int64 // -1: none
+	firstDirty    int64 // -1: none
+	cleanShutdown bool
+}
+
+// openLog loads (and if needed recovers) the log in p.dir, creating the
+// directory and a first segment when it does not exist.
+func openLog(p logLoad) (*Log, error) {
+	if err := os.MkdirAll(p.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", p.dir, err)
+	}
+	l := &Log{tp: p.tp, dir: p.dir, env: p.env, producers: newProducerStates(p.dir)}
+	l.cfg.Store(p.cfg)
+	l.firstDirty.Store(p.firstDirty)
+	l.touch()
+	var err error
+	if l.epochs, err = loadLeaderEpochCache(p.dir); err != nil {
+		return nil, err
+	}
+	segs, err := l.loadSegments(p)
+	if err != nil {
+		return nil, err
+	}
+	l.segs.Store(&segs)
+	leo := l.LogEndOffset()
+	l.logStart.Store(max(p.logStart, segs[0].base))
+	if l.logStart.Load() > leo {
+		l.logStart.Store(leo)
+	}
+	l.recoveryPoint.Store(leo)
+	l.hw.Store(min(max(p.hw, l.logStart.Load()), leo))
+	l.lastFlushMs = p.env.nowMs()
+
+	// Producer state: the newest snapshot at or below the log end, then the
+	// batches after it.
+	warn := func(path string, err error) {
+		p.env.logger.Warn("unreadable producer snapshot, rebuilding from the log", "file", path, "err", err)
+	}
+	l.producers.deleteSnapshots(-1, leo)
+	from := l.producers.loadLatest(leo, warn)
+	if from < 0 {
+		from = l.logStart.Load()
+	}
+	if err := l.replayProducers(from, leo); err != nil {
+		return nil, err
+	}
+	l.producers.truncateHead(l.logStart.Load())
+	if err := l.epochs.truncateFromEnd(leo); err != nil {
+		return nil, err
+	}
+	if err := l.epochs.truncateFromStart(l.logStart.Load()); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// replayProducers applies the headers of the batches in [from, to) to the
+// producer state. It reads only headers.
+func (l *Log) replayProducers(from, to int64) error {
+	var hb [BatchHeaderSize]byte
+	var h BatchHeader
+	for _, s := range l.segments() {
+		if s.next.Load() <= from || s.base >= to {
+			continue
+		}
+		f, err := s.acquire()
+		if err != nil {
+			return err
+		}
+		size := s.size.Load()
+		pos := int64(0)
+		if from > s.base {
+			if pos, _, err = s.translate(f, from, size, hb[:], &h); err != nil {
+				s.release()
+				return err
+			}
+		}
+		for pos < size {
+			if err := readHeader(f, pos, size, hb[:], &h); err != nil {
+				s.release()
+				return fmt.Errorf("%s: producer state: %w", f.Name(), err)
+			}
+			if h.LastOffset() >= from && h.BaseOffset < to && h.ProducerID >= 0 {
+				l.producers.update(&h)
+			}
+			pos += int64(h.Size())
+		}
+		s.release()
+	}
+	return nil
+}
+
+// loadSegments reads the directory: finishes or discards interrupted
+// cleaner swaps, opens every segment, recovers the ones after the recovery
+// point (all of them after an unclean shutdown without a checkpoint), and
+// returns the segments with the last one active.
+func (l *Log) loadSegments(p logLoad) ([]*segment, error) {
+	ents, err := os.ReadDir(p.dir)
+	if err != nil {
+		return nil, fmt.Errorf("read log directory: %w", err)
+	}
+	var bases []int64
+	var swaps []string
+	for _, e := range ents {
+		name := e.Name()
+		path := filepath.Join(p.dir, name)
+		if e.IsDir() {
+			p.env.logger.Warn("ignoring a directory inside a partition directory", "path", path)
+			continue
+		}
+		switch {
+		case strings.HasSuffix(name, ".tmp"), strings.HasSuffix(name, cleanedSuffix), strings.HasSuffix(name, deletedSuffix):
+			// Unfinished checkpoint writes, cleaner output that was never
+			// swapped in, and files already deleted from the log.
+			if err := os.Remove(path); err != nil {
+				return nil, fmt.Errorf("remove leftover %s: %w", path, err)
+			}
+		case strings.HasSuffix(name, swapSuffix):
+			swaps = append(swaps, name)
+		case strings.HasSuffix(name, corruptSuffix):
+			p.env.logger.Warn("set-aside data from an earlier recovery is kept for inspection", "file", path)
+		case name == leaderEpochCheckpoint, name == "partition.metadata":
+		case strings.HasSuffix(name, logSuffix):
+			base, ok := parseOffsetFileName(name, logSuffix)
+			if !ok {
+				return nil, fmt.Errorf("%s: not a segment name (want <20 digits>.log)", path)
+			}
+			bases = append(bases, base)
+		case strings.HasSuffix(name, indexSuffix), strings.HasSuffix(name, timeIndexSuffix), strings.HasSuffix(name, snapshotSuffix):
+			suf := filepath.Ext(name)
+			if _, ok := parseOffsetFileName(name, suf); !ok {
+				return nil, fmt.Errorf("%s: not a segment file name (want <20 digits>%s)", path, suf)
+			}
+		default:
+			p.env.logger.Warn("ignoring an unknown file in a partition directory", "file", path)
+		}
+	}
+	if len(swaps) > 0 {
+		if bases, err = l.completeSwaps(p, swaps, bases); err != nil {
+			return nil, err
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	// Index files without a log are derived data left by an interrupted
+	// deletion: remove them.
+	for _, e := range ents {
+		name := e.Name()
+		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+			if b, ok := parseOffsetFileName(name, suf); ok && !containsInt64(bases, b) {
+				os.Remove(filepath.Join(p.dir, name))
+			}
+		}
+	}
+	if len(bases) == 0 {
+		start := max(p.logStart, 0)
+		s, err := createSegment(p.dir, start, &p.cfg.LogConfig, p.env.nowMs())
+		if err != nil {
+			return nil, fmt.Errorf("create first segment: %w", err)
+		}
+		return []*segment{s}, nil
+	}
+
+	// Recovery starts at the segment holding the recovery point.
+	recoverFrom := len(bases)
+	if !p.cleanShutdown {
+		rp := max(p.recoveryPoint, 0)
+		recoverFrom = sort.Search(len(bases), func(i int) bool { return bases[i] > rp }) - 1
+		recoverFrom = max(recoverFrom, 0)
+	}
+	segs := make([]*segment, 0, len(bases))
+	for i, base := range bases {
+		last := i == len(bases)-1
+		s := &segment{dir: p.dir, base: base}
+		s.maxTS.Store(-1)
+		s.offsetOfMaxTS.Store(base)
+		st, err := os.Stat(s.path(logSuffix))
+		if err != nil {
+			return nil, fmt.Errorf("segment: %w", err)
+		}
+		s.size.Store(st.Size())
+		needRecover := i >= recoverFrom
+		if !needRecover {
+			if err := s.loadIndexes(p); err != nil {
+				p.env.logger.Warn("rebuilding index", "segment", s.path(logSuffix), "err", err)
+				needRecover = true
+			}
+		}
+		if needRecover {
+			truncated, err := l.recoverSegment(p, s, last)
+			if err != nil {
+				return nil, err
+			}
+			segs = append(segs, s)
+			if truncated && !last {
+				// The log ends at the corrupt batch: segments after it can
+				// no longer follow on. Keep their data aside, not in the log.
+				for _, b := range bases[i+1:] {
+					l.setAside(p, b)
+				}
+				break
+			}
+			continue
+		}
+		segs = append(segs, s)
+	}
+	// The last segment takes appends.
+	act := segs[len(segs)-1]
+	if err := act.activate(p.cfg.maxIdx, p.cfg.SegmentBytes); err != nil {
+		return nil, fmt.Errorf("%s: %w", act.path(indexSuffix), err)
+	}
+	if err := act.loadRollState(); err != nil {
+		return nil, err
+	}
+	return segs, nil
+}
+
+func containsInt64(s []int64, v int64) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// setAside renames a segment's log out of the way (kept for an operator,
+// never deleted) and removes its derived index files.
+func (l *Log) setAside(p logLoad, base int64) {
+	s := &segment{dir: p.dir, base: base}
+	from, to := s.path(logSuffix), s.path(logSuffix)+corruptSuffix
+	if err := os.Rename(from, to); err != nil {
+		p.env.logger.Error("cannot set aside segment after a corrupt batch", "file", from, "err", err)
+		return
+	}
+	os.Remove(s.path(indexSuffix))
+	os.Remove(s.path(timeIndexSuffix))
+	p.env.logger.Error("segment follows a corrupt batch and was set aside; it is no longer part of the log",
+		"partition", p.tp.String(), "file", to)
+}
+
+// loadIndexes opens a cleanly written segment's indexes, checks them, and
+// finds the segment's next offset and max timestamp from them.
+func (s *segment) loadIndexes(p logLoad) error {
+	var err error
+	if s.oi, err = openIndex(s.path(indexSuffix), s.base, offsetIndexEntry); err != nil {
+		return err
+	}
+	if s.ti, err = openIndex(s.path(timeIndexSuffix), s.base, timeIndexEntry); err != nil {
+		s.oi.unmap()
+		return err
+	}
+	size := s.size.Load()
+	scanFrom := int64(0)
+	// Kafka checks only the last entry; a full pass costs about a
+	// nanosecond per entry and catches an index that would send reads to
+	// the middle of a batch.
+	prevO, prevP := int64(-1), int64(-1)
+	for i := 0; i < s.oi.entries(); i++ {
+		o, pos := s.oi.offsetEntry(i)
+		if pos >= size || o < s.base || o <= prevO || pos <= prevP {
+			return fmt.Errorf("offset index entry %d (%d, %d) out of order or past the log of %d bytes", i, o, pos, size)
+		}
+		prevO, prevP = o, pos
+		scanFrom = pos
+	}
+	prevT := int64(-1)
+	for i := 0; i < s.ti.entries(); i++ {
+		ts, o := s.ti.timeEntry(i)
+		if ts < prevT || o < s.base {
+			return fmt.Errorf("time index entry %d (%d, %d) out of order", i, ts, o)
+		}
+		prevT = ts
+	}
+	if ts, o := s.ti.lastTimeEntry(); s.ti.entries() > 0 {
+		if o < s.base {
+			return fmt.Errorf("time index entry (%d, %d) is below the base offset", ts, o)
+		}
+		s.maxTS.Store(ts)
+		s.offsetOfMaxTS.Store(o)
+	}
+	// Walk the headers after the last indexed batch to find the end.
+	f, err := os.Open(s.path(logSuffix))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var hb [BatchHeaderSize]byte
+	var h BatchHeader
+	next := s.base
+	for pos := scanFrom; pos < size; pos += int64(h.Size()) {
+		if err := readHeader(f, pos, size, hb[:], &h); err != nil {
+			return err
+		}
+		next = h.NextOffset()
+		if h.MaxTimestamp > s.maxTS.Load() {
+			s.maxTS.Store(h.MaxTimestamp)
+			s.offsetOfMaxTS.Store(h.LastOffset())
+		}
+	}
+	s.next.Store(next)
+	// Inactive segments stay unmapped until read.
+	s.oi.unmap()
+	s.ti.unmap()
+	return nil
+}
+
+// loadRollState sets what the active segment's roll decisions need: the
+// timestamp segment.ms counts from and the bytes since the last index entry.
+func (s *segment) loadRollState() error {
+	s.rollTS = time.Now().UnixMilli()
+	size := s.size.Load()
+	if size == 0 {
+		return nil
+	}
+	f, err := s.acquire()
+	if err != nil {
+		return err
+	}
+	defer s.release()
+	var hb [BatchHeaderSize]byte
+	var h BatchHeader
+	if err := readHeader(f, 0, size, hb[:], &h); err == nil && h.MaxTimestamp >= 0 {
+		s.rollTS = h.MaxTimestamp
+	} else if st, err := f.Stat(); err == nil {
+		s.rollTS = st.ModTime().UnixMilli()
+	}
+	s.mu.RLock()
+	if n := s.oi.entries(); n > 0 && s.oi.data != nil {
+		_, pos := s.oi.offsetEntry(n - 1)
+		s.bytesSinceIndex = size - pos
+	} else {
+		s.bytesSinceIndex = size
+	}
+	s.mu.RUnlock()
+	return nil
+}
+
+// recoverSegment reads every batch of the segment, checks its CRC, rebuilds
+// both indexes, and truncates the file at the first torn or corrupt batch.
+// Bytes cut off that hold more than zeros are first copied to
+// <base>.log.<position>.corrupt so nothing recoverable is lost. A file that
+// starts with a v0/v1 message (an old Kafka log, or not a log at all) is an
+// error: it is not touched.
+func (l *Log) recoverSegment(p logLoad, s *segment, last bool) (truncated bool, err error) {
+	path := s.path(logSuffix)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return false, fmt.Errorf("recover segment: %w", err)
+	}
+	s.file = f
+	s.active = true // indexes writable while rebuilding
+	s.maxIdx = p.cfg.maxIdx
+	if s.oi, err = createIndex(s.path(indexSuffix), s.base, offsetIndexEntry, s.maxIdx); err != nil {
+		return false, fmt.Errorf("rebuild index: %w", err)
+	}
+	if s.ti, err = createIndex(s.path(timeIndexSuffix), s.base, timeIndexEntry, s.maxIdx); err != nil {
+		return false, fmt.Errorf("rebuild index: %w", err)
+	}
+	size := s.size.Load()
+	sc := newBatchScanner(f, 0, size, true)
+	next := s.base
+	interval := int64(p.cfg.IndexIntervalBytes)
+	for sc.next() {
+		h := &sc.h
+		if h.BaseOffset < next || h.LastOffset() < h.BaseOffset {
+			sc.bad = fmt.Errorf("%w: batch at position %d has offsets %d-%d after %d", ErrCorruptBatch, sc.pos, h.BaseOffset, h.LastOffset(), next)
+			break
+		}
+		if h.LastOffset()-s.base > math.MaxInt32 || sc.pos > math.MaxInt32 {
+			sc.bad = fmt.Errorf("%w: batch at position %d does not fit the segment's 32-bit index", ErrCorruptBatch, sc.pos)
+			break
+		}
+		if s.oi.full() || s.ti.full() {
+			sc.bad = fmt.Errorf("%w: index full at position %d", ErrCorruptBatch, sc.pos)
+			break
+		}
+		s.indexBatch(sc.pos, int64(len(sc.batch)), h.LastOffset(), h.MaxTimestamp, interval)
+		if h.PartitionLeaderEpoch >= 0 {
+			if latest, ok := l.epochs.latest(); !ok || h.PartitionLeaderEpoch > latest {
+				if _, err := l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
+					return false, err
+				}
+			}
+		}
+		next = h.NextOffset()
+	}
+	if sc.err != nil {
+		return false, fmt.Errorf("recover %s: %w", path, sc.err)
+	}
+	if sc.bad != nil {
+		pos := sc.pos
+		if pos == 0 && size > offMagic {
+			var m [offMagic + 1]byte
+			if _, err := f.ReadAt(m[:], 0); err == nil && (m[offMagic] == 0 || m[offMagic] == 1) {
+				return false, fmt.Errorf("%s: holds message format v%d (magic %d at position 0), not record batch v2; convert or move it away", path, m[offMagic], m[offMagic])
+			}
+		}
+		if err := saveTail(f, pos, size); err != nil {
+			return false, fmt.Errorf("save the corrupt tail of %s before truncating: %w", path, err)
+		}
+		p.env.logger.Warn("truncating a torn or corrupt batch found by recovery",
+			"file", path, "position", pos, "bytes", size-pos, "reason", sc.bad.Error())
+		if err := f.Truncate(pos); err != nil {
+			return false, fmt.Errorf("truncate %s: %w", path, err)
+		}
+		s.size.Store(pos)
+		truncated = true
+	}
+	s.next.Store(next)
+	if !last {
+		s.appendFinalTimeEntry()
+		s.active = false
+		if err := errors.Join(s.oi.trim(), s.ti.trim()); err != nil {
+			return truncated, err
+		}
+	}
+	if err := fsyncFile(f); err != nil {
+		return truncated, fmt.Errorf("fsync %s: %w", path, err)
+	}
+	return truncated, nil
+}
+
+// saveTail copies [pos, size) of f to <file>.<pos>.corrupt unless it is all
+// zeros (a file extended by the filesystem but never written) or it is a
+// single torn batch: a valid v2 header whose batch runs past the end of the
+// file, which can never be completed.
+func saveTail(f *os.File, pos, size int64) error {
+	if size <= pos {
+		return nil
+	}
+	tail := make([]byte, size-pos)
+	if _, err := f.ReadAt(tail, pos); err != nil && err != io.EOF {
+		return err
+	}
+	if len(bytes.Trim(tail, "\x00")) == 0 {
+		return nil
+	}
+	if len(tail) >= BatchHeaderSize {
+		var h BatchHeader
+		if parseBatchHeaderInto(tail, &h) == nil && h.Size() > len(tail) {
+			return nil
+		}
+	} else if len(tail) > offMagic && tail[offMagic] == 2 {
+		return nil // a header cut short
+	} else if len(tail) <= offMagic {
+		return nil
+	}
+	name := fmt.Sprintf("%s.%d%s", f.Name(), pos, corruptSuffix)
+	return writeFileAtomic(name, tail)
+}
+
+// completeSwaps finishes a compaction interrupted by a crash. A .swap file
+// is a complete, fsynced cleaned segment: the segments it replaces (those
+// whose base lies in its offset range) are removed and it takes its final
+// name. .swap files are only created after the cleaned output was fsynced,
+// so finishing is always safe.
+func (l *Log) completeSwaps(p logLoad, swaps []string, bases []int64) ([]int64, error) {
+	for _, name := range swaps {
+		final := strings.TrimSuffix(name, swapSuffix)
+		if !strings.HasSuffix(final, logSuffix) {
+			continue
+		}
+		base, ok := parseOffsetFileName(final, logSuffix)
+		if !ok {
+			return nil, fmt.Errorf("%s: not a segment name", filepath.Join(p.dir, name))
+		}
+		swapPath := filepath.Join(p.dir, name)
+		next, err := scanNextOffset(swapPath, base)
+		if err != nil {
+			return nil, fmt.Errorf("cleaned segment %s: %w", swapPath, err)
+		}
+		kept := bases[:0]
+		for _, b := range bases {
+			if b >= base && b < next {
+				s := &segment{dir: p.dir, base: b}
+				for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+					if err := removeIfExists(s.path(suf)); err != nil {
+						return nil, err
+					}
+				}
+				continue
+			}
+			kept = append(kept, b)
+		}
+		bases = kept
+		if err := os.Rename(swapPath, filepath.Join(p.dir, final)); err != nil {
+			return nil, err
+		}
+		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+			ip := filepath.Join(p.dir, offsetFileName(base, suf))
+			if fileExists(ip + swapSuffix) {
+				if err := os.Rename(ip+swapSuffix, ip); err != nil {
+					return nil, err
+				}
+			}
+		}
+		bases = append(bases, base)
+		p.env.logger.Info("completed an interrupted compaction swap", "file", filepath.Join(p.dir, final))
+	}
+	// Index swap files whose log swap was already renamed.
+	ents, _ := os.ReadDir(p.dir)
+	for _, e := range ents {
+		if n := e.Name(); strings.HasSuffix(n, swapSuffix) {
+			final := filepath.Join(p.dir, strings.TrimSuffix(n, swapSuffix))
+			os.Rename(filepath.Join(p.dir, n), final)
+		}
+	}
+	return bases, syncDir(p.dir)
+}
+
+// scanNextOffset returns the offset after the last batch of a segment file.
+func scanNextOffset(path string, base int64) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	var hb [BatchHeaderSize]byte
+	var h BatchHeader
+	next := base
+	for pos := int64(0); pos < st.Size(); pos += int64(h.Size()) {
+		if err := readHeader(f, pos, st.Size(), hb[:], &h); err != nil {
+			return 0, err
+		}
+		next = h.NextOffset()
+	}
+	return next, nil
+}

@@ -1,0 +1,791 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// env is what a Log needs from its Manager.
+type env struct {
+	logger *slog.Logger
+	now    func() time.Time
+	// rolled is told about a log that rolled so its old segments are flushed
+	// soon, off the append path (Kafka schedules the same flush).
+	rolled func(*Log)
+}
+
+func (e *env) nowMs() int64 { return e.now().UnixMilli() }
+
+// Log is one partition's log. Safe for concurrent use: appends, truncation,
+// roll and retention are serialised by mu (one writer); Read, offsets and
+// lookups take no lock on the data path.
+type Log struct {
+	tp  TopicPartition
+	dir string
+	env *env
+
+	mu      sync.Mutex // the writer lock
+	cleanMu sync.Mutex // one cleaning at a time; taken before mu
+	cfg     atomic.Pointer[logConfig]
+	segs    atomic.Pointer[[]*segment] // ascending base offsets; copy on write under mu
+
+	logStart      atomic.Int64
+	hw            atomic.Int64
+	recoveryPoint atomic.Int64 // everything below is fsynced
+	firstDirty    atomic.Int64 // cleaner checkpoint; -1 = log start
+	lastUse       atomic.Int64 // unix nanos
+	closed        atomic.Bool
+
+	// writer state (mu)
+	unflushed   int64
+	lastFlushMs int64
+	producers   *producerStates
+	pend        []pendingProducer
+	scratch     []byte // recompression output
+	deleted     bool
+
+	epochs *leaderEpochCache
+}
+
+// logConfig is a LogConfig with its parsed forms cached for the append path.
+type logConfig struct {
+	LogConfig
+	codec         Compression
+	keepCodec     bool
+	logAppendTime bool
+	compact       bool
+	deletes       bool
+	maxIdx        int
+}
+
+func newLogConfig(c LogConfig) (*logConfig, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	lc := &logConfig{LogConfig: c}
+	lc.codec, lc.keepCodec, _ = ParseCompressionType(c.CompressionType)
+	lc.logAppendTime = c.MessageTimestampType == "LogAppendTime"
+	lc.compact, lc.deletes, _ = parseCleanupPolicy(c.Cleanup)
+	lc.maxIdx = max(int(c.SegmentIndexBytes), minSegmentIndexBytes)
+	return lc, nil
+}
+
+// AppendInfo describes an append.
+type AppendInfo struct {
+	FirstOffset, LastOffset int64 // offsets assigned
+	LogAppendTime           int64 // -1 unless LogAppendTime
+	LogStartOffset          int64
+	RecordCount             int32
+	Size                    int
+}
+
+// TopicPartition names the log.
+func (l *Log) TopicPartition() TopicPartition { return l.tp }
+
+// Dir is the partition directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Config returns the topic configs in force.
+func (l *Log) Config() LogConfig { return l.cfg.Load().LogConfig }
+
+// SetConfig changes the topic configs. An invalid config is refused and
+// logged; the previous one stays (SetConfigChecked returns the error).
+func (l *Log) SetConfig(c LogConfig) {
+	if err := l.SetConfigChecked(c); err != nil {
+		l.env.logger.Error("refusing invalid log config", "partition", l.tp.String(), "err", err)
+	}
+}
+
+// SetConfigChecked is SetConfig returning the validation error.
+func (l *Log) SetConfigChecked(c LogConfig) error {
+	lc, err := newLogConfig(c)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.cfg.Store(lc)
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *Log) segments() []*segment { return *l.segs.Load() }
+func (l *Log) active() *segment {
+	s := l.segments()
+	return s[len(s)-1]
+}
+
+// LogStartOffset is the first offset a reader may ask for.
+func (l *Log) LogStartOffset() int64 { return l.logStart.Load() }
+
+// LogEndOffset is the offset the next appended record gets.
+func (l *Log) LogEndOffset() int64 { return l.active().next.Load() }
+
+// HighWatermark is the last value given to SetHighWatermark (clamped), or
+// the checkpointed one after a restart.
+func (l *Log) HighWatermark() int64 { return l.hw.Load() }
+
+// RecoveryPoint is the offset below which everything is on disk.
+func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
+
+// SetHighWatermark sets the high watermark, clamped to [LogStartOffset,
+// LogEndOffset]. The caller (the broker) decides it.
+func (l *Log) SetHighWatermark(hw int64) {
+	l.hw.Store(min(max(hw, l.LogStartOffset()), l.LogEndOffset()))
+}
+
+// Size is the total size of the segments in bytes.
+func (l *Log) Size() int64 {
+	var n int64
+	for _, s := range l.segments() {
+		n += s.size.Load()
+	}
+	return n
+}
+
+// NumSegments is the number of segments.
+func (l *Log) NumSegments() int { return len(l.segments()) }
+
+func (l *Log) touch() { l.lastUse.Store(time.Now().UnixNano()) }
+
+// errors that make no sense after close
+func (l *Log) checkOpen() error {
+	if l.closed.Load() {
+		if l.deleted {
+			return fmt.Errorf("%s: %w", l.tp, ErrLogDeleted)
+		}
+		return fmt.Errorf("%s: %w", l.tp, ErrLogClosed)
+	}
+	return nil
+}
+
+// AppendAsLeader validates each batch of records (one or more concatenated
+// v2 batches), checks and records idempotent producer state, assigns offsets
+// in place (rewrites the base offset and partition leader epoch of the
+// caller's buffer), applies LogAppendTime and the topic compression.type,
+// and appends to the active segment.
+//
+// A batch that repeats one of its producer's last 5 batches is not appended:
+// the error is ErrDuplicateSequence and AppendInfo carries the offsets the
+// batch got the first time.
+func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.checkOpen(); err != nil {
+		return AppendInfo{}, err
+	}
+	cfg := l.cfg.Load()
+	info := AppendInfo{LogAppendTime: -1, FirstOffset: -1, LastOffset: -1}
+	if len(records) == 0 {
+		return info, fmt.Errorf("%w: empty records", ErrCorruptBatch)
+	}
+
+	// Pass 1: validate every batch before touching anything.
+	var h BatchHeader
+	rewrite := false
+	l.pend = l.pend[:0]
+	for pos := 0; pos < len(records); pos += h.Size() {
+		b := records[pos:]
+		if err := parseBatchHeaderInto(b, &h); err != nil {
+			return info, fmt.Errorf("%s: batch at byte %d: %w", l.tp, pos, err)
+		}
+		if h.Size() > len(b) {
+			return info, fmt.Errorf("%s: batch at byte %d: %w: needs %d bytes, %d left", l.tp, pos, ErrCorruptBatch, h.Size(), len(b))
+		}
+		b = b[:h.Size()]
+		if h.Size() > int(cfg.MaxMessageBytes) {
+			return info, fmt.Errorf("%s: %w: batch of %d bytes, max.message.bytes %d", l.tp, ErrBatchTooLarge, h.Size(), cfg.MaxMessageBytes)
+		}
+		if crc := batchCRC(b); crc != h.CRC {
+			return info, fmt.Errorf("%s: batch at byte %d: %w: crc %08x, computed %08x", l.tp, pos, ErrCorruptBatch, h.CRC, crc)
+		}
+		// Kafka's LogValidator: the header's offset range must match the
+		// record count.
+		if h.RecordCount <= 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount) {
+			return info, fmt.Errorf("%s: %w: record count %d with last offset delta %d", l.tp, ErrInvalidRecord, h.RecordCount, h.LastOffsetDelta)
+		}
+		recompress := !cfg.keepCodec && h.Compression() != cfg.codec && !h.Control()
+		rewrite = rewrite || recompress
+		if h.Compression() == CompressionNone {
+			if err := checkUncompressedRecords(&h, b); err != nil {
+				return info, fmt.Errorf("%s: %w", l.tp, err)
+			}
+		}
+		if cfg.compact && !h.Control() || h.Compression() != CompressionNone && (recompress || cfg.ValidateCompressedRecords) {
+			hc := h // a copy: walkRecords' callback makes its argument escape
+			if err := checkProducerRecords(&hc, b, cfg.compact && !h.Control()); err != nil {
+				return info, fmt.Errorf("%s: %w", l.tp, err)
+			}
+		}
+		if h.ProducerID >= 0 {
+			dup, err := l.producers.check(&h, &l.pend)
+			if err != nil {
+				return info, fmt.Errorf("%s: %w", l.tp, err)
+			}
+			if dup != nil {
+				info.FirstOffset, info.LastOffset = dup.firstOffset, dup.lastOffset
+				info.LogStartOffset = l.LogStartOffset()
+				info.RecordCount = h.RecordCount
+				return info, fmt.Errorf("%s: %w: producer %d sequence %d", l.tp, ErrDuplicateSequence, h.ProducerID, h.BaseSequence)
+			}
+		}
+		info.RecordCount += h.RecordCount
+	}
+
+	// Pass 2: recompress when compression.type asks for another codec.
+	buf := records
+	if rewrite {
+		out := l.scratch[:0]
+		for pos := 0; pos < len(records); pos += h.Size() {
+			parseHeader(records[pos:], &h)
+			b := records[pos : pos+h.Size()]
+			if !cfg.keepCodec && h.Compression() != cfg.codec && !h.Control() {
+				var err error
+				if out, err = recompressBatch(out, &h, b, cfg.codec); err != nil {
+					return info, fmt.Errorf("%s: %w", l.tp, err)
+				}
+			} else {
+				out = append(out, b...)
+			}
+		}
+		l.scratch = out
+		buf = out
+	}
+	if int64(len(buf)) > cfg.SegmentBytes {
+		return info, fmt.Errorf("%s: %w: %d bytes do not fit in segment.bytes %d", l.tp, ErrBatchTooLarge, len(buf), cfg.SegmentBytes)
+	}
+
+	// Pass 3: offsets, epochs and timestamps, in place.
+	now := l.env.nowMs()
+	offset := l.LogEndOffset()
+	info.FirstOffset = offset
+	for pos := 0; pos < len(buf); pos += h.Size() {
+		parseHeader(buf[pos:], &h)
+		b := buf[pos : pos+h.Size()]
+		setBaseOffset(b, offset)
+		setLeaderEpoch(b, leaderEpoch)
+		if cfg.logAppendTime {
+			setLogAppendTime(b, now)
+			info.LogAppendTime = now
+		}
+		offset += int64(h.LastOffsetDelta) + 1
+	}
+	info.LastOffset = offset - 1
+	info.Size = len(buf)
+	if err := l.appendLocked(cfg, buf, info.FirstOffset, info.LastOffset, now); err != nil {
+		return info, err
+	}
+	if leaderEpoch >= 0 {
+		if latest, ok := l.epochs.latest(); !ok || leaderEpoch > latest {
+			if _, err := l.epochs.assign(leaderEpoch, info.FirstOffset); err != nil {
+				l.env.logger.Error("write leader epoch checkpoint", "partition", l.tp.String(), "err", err)
+			}
+		}
+	}
+	info.LogStartOffset = l.LogStartOffset()
+	return info, l.maybeFlushLocked(cfg, int64(info.RecordCount), now)
+}
+
+// checkProducerRecords decompresses a batch and checks every record: offset
+// deltas 0..n-1 as Kafka requires of a producer, and a key on every record of
+// a compacted topic.
+func checkProducerRecords(h *BatchHeader, b []byte, needKeys bool) error {
+	var want int32
+	return walkRecords(h, b, func(_ *BatchHeader, r *Record) error {
+		if r.OffsetDelta != want {
+			return fmt.Errorf("%w: record %d has offset delta %d", ErrInvalidRecord, want, r.OffsetDelta)
+		}
+		want++
+		if needKeys && r.Key == nil {
+			return fmt.Errorf("%w: compacted topic cannot accept a record without a key", ErrInvalidRecord)
+		}
+		return nil
+	})
+}
+
+// recompressBatch appends b re-encoded with codec: the records are
+// decompressed and compressed again, the header keeps every field but the
+// length and codec bits, and the CRC is recomputed.
+func recompressBatch(dst []byte, h *BatchHeader, b []byte, codec Compression) ([]byte, error) {
+	body := b[BatchHeaderSize:]
+	if c := h.Compression(); c != CompressionNone {
+		bp := decompressBufs.Get().(*[]byte)
+		defer decompressBufs.Put(bp)
+		raw, err := Decompress(c, (*bp)[:0], body)
+		*bp = raw[:0]
+		if err != nil {
+			return dst, fmt.Errorf("%w: %s: %v", ErrInvalidRecord, c, err)
+		}
+		body = raw
+	}
+	start := len(dst)
+	dst = append(dst, b[:BatchHeaderSize]...)
+	var err error
+	if dst, err = Compress(codec, dst, body); err != nil {
+		return dst[:start], err
+	}
+	nb := dst[start:]
+	binary.BigEndian.PutUint32(nb[offBatchLength:], uint32(len(nb)-batchLengthOverhead))
+	attrs := binary.BigEndian.Uint16(nb[offAttributes:])&^attrCompressionMask | uint16(codec)
+	binary.BigEndian.PutUint16(nb[offAttributes:], attrs)
+	binary.BigEndian.PutUint32(nb[offCRC:], batchCRC(nb))
+	return dst, nil
+}
+
+// AppendAsFollower appends batches that already carry their offsets
+// (replication). They must start at or after LogEndOffset; offsets may skip
+// (the leader's log may be compacted). Producer state and leader epochs are
+// updated from the batches without sequence checks, as Kafka does.
+func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.checkOpen(); err != nil {
+		return AppendInfo{}, err
+	}
+	cfg := l.cfg.Load()
+	info := AppendInfo{LogAppendTime: -1, FirstOffset: -1, LastOffset: -1}
+	leo := l.LogEndOffset()
+	prev := leo
+	var maxEpoch int32 = -1
+	err := ForEachBatch(records, func(h *BatchHeader, _ []byte) error {
+		if h.BaseOffset < prev {
+			return fmt.Errorf("%w: batch at offset %d, expected at least %d", ErrOffsetOutOfRange, h.BaseOffset, prev)
+		}
+		if info.FirstOffset < 0 {
+			info.FirstOffset = h.BaseOffset
+		}
+		prev = h.NextOffset()
+		info.LastOffset = h.LastOffset()
+		info.RecordCount += h.RecordCount
+		if h.PartitionLeaderEpoch > maxEpoch {
+			maxEpoch = h.PartitionLeaderEpoch
+		}
+		return nil
+	})
+	if err != nil {
+		return info, fmt.Errorf("%s: %w", l.tp, err)
+	}
+	if len(records) == 0 {
+		return info, nil
+	}
+	if int64(len(records)) > cfg.SegmentBytes {
+		return info, fmt.Errorf("%s: %w: %d bytes do not fit in segment.bytes %d", l.tp, ErrBatchTooLarge, len(records), cfg.SegmentBytes)
+	}
+	now := l.env.nowMs()
+	if err := l.appendLocked(cfg, records, info.FirstOffset, info.LastOffset, now); err != nil {
+		return info, err
+	}
+	// Epoch boundaries inside the appended batches.
+	var latest int32 = -1
+	if e, ok := l.epochs.latest(); ok {
+		latest = e
+	}
+	if maxEpoch > latest {
+		ForEachBatch(records, func(h *BatchHeader, _ []byte) error {
+			if h.PartitionLeaderEpoch > latest {
+				l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset)
+				latest = h.PartitionLeaderEpoch
+			}
+			return nil
+		})
+	}
+	info.Size = len(records)
+	info.LogStartOffset = l.LogStartOffset()
+	return info, l.maybeFlushLocked(cfg, int64(info.RecordCount), now)
+}
+
+// appendLocked rolls if needed and writes buf (batches with offsets
+// [first, last]) to the active segment, then records producer state.
+func (l *Log) appendLocked(cfg *logConfig, buf []byte, first, last int64, now int64) error {
+	seg := l.active()
+	if l.shouldRoll(cfg, seg, len(buf), first, last, now) {
+		var err error
+		if seg, err = l.rollLocked(cfg, first, now); err != nil {
+			return err
+		}
+	}
+	if err := seg.appendBatches(buf, int64(cfg.IndexIntervalBytes)); err != nil {
+		return fmt.Errorf("%s: %w", l.tp, err)
+	}
+	var h BatchHeader
+	for pos := 0; pos < len(buf); pos += h.Size() {
+		parseHeader(buf[pos:], &h)
+		if h.ProducerID >= 0 {
+			l.producers.update(&h)
+		}
+	}
+	l.touch()
+	return nil
+}
+
+// shouldRoll is Kafka's LogSegment.shouldRoll: the segment is full, too old
+// (segment.ms since its first batch's timestamp), its index is full, or the
+// new offsets would not fit its 32-bit relative offsets.
+func (l *Log) shouldRoll(cfg *logConfig, s *segment, n int, first, last, now int64) bool {
+	size := s.size.Load()
+	if last-s.base > math.MaxInt32 || first < s.base {
+		return true
+	}
+	if size == 0 {
+		return false
+	}
+	return size+int64(n) > cfg.SegmentBytes ||
+		size+int64(n) > math.MaxInt32 ||
+		now-s.rollTS > cfg.SegmentMs ||
+		s.indexFull()
+}
+
+// rollLocked closes the active segment for appends and starts a new one at
+// base (the next offset). The old segment's indexes are trimmed; its data is
+// flushed soon by the manager, off the append path.
+func (l *Log) rollLocked(cfg *logConfig, base int64, now int64) (*segment, error) {
+	old := l.active()
+	if old.size.Load() == 0 && old.base <= base && base-old.base <= math.MaxInt32 {
+		return old, nil
+	}
+	base = max(base, old.next.Load())
+	if old.size.Load() == 0 {
+		// An empty active segment whose offsets cannot reach base:
+		// replace it.
+		if err := old.remove(); err != nil {
+			return nil, err
+		}
+		s, err := createSegment(l.dir, base, &cfg.LogConfig, now)
+		if err != nil {
+			return nil, fmt.Errorf("%s: roll: %w", l.tp, err)
+		}
+		segs := l.segments()
+		ns := append(append([]*segment(nil), segs[:len(segs)-1]...), s)
+		l.segs.Store(&ns)
+		return s, nil
+	}
+	if err := old.deactivate(); err != nil {
+		return nil, fmt.Errorf("%s: roll: trim indexes of %d: %w", l.tp, old.base, err)
+	}
+	if err := l.producers.writeSnapshot(base); err != nil {
+		l.env.logger.Warn("producer state snapshot", "partition", l.tp.String(), "err", err)
+	}
+	s, err := createSegment(l.dir, base, &cfg.LogConfig, now)
+	if err != nil {
+		return nil, fmt.Errorf("%s: roll: %w", l.tp, err)
+	}
+	segs := l.segments()
+	ns := make([]*segment, len(segs), len(segs)+1)
+	copy(ns, segs)
+	ns = append(ns, s)
+	l.segs.Store(&ns)
+	if l.env.rolled != nil {
+		l.env.rolled(l)
+	}
+	return s, nil
+}
+
+// Roll starts a new segment now (tests and operators).
+func (l *Log) Roll() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.checkOpen(); err != nil {
+		return err
+	}
+	_, err := l.rollLocked(l.cfg.Load(), l.LogEndOffset(), l.env.nowMs())
+	return err
+}
+
+func (l *Log) maybeFlushLocked(cfg *logConfig, msgs, now int64) error {
+	l.unflushed += msgs
+	if l.unflushed >= cfg.FlushMessages {
+		return l.flushLocked(now)
+	}
+	return nil
+}
+
+// flushLocked fsyncs every segment at or after the recovery point and moves
+// the recovery point to the log end. Holding mu keeps appends out; readers
+// are not affected.
+func (l *Log) flushLocked(now int64) error {
+	leo := l.LogEndOffset()
+	if err := l.flushSegments(l.recoveryPoint.Load(), leo); err != nil {
+		return err
+	}
+	l.recoveryPoint.Store(leo)
+	l.unflushed = 0
+	l.lastFlushMs = now
+	return nil
+}
+
+// flushSegments fsyncs the segments holding offsets in [from, to).
+func (l *Log) flushSegments(from, to int64) error {
+	segs := l.segments()
+	for i, s := range segs {
+		if i+1 < len(segs) && segs[i+1].base <= from {
+			continue
+		}
+		if s.base >= to && i > 0 {
+			break
+		}
+		if err := s.flush(); err != nil {
+			return fmt.Errorf("%s: %w", l.tp, err)
+		}
+	}
+	return nil
+}
+
+// Flush writes everything appended so far to disk.
+func (l *Log) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return nil
+	}
+	return l.flushLocked(l.env.nowMs())
+}
+
+// flushRolled fsyncs the segments below the active one (after a roll) and
+// advances the recovery point to the active segment's base, without holding
+// mu during the fsync.
+func (l *Log) flushRolled() error {
+	l.mu.Lock()
+	segs := l.segments()
+	upTo := segs[len(segs)-1].base
+	from := l.recoveryPoint.Load()
+	l.mu.Unlock()
+	if upTo <= from {
+		return nil
+	}
+	if err := l.flushSegments(from, upTo); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if upTo > l.recoveryPoint.Load() && upTo <= l.LogEndOffset() {
+		l.recoveryPoint.Store(upTo)
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// maybeFlushByTime is the flush scheduler's check of flush.ms.
+func (l *Log) maybeFlushByTime(now int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cfg := l.cfg.Load()
+	if l.closed.Load() || l.unflushed == 0 || cfg.FlushMs == math.MaxInt64 || now-l.lastFlushMs < cfg.FlushMs {
+		return nil
+	}
+	return l.flushLocked(now)
+}
+
+// ReadInfo is the result of a Read.
+type ReadInfo struct {
+	Region                                      FileRegion // Len 0 when nothing to read
+	FirstOffset                                 int64      // base offset of the first batch returned
+	HighWatermark, LogStartOffset, LogEndOffset int64
+	seg                                         *segment
+}
+
+// Release gives back the region's file reference; call it exactly once after
+// the region was sent or dropped (extra calls do nothing).
+func (r *ReadInfo) Release() {
+	if r.seg != nil {
+		r.seg.release()
+		r.seg = nil
+	}
+}
+
+// Read returns whole batches from offset: at most maxBytes (but at least one
+// batch when minOneBatch), never a batch whose last offset is >= maxOffset
+// (pass the high watermark for consumers, LogEndOffset for followers).
+// ErrOffsetOutOfRange when offset < LogStartOffset or > LogEndOffset. The
+// region always lies within one segment file.
+func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (ReadInfo, error) {
+	if err := l.checkOpen(); err != nil {
+		return ReadInfo{}, err
+	}
+	l.touch()
+	var hb [BatchHeaderSize]byte
+	for attempt := 0; ; attempt++ {
+		segs := l.segments()
+		info := ReadInfo{
+			FirstOffset:    offset,
+			HighWatermark:  l.hw.Load(),
+			LogStartOffset: l.logStart.Load(),
+			LogEndOffset:   segs[len(segs)-1].next.Load(),
+		}
+		if offset < info.LogStartOffset || offset > info.LogEndOffset {
+			return info, fmt.Errorf("%s: %w: offset %d, log start %d, log end %d", l.tp, ErrOffsetOutOfRange, offset, info.LogStartOffset, info.LogEndOffset)
+		}
+		if offset == info.LogEndOffset || offset >= maxOffset || maxBytes < 0 {
+			return info, nil
+		}
+		i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
+		retry := false
+		for i = max(i, 0); i < len(segs); i++ {
+			s := segs[i]
+			f, err := s.acquire()
+			if errors.Is(err, errSegmentGone) {
+				retry = true
+				break
+			}
+			if err != nil {
+				return info, fmt.Errorf("%s: %w", l.tp, err)
+			}
+			pos, n, first, found, err := s.read(f, max(offset, s.base), int64(maxBytes), maxOffset, minOneBatch, hb[:])
+			if err != nil {
+				s.release()
+				if errors.Is(err, errSegmentGone) {
+					retry = true
+					break
+				}
+				return info, fmt.Errorf("%s: read segment %d: %w", l.tp, s.base, err)
+			}
+			if !found {
+				s.release()
+				continue
+			}
+			if n == 0 {
+				s.release()
+				return info, nil
+			}
+			info.Region = FileRegion{File: f, Pos: pos, Len: n}
+			info.FirstOffset = first
+			info.seg = s
+			return info, nil
+		}
+		if !retry {
+			return info, nil
+		}
+		if err := l.checkOpen(); err != nil || attempt > 8 {
+			return info, err
+		}
+	}
+}
+
+// MaxTimestampAndOffset returns the largest timestamp in the log and the
+// offset of the batch that carries it ((-1, -1) for an empty log).
+func (l *Log) MaxTimestampAndOffset() (ts, offset int64) {
+	ts, offset = -1, -1
+	for _, s := range l.segments() {
+		if t := s.maxTS.Load(); t > ts {
+			ts, offset = t, s.offsetOfMaxTS.Load()
+		}
+	}
+	return ts, offset
+}
+
+// ProducerState returns what the log knows about a producer id.
+func (l *Log) ProducerState(producerID int64) (ProducerEntry, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st, ok := l.producers.producers[producerID]
+	if !ok {
+		return ProducerEntry{}, false
+	}
+	return st.entry(), true
+}
+
+// Producers lists every producer the log knows, by id.
+func (l *Log) Producers() []ProducerEntry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.producers.entries()
+}
+
+// AssignEpochStartOffset records that leader epoch starts at startOffset (a
+// new leader calls it with its log end offset).
+func (l *Log) AssignEpochStartOffset(epoch int32, startOffset int64) error {
+	if epoch < 0 || startOffset < 0 {
+		return fmt.Errorf("%s: invalid epoch %d start offset %d", l.tp, epoch, startOffset)
+	}
+	_, err := l.epochs.assign(epoch, startOffset)
+	return err
+}
+
+// LatestEpoch returns the newest leader epoch in the cache.
+func (l *Log) LatestEpoch() (int32, bool) { return l.epochs.latest() }
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch (KIP-101): for the latest
+// epoch the log end offset; otherwise the start offset of the next higher
+// epoch, with the largest epoch at or below the requested one. (-1, -1)
+// when the epoch is unknown and above every cached epoch.
+func (l *Log) EndOffsetForEpoch(epoch int32) (foundEpoch int32, endOffset int64) {
+	return l.epochs.endOffsetFor(epoch, l.LogEndOffset())
+}
+
+// LeaderEpochs returns the cache as (epoch, start offset) pairs.
+func (l *Log) LeaderEpochs() [][2]int64 {
+	var out [][2]int64
+	for _, e := range l.epochs.snapshot() {
+		out = append(out, [2]int64{int64(e.epoch), e.start})
+	}
+	return out
+}
+
+// closeLocked closes every segment (trimming the active segment's indexes),
+// writes a producer snapshot at the log end. Does not flush.
+func (l *Log) closeLocked() error {
+	if l.closed.Swap(true) {
+		return nil
+	}
+	var errs []error
+	if !l.deleted {
+		if err := l.producers.writeSnapshot(l.LogEndOffset()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, s := range l.segments() {
+		if err := s.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// close flushes and closes the log.
+func (l *Log) close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return nil
+	}
+	err := l.flushLocked(l.env.nowMs())
+	return errors.Join(err, l.closeLocked())
+}
+
+// closeIdle closes the files of inactive segments unused since before cutoff
+// (unix nanos), or of every segment, the active one too, when all is set.
+// Returns how many closed.
+func (l *Log) closeIdle(cutoff int64, all bool) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return 0
+	}
+	n := 0
+	segs := l.segments()
+	for i, s := range segs {
+		if !all && i == len(segs)-1 {
+			continue // the active segment of a live log stays open
+		}
+		if (all || s.lastUse.Load() < cutoff) && s.hasOpenResources() && s.closeIdle() {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *segment) hasOpenResources() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.file != nil || s.oi.mapped || s.ti.mapped
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

@@ -1,0 +1,582 @@
+package storage
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ManagerConfig configures the log manager (broker-level settings).
+type ManagerConfig struct {
+	Dirs                   []string         // log.dirs
+	Logger                 *slog.Logger     // nil = discard
+	Now                    func() time.Time // nil = time.Now (tests inject)
+	RetentionCheckInterval time.Duration    // log.retention.check.interval.ms, 300000
+	// CheckpointInterval is how often recovery points and log start offsets
+	// are checkpointed (log.flush.offset.checkpoint.interval.ms, 60 s).
+	CheckpointInterval time.Duration
+	// HighWatermarkCheckpointInterval is how often the high watermarks are
+	// (replica.high.watermark.checkpoint.interval.ms, 5 s).
+	HighWatermarkCheckpointInterval time.Duration
+	FlushSchedulerInterval          time.Duration // log.flush.scheduler.interval.ms; checks flush.ms, default 1 s
+	CleanerEnabled                  bool          // log.cleaner.enable
+	CleanerBackoff                  time.Duration // log.cleaner.backoff.ms, 15 s
+	MaxOpenLogs                     int           // idle logs beyond this close their files and unmap indexes; 0 = no limit
+	// IdleSegmentTimeout closes the files of segments not read or written
+	// for this long (default 1 minute); the active segment of a log stays
+	// open unless MaxOpenLogs pushes the log out.
+	IdleSegmentTimeout time.Duration
+	// ProducerIDExpiration forgets idle producers (producer.id.expiration.ms, 1 day).
+	ProducerIDExpiration time.Duration
+	DefaultConfig        func(topic string) LogConfig // config for logs found on disk at start; nil = DefaultLogConfig
+}
+
+func (c *ManagerConfig) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.RetentionCheckInterval, 5*time.Minute)
+	def(&c.CheckpointInterval, time.Minute)
+	def(&c.HighWatermarkCheckpointInterval, 5*time.Second)
+	def(&c.FlushSchedulerInterval, time.Second)
+	def(&c.CleanerBackoff, 15*time.Second)
+	def(&c.IdleSegmentTimeout, time.Minute)
+	def(&c.ProducerIDExpiration, 24*time.Hour)
+	if c.DefaultConfig == nil {
+		c.DefaultConfig = func(string) LogConfig { return DefaultLogConfig() }
+	}
+}
+
+// Manager owns the log directories: it loads and recovers every log at
+// start, creates and deletes logs, and runs the background work (retention,
+// compaction, flushes, checkpoints, closing idle files).
+type Manager struct {
+	cfg ManagerConfig
+	env *env
+
+	mu     sync.Mutex
+	logs   map[TopicPartition]*Log
+	dirOf  map[TopicPartition]string // log dir holding each log
+	locks  []*os.File
+	closed bool
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	rolledC chan *Log
+	// cleanerMu serialises compaction with checkpoint writes of its offsets.
+	cleanerMu sync.Mutex
+}
+
+// OpenManager locks the directories, recovers every log in them and starts
+// the background work. A directory that cannot be read, or holds a folder
+// that is not a partition, is an error naming it; nothing is deleted.
+func OpenManager(cfg ManagerConfig) (*Manager, error) {
+	cfg.setDefaults()
+	if len(cfg.Dirs) == 0 {
+		return nil, errors.New("storage: no log directories")
+	}
+	m := &Manager{cfg: cfg, logs: make(map[TopicPartition]*Log), dirOf: make(map[TopicPartition]string),
+		rolledC: make(chan *Log, 1024)}
+	m.env = &env{logger: cfg.Logger, now: cfg.Now, rolled: m.noteRolled}
+	seen := map[string]bool{}
+	for _, d := range cfg.Dirs {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			m.unlock()
+			return nil, fmt.Errorf("log dir %s: %w", d, err)
+		}
+		if seen[abs] {
+			m.unlock()
+			return nil, fmt.Errorf("log dir %s listed twice", d)
+		}
+		seen[abs] = true
+		if err := m.openDir(d); err != nil {
+			m.closeLogs()
+			m.unlock()
+			return nil, err
+		}
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.start()
+	return m, nil
+}
+
+func (m *Manager) unlock() {
+	for _, f := range m.locks {
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
+	}
+	m.locks = nil
+}
+
+func (m *Manager) closeLogs() {
+	for _, l := range m.logs {
+		l.mu.Lock()
+		l.closeLocked()
+		l.mu.Unlock()
+	}
+}
+
+// openDir locks one log directory and loads its logs.
+func (m *Manager) openDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("log dir: %w", err)
+	}
+	lf, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("log dir: %w", err)
+	}
+	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lf.Close()
+		return fmt.Errorf("log dir %s is in use by another process (lock %s): %w", dir, lf.Name(), err)
+	}
+	m.locks = append(m.locks, lf)
+
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("log dir: %w", err)
+	}
+	clean := fileExists(filepath.Join(dir, cleanShutdownFile))
+	ckpt := func(name string) (map[TopicPartition]int64, error) {
+		c, err := readOffsetCheckpoint(filepath.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("log dir %s: %w", dir, err)
+		}
+		return c, nil
+	}
+	rps, err := ckpt(recoveryPointCheckpoint)
+	if err != nil {
+		return err
+	}
+	starts, err := ckpt(logStartCheckpoint)
+	if err != nil {
+		return err
+	}
+	hws, err := ckpt(replicationCheckpoint)
+	if err != nil {
+		return err
+	}
+	dirty, err := ckpt(cleanerCheckpoint)
+	if err != nil {
+		return err
+	}
+	if rps == nil {
+		clean = false // without recovery points a clean marker alone is not trusted
+	}
+	get := func(c map[TopicPartition]int64, tp TopicPartition) int64 {
+		if v, ok := c[tp]; ok {
+			return v
+		}
+		return -1
+	}
+	for _, e := range ents {
+		name := e.Name()
+		path := filepath.Join(dir, name)
+		if !e.IsDir() {
+			switch name {
+			case recoveryPointCheckpoint, logStartCheckpoint, replicationCheckpoint, cleanerCheckpoint,
+				cleanShutdownFile, lockFile, "meta.properties":
+			default:
+				if strings.HasSuffix(name, ".tmp") {
+					os.Remove(path) // an interrupted checkpoint write
+				}
+			}
+			continue
+		}
+		if name == "lost+found" {
+			continue
+		}
+		if strings.HasSuffix(name, "-delete") {
+			// A log whose deletion was interrupted: finish it.
+			m.cfg.Logger.Info("removing a deleted log", "dir", path)
+			if err := os.RemoveAll(path); err != nil {
+				return fmt.Errorf("remove deleted log: %w", err)
+			}
+			continue
+		}
+		if strings.HasSuffix(name, "-future") || strings.HasSuffix(name, "-stray") {
+			m.cfg.Logger.Warn("ignoring a future/stray log directory", "dir", path)
+			continue
+		}
+		tp, err := parseTopicPartition(name)
+		if err != nil {
+			return fmt.Errorf("log dir %s holds %s, which is not a partition directory: %w", dir, path, err)
+		}
+		if other, dup := m.dirOf[tp]; dup {
+			return fmt.Errorf("partition %s is in two log dirs: %s and %s", tp, other, dir)
+		}
+		lc, err := newLogConfig(m.cfg.DefaultConfig(tp.Topic))
+		if err != nil {
+			return fmt.Errorf("default config for %s: %w", tp, err)
+		}
+		start := time.Now()
+		l, err := openLog(logLoad{dir: path, tp: tp, cfg: lc, env: m.env,
+			recoveryPoint: get(rps, tp), logStart: get(starts, tp), hw: get(hws, tp),
+			firstDirty: get(dirty, tp), cleanShutdown: clean})
+		if err != nil {
+			return fmt.Errorf("load log %s: %w", path, err)
+		}
+		m.logs[tp], m.dirOf[tp] = l, dir
+		if m.cfg.MaxOpenLogs > 0 && len(m.logs) > m.cfg.MaxOpenLogs {
+			// Past the limit a loaded log gives its descriptors and mappings
+			// back at once: a broker with thousands of partitions must not
+			// hold thousands of files open until the first idle sweep.
+			l.closeIdle(0, true)
+		}
+		m.cfg.Logger.Debug("loaded log", "partition", tp.String(), "segments", l.NumSegments(),
+			"log_start", l.LogStartOffset(), "log_end", l.LogEndOffset(), "took", time.Since(start))
+	}
+	// From now on a crash must trigger recovery.
+	if err := removeIfExists(filepath.Join(dir, cleanShutdownFile)); err != nil {
+		return fmt.Errorf("log dir: %w", err)
+	}
+	return syncDir(dir)
+}
+
+// Logs returns every log, sorted by topic and partition.
+func (m *Manager) Logs() []*Log {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Log, 0, len(m.logs))
+	for _, l := range m.logs {
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].tp, out[j].tp
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		return a.Partition < b.Partition
+	})
+	return out
+}
+
+// Log returns the log of tp.
+func (m *Manager) Log(tp TopicPartition) (*Log, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.logs[tp]
+	return l, ok
+}
+
+// GetOrCreateLog returns the log of tp, creating it in the log dir holding
+// the fewest logs. An existing log takes cfg.
+func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg LogConfig) (*Log, error) {
+	lc, err := newLogConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", tp, err)
+	}
+	if err := validTopicName(tp.Topic); err != nil {
+		return nil, err
+	}
+	if tp.Partition < 0 {
+		return nil, fmt.Errorf("storage: negative partition %d", tp.Partition)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrLogClosed
+	}
+	if l, ok := m.logs[tp]; ok {
+		l.mu.Lock()
+		l.cfg.Store(lc)
+		l.mu.Unlock()
+		return l, nil
+	}
+	counts := make(map[string]int)
+	for _, d := range m.dirOf {
+		counts[d]++
+	}
+	dir := m.cfg.Dirs[0]
+	for _, d := range m.cfg.Dirs[1:] {
+		if counts[d] < counts[dir] {
+			dir = d
+		}
+	}
+	l, err := openLog(logLoad{dir: filepath.Join(dir, tp.String()), tp: tp, cfg: lc, env: m.env,
+		recoveryPoint: 0, logStart: -1, hw: -1, firstDirty: -1, cleanShutdown: true})
+	if err != nil {
+		return nil, fmt.Errorf("create log %s: %w", tp, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return nil, err
+	}
+	m.logs[tp], m.dirOf[tp] = l, dir
+	return l, nil
+}
+
+// DeleteLog closes the log, renames its directory to
+// <topic>-<partition>.<uuid>-delete and removes it in the background.
+func (m *Manager) DeleteLog(tp TopicPartition) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrLogClosed
+	}
+	l, ok := m.logs[tp]
+	if !ok {
+		m.mu.Unlock()
+		return fmt.Errorf("storage: no log for %s", tp)
+	}
+	delete(m.logs, tp)
+	delete(m.dirOf, tp)
+	// Counted while m.mu is held, so Close (which sets closed under m.mu,
+	// then waits) always waits for the removal below.
+	m.wg.Add(1)
+	m.mu.Unlock()
+
+	l.mu.Lock()
+	l.deleted = true
+	err := l.closeLocked()
+	l.mu.Unlock()
+	if err != nil {
+		m.cfg.Logger.Warn("closing deleted log", "partition", tp.String(), "err", err)
+	}
+	var id [16]byte
+	rand.Read(id[:])
+	target := l.dir + "." + hex.EncodeToString(id[:]) + "-delete"
+	if err := os.Rename(l.dir, target); err != nil {
+		m.wg.Done()
+		return fmt.Errorf("delete log %s: %w", tp, err)
+	}
+	syncDir(filepath.Dir(l.dir))
+	go func() {
+		defer m.wg.Done()
+		if err := os.RemoveAll(target); err != nil {
+			m.cfg.Logger.Error("remove deleted log", "dir", target, "err", err)
+		}
+	}()
+	return nil
+}
+
+// Close stops the background work, flushes every log, writes all
+// checkpoints and the clean-shutdown marker, and releases the directories.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+
+	var errs []error
+	for _, l := range m.Logs() {
+		if err := l.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := m.writeCheckpoints(true, true); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		for _, d := range m.cfg.Dirs {
+			if err := writeFileAtomic(filepath.Join(d, cleanShutdownFile), nil); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	m.unlock()
+	return errors.Join(errs...)
+}
+
+// writeCheckpoints writes each log dir's checkpoint files.
+func (m *Manager) writeCheckpoints(recovery, hw bool) error {
+	type perDir struct{ rp, ls, hw, dirty map[TopicPartition]int64 }
+	m.mu.Lock()
+	dirs := make(map[string]*perDir)
+	for _, d := range m.cfg.Dirs {
+		dirs[d] = &perDir{map[TopicPartition]int64{}, map[TopicPartition]int64{}, map[TopicPartition]int64{}, map[TopicPartition]int64{}}
+	}
+	for tp, l := range m.logs {
+		pd := dirs[m.dirOf[tp]]
+		pd.rp[tp] = l.recoveryPoint.Load()
+		pd.ls[tp] = l.LogStartOffset()
+		pd.hw[tp] = l.HighWatermark()
+		if d := l.firstDirty.Load(); d >= 0 {
+			pd.dirty[tp] = d
+		}
+	}
+	m.mu.Unlock()
+	var errs []error
+	for d, pd := range dirs {
+		if recovery {
+			errs = append(errs,
+				writeOffsetCheckpoint(filepath.Join(d, recoveryPointCheckpoint), pd.rp),
+				writeOffsetCheckpoint(filepath.Join(d, logStartCheckpoint), pd.ls),
+				writeOffsetCheckpoint(filepath.Join(d, cleanerCheckpoint), pd.dirty))
+		}
+		if hw {
+			errs = append(errs, writeOffsetCheckpoint(filepath.Join(d, replicationCheckpoint), pd.hw))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckpointNow writes every checkpoint file now (tests, operators).
+func (m *Manager) CheckpointNow() error { return m.writeCheckpoints(true, true) }
+
+func (m *Manager) noteRolled(l *Log) {
+	select {
+	case m.rolledC <- l:
+	default:
+		// The flusher is behind; the flush scheduler catches up.
+	}
+}
+
+// start runs the background loops; each stops when ctx is cancelled and
+// Close waits for all of them.
+func (m *Manager) start() {
+	loop := func(name string, every time.Duration, fn func()) {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-m.ctx.Done():
+					return
+				case <-t.C:
+					fn()
+				}
+			}
+		}()
+	}
+	// Roll flushes: fsync a rolled segment soon after the roll.
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		for {
+			select {
+			case <-m.ctx.Done():
+				return
+			case l := <-m.rolledC:
+				if err := l.flushRolled(); err != nil && !l.closed.Load() {
+					m.cfg.Logger.Error("flush rolled segment", "partition", l.tp.String(), "err", err)
+				}
+			}
+		}
+	}()
+	loop("flush", m.cfg.FlushSchedulerInterval, m.flushTick)
+	loop("checkpoint", m.cfg.CheckpointInterval, func() {
+		if err := m.writeCheckpoints(true, false); err != nil {
+			m.cfg.Logger.Error("write recovery checkpoints", "err", err)
+		}
+	})
+	loop("hw-checkpoint", m.cfg.HighWatermarkCheckpointInterval, func() {
+		if err := m.writeCheckpoints(false, true); err != nil {
+			m.cfg.Logger.Error("write high watermark checkpoint", "err", err)
+		}
+	})
+	loop("retention", m.cfg.RetentionCheckInterval, func() { m.RunRetention() })
+	if m.cfg.CleanerEnabled {
+		loop("cleaner", m.cfg.CleanerBackoff, func() { m.RunCleaner() })
+	}
+	loop("idle", max(m.cfg.IdleSegmentTimeout/4, time.Second), m.closeIdle)
+}
+
+func (m *Manager) flushTick() {
+	now := m.env.nowMs()
+	for _, l := range m.Logs() {
+		if err := l.maybeFlushByTime(now); err != nil && !l.closed.Load() {
+			m.cfg.Logger.Error("flush", "partition", l.tp.String(), "err", err)
+		}
+		if l.active().base > l.recoveryPoint.Load() {
+			if err := l.flushRolled(); err != nil && !l.closed.Load() {
+				m.cfg.Logger.Error("flush rolled segment", "partition", l.tp.String(), "err", err)
+			}
+		}
+	}
+}
+
+// RunRetention applies retention and expires idle producers on every log
+// now; the manager also runs it every RetentionCheckInterval.
+func (m *Manager) RunRetention() int {
+	n := 0
+	cutoff := m.env.nowMs() - m.cfg.ProducerIDExpiration.Milliseconds()
+	for _, l := range m.Logs() {
+		if m.ctx != nil && m.ctx.Err() != nil {
+			break
+		}
+		d, err := l.DeleteOldSegments()
+		if err != nil && !l.closed.Load() {
+			m.cfg.Logger.Error("retention", "partition", l.tp.String(), "err", err)
+		}
+		n += d
+		l.mu.Lock()
+		l.producers.expire(cutoff)
+		l.mu.Unlock()
+	}
+	return n
+}
+
+// closeIdle closes segment files unused for IdleSegmentTimeout and, past
+// MaxOpenLogs, every file of the least recently used logs.
+func (m *Manager) closeIdle() {
+	logs := m.Logs()
+	cutoff := time.Now().Add(-m.cfg.IdleSegmentTimeout).UnixNano()
+	for _, l := range logs {
+		segs := l.segments()
+		for _, s := range segs[:len(segs)-1] {
+			if s.lastUse.Load() < cutoff && s.hasOpenResources() {
+				l.closeIdle(cutoff, false)
+				break
+			}
+		}
+	}
+	if m.cfg.MaxOpenLogs <= 0 || len(logs) <= m.cfg.MaxOpenLogs {
+		return
+	}
+	sort.Slice(logs, func(i, j int) bool { return logs[i].lastUse.Load() > logs[j].lastUse.Load() })
+	for _, l := range logs[m.cfg.MaxOpenLogs:] {
+		l.closeIdle(0, true)
+	}
+}
+
+// CloseIdleNow runs the idle-file sweep immediately (tests, operators).
+func (m *Manager) CloseIdleNow() { m.closeIdle() }
+
+// OpenFiles counts the segment files and index mappings currently open,
+// for tests and metrics.
+func (m *Manager) OpenFiles() (files, mappings int) {
+	for _, l := range m.Logs() {
+		for _, s := range l.segments() {
+			s.mu.RLock()
+			if s.file != nil {
+				files++
+			}
+			if s.oi.mapped && s.oi.data != nil {
+				mappings++
+			}
+			if s.ti.mapped && s.ti.data != nil {
+				mappings++
+			}
+			s.mu.RUnlock()
+		}
+	}
+	return files, mappings
+}

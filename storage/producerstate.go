@@ -1,0 +1,349 @@
+package storage
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// producerBatchesRemembered is how many recent batches of each producer are
+// kept for duplicate detection: a producer has at most 5 requests in flight
+// (max.in.flight.requests.per.connection with idempotence), so a retry can
+// only repeat one of its last 5 batches.
+const producerBatchesRemembered = 5
+
+type batchMeta struct {
+	firstSeq, lastSeq       int32
+	firstOffset, lastOffset int64
+	timestamp               int64
+}
+
+// producerState is what the log knows about one producer id.
+type producerState struct {
+	id            int64
+	epoch         int16
+	batches       [producerBatchesRemembered]batchMeta // ring, oldest at head
+	head, n       int
+	lastTimestamp int64
+	// coordinatorEpoch and txnFirstOffset are carried for Kafka's snapshot
+	// format; transactions themselves are the broker's business.
+	coordinatorEpoch int32
+	txnFirstOffset   int64
+}
+
+func (p *producerState) last() *batchMeta {
+	if p.n == 0 {
+		return nil
+	}
+	return &p.batches[(p.head+p.n-1)%producerBatchesRemembered]
+}
+
+func (p *producerState) add(b batchMeta) {
+	if p.n < producerBatchesRemembered {
+		p.batches[(p.head+p.n)%producerBatchesRemembered] = b
+		p.n++
+	} else {
+		p.batches[p.head] = b
+		p.head = (p.head + 1) % producerBatchesRemembered
+	}
+	p.lastTimestamp = max(p.lastTimestamp, b.timestamp)
+}
+
+func (p *producerState) entry() ProducerEntry {
+	e := ProducerEntry{ProducerID: p.id, Epoch: p.epoch, LastSequence: -1, LastOffset: -1, LastTimestamp: p.lastTimestamp}
+	if b := p.last(); b != nil {
+		e.LastSequence, e.LastOffset = b.lastSeq, b.lastOffset
+	}
+	return e
+}
+
+// ProducerEntry is the public view of one idempotent producer's state.
+type ProducerEntry struct {
+	ProducerID    int64
+	Epoch         int16
+	LastSequence  int32
+	LastOffset    int64
+	LastTimestamp int64
+}
+
+// producerStates holds every producer of a log. Writer only (Log.mu).
+type producerStates struct {
+	dir       string
+	producers map[int64]*producerState
+}
+
+func newProducerStates(dir string) *producerStates {
+	return &producerStates{dir: dir, producers: make(map[int64]*producerState)}
+}
+
+// pendingProducer tracks a producer's state across the batches of one
+// append before they are written.
+type pendingProducer struct {
+	id      int64
+	epoch   int16
+	lastSeq int32
+	known   bool
+}
+
+func inSequence(last, next int32) bool {
+	return next == last+1 || (next == 0 && last == math.MaxInt32)
+}
+
+// check validates a producer batch's epoch and sequence as Kafka's
+// ProducerAppendInfo does for a leader append, against the stored state and
+// the earlier batches of the same append (pend). It returns the original
+// batch when h repeats one of the producer's last 5 batches.
+func (ps *producerStates) check(h *BatchHeader, pend *[]pendingProducer) (*batchMeta, error) {
+	var p *pendingProducer
+	for i := range *pend {
+		if (*pend)[i].id == h.ProducerID {
+			p = &(*pend)[i]
+		}
+	}
+	st := ps.producers[h.ProducerID]
+	if p == nil {
+		*pend = append(*pend, pendingProducer{id: h.ProducerID, epoch: -1, lastSeq: -1})
+		p = &(*pend)[len(*pend)-1]
+		if st != nil {
+			p.epoch, p.known = st.epoch, true
+			if b := st.last(); b != nil {
+				p.lastSeq = b.lastSeq
+			}
+		}
+	}
+	if p.known && h.ProducerEpoch < p.epoch {
+		return nil, fmt.Errorf("%w: producer %d epoch %d is older than %d", ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, p.epoch)
+	}
+	if h.BaseSequence < 0 {
+		// Transactional markers and non-idempotent batches with a
+		// producer id: only the epoch matters.
+		p.epoch, p.known = h.ProducerEpoch, true
+		return nil, nil
+	}
+	if st != nil && h.ProducerEpoch == st.epoch {
+		last := h.LastSequence()
+		for i := 0; i < st.n; i++ {
+			b := &st.batches[(st.head+i)%producerBatchesRemembered]
+			if b.firstSeq == h.BaseSequence && b.lastSeq == last {
+				return b, nil
+			}
+		}
+	}
+	switch {
+	case !p.known || p.epoch == -1:
+		// Unknown producer (new, or its state expired or was removed by
+		// retention): any sequence is accepted, as Kafka does since KIP-360.
+	case h.ProducerEpoch != p.epoch:
+		if h.BaseSequence != 0 {
+			return nil, fmt.Errorf("%w: producer %d new epoch %d must start at sequence 0, got %d", ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, h.BaseSequence)
+		}
+	case !inSequence(p.lastSeq, h.BaseSequence):
+		return nil, fmt.Errorf("%w: producer %d epoch %d expected sequence %d, got %d", ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, p.lastSeq+1, h.BaseSequence)
+	}
+	p.epoch, p.known, p.lastSeq = h.ProducerEpoch, true, h.LastSequence()
+	return nil, nil
+}
+
+// update records an appended batch (leader, follower, recovery).
+func (ps *producerStates) update(h *BatchHeader) {
+	if h.ProducerID < 0 {
+		return
+	}
+	st := ps.producers[h.ProducerID]
+	if st == nil {
+		st = &producerState{id: h.ProducerID, epoch: h.ProducerEpoch, coordinatorEpoch: -1, txnFirstOffset: -1}
+		ps.producers[h.ProducerID] = st
+	}
+	if h.ProducerEpoch != st.epoch {
+		st.epoch, st.head, st.n = h.ProducerEpoch, 0, 0
+	}
+	if h.BaseSequence >= 0 {
+		st.add(batchMeta{firstSeq: h.BaseSequence, lastSeq: h.LastSequence(),
+			firstOffset: h.BaseOffset, lastOffset: h.LastOffset(), timestamp: h.MaxTimestamp})
+	} else {
+		st.lastTimestamp = max(st.lastTimestamp, h.MaxTimestamp)
+	}
+}
+
+// truncateHead forgets producers whose last batch is below the log start.
+func (ps *producerStates) truncateHead(logStart int64) {
+	for id, st := range ps.producers {
+		if b := st.last(); b == nil || b.lastOffset < logStart {
+			delete(ps.producers, id)
+		}
+	}
+}
+
+// expire forgets producers idle since before cutoff (producer.id.expiration.ms).
+func (ps *producerStates) expire(cutoffMs int64) {
+	for id, st := range ps.producers {
+		if st.lastTimestamp < cutoffMs {
+			delete(ps.producers, id)
+		}
+	}
+}
+
+// ---- snapshots ----
+//
+// <20-digit offset>.snapshot holds the state as of that offset (everything
+// below it applied), in Kafka's ProducerStateManager format v1:
+//
+//	version int16 (1), crc uint32 (CRC-32C of what follows it),
+//	count int32, then per entry: producerId int64, epoch int16,
+//	lastSequence int32, lastOffset int64, offsetDelta int32,
+//	timestamp int64, coordinatorEpoch int32, currentTxnFirstOffset int64
+//
+// Sluice writes one entry per remembered batch, oldest first, so a restart
+// keeps all 5 for duplicate detection; Kafka reading the file keeps the last
+// entry of each producer, which is its newest batch.
+
+const (
+	snapshotVersion   = 1
+	snapshotEntrySize = 8 + 2 + 4 + 8 + 4 + 8 + 4 + 8
+	snapshotHeader    = 2 + 4 + 4
+)
+
+func (ps *producerStates) snapshotPath(offset int64) string {
+	return filepath.Join(ps.dir, offsetFileName(offset, snapshotSuffix))
+}
+
+// writeSnapshot writes the state as of offset.
+func (ps *producerStates) writeSnapshot(offset int64) error {
+	ids := make([]int64, 0, len(ps.producers))
+	for id := range ps.producers {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	b := make([]byte, snapshotHeader, snapshotHeader+len(ids)*snapshotEntrySize)
+	count := 0
+	for _, id := range ids {
+		st := ps.producers[id]
+		put := func(bm *batchMeta) {
+			b = binary.BigEndian.AppendUint64(b, uint64(st.id))
+			b = binary.BigEndian.AppendUint16(b, uint16(st.epoch))
+			seq, off, delta, ts := int32(-1), int64(-1), int32(0), st.lastTimestamp
+			if bm != nil {
+				seq, off, delta, ts = bm.lastSeq, bm.lastOffset, int32(bm.lastOffset-bm.firstOffset), bm.timestamp
+			}
+			b = binary.BigEndian.AppendUint32(b, uint32(seq))
+			b = binary.BigEndian.AppendUint64(b, uint64(off))
+			b = binary.BigEndian.AppendUint32(b, uint32(delta))
+			b = binary.BigEndian.AppendUint64(b, uint64(ts))
+			b = binary.BigEndian.AppendUint32(b, uint32(st.coordinatorEpoch))
+			b = binary.BigEndian.AppendUint64(b, uint64(st.txnFirstOffset))
+			count++
+		}
+		if st.n == 0 {
+			put(nil)
+		}
+		for i := 0; i < st.n; i++ {
+			put(&st.batches[(st.head+i)%producerBatchesRemembered])
+		}
+	}
+	binary.BigEndian.PutUint16(b, snapshotVersion)
+	binary.BigEndian.PutUint32(b[6:], uint32(count))
+	binary.BigEndian.PutUint32(b[2:], crc32.Checksum(b[6:], castagnoli))
+	return writeFileAtomic(ps.snapshotPath(offset), b)
+}
+
+// readSnapshot replaces the state with the snapshot's.
+func (ps *producerStates) readSnapshot(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if len(b) < snapshotHeader {
+		return fmt.Errorf("snapshot %s: %d bytes", path, len(b))
+	}
+	if v := binary.BigEndian.Uint16(b); v != snapshotVersion {
+		return fmt.Errorf("snapshot %s: version %d", path, v)
+	}
+	if crc := crc32.Checksum(b[6:], castagnoli); crc != binary.BigEndian.Uint32(b[2:]) {
+		return fmt.Errorf("snapshot %s: crc mismatch", path)
+	}
+	n := int(int32(binary.BigEndian.Uint32(b[6:])))
+	if n < 0 || len(b) != snapshotHeader+n*snapshotEntrySize {
+		return fmt.Errorf("snapshot %s: %d entries in %d bytes", path, n, len(b))
+	}
+	producers := make(map[int64]*producerState)
+	for e := b[snapshotHeader:]; len(e) > 0; e = e[snapshotEntrySize:] {
+		id := int64(binary.BigEndian.Uint64(e))
+		epoch := int16(binary.BigEndian.Uint16(e[8:]))
+		seq := int32(binary.BigEndian.Uint32(e[10:]))
+		off := int64(binary.BigEndian.Uint64(e[14:]))
+		delta := int32(binary.BigEndian.Uint32(e[22:]))
+		ts := int64(binary.BigEndian.Uint64(e[26:]))
+		st := producers[id]
+		if st == nil || st.epoch != epoch {
+			st = &producerState{id: id, epoch: epoch,
+				coordinatorEpoch: int32(binary.BigEndian.Uint32(e[34:])),
+				txnFirstOffset:   int64(binary.BigEndian.Uint64(e[38:]))}
+			producers[id] = st
+		}
+		if seq >= 0 && off >= 0 {
+			st.add(batchMeta{firstSeq: seq - delta, lastSeq: seq, firstOffset: off - int64(delta), lastOffset: off, timestamp: ts})
+		} else {
+			st.lastTimestamp = max(st.lastTimestamp, ts)
+		}
+	}
+	ps.producers = producers
+	return nil
+}
+
+// snapshotOffsets lists the snapshot files of the directory, ascending.
+func (ps *producerStates) snapshotOffsets() []int64 {
+	ents, _ := os.ReadDir(ps.dir)
+	var offs []int64
+	for _, e := range ents {
+		if o, ok := parseOffsetFileName(e.Name(), snapshotSuffix); ok {
+			offs = append(offs, o)
+		}
+	}
+	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+	return offs
+}
+
+// deleteSnapshots removes snapshots with offset > above or < below.
+func (ps *producerStates) deleteSnapshots(below, above int64) {
+	for _, o := range ps.snapshotOffsets() {
+		if o > above || o < below {
+			os.Remove(ps.snapshotPath(o))
+		}
+	}
+}
+
+// loadLatest loads the newest readable snapshot at or below offset and
+// returns its offset (-1 when none: the state is empty). Unreadable
+// snapshots are skipped, not deleted: they are rebuilt from the log.
+func (ps *producerStates) loadLatest(offset int64, warn func(string, error)) int64 {
+	offs := ps.snapshotOffsets()
+	for i := len(offs) - 1; i >= 0; i-- {
+		if offs[i] > offset {
+			continue
+		}
+		if err := ps.readSnapshot(ps.snapshotPath(offs[i])); err != nil {
+			warn(ps.snapshotPath(offs[i]), err)
+			if strings.Contains(err.Error(), "crc") || strings.Contains(err.Error(), "bytes") {
+				os.Rename(ps.snapshotPath(offs[i]), ps.snapshotPath(offs[i])+corruptSuffix)
+			}
+			continue
+		}
+		return offs[i]
+	}
+	ps.producers = make(map[int64]*producerState)
+	return -1
+}
+
+func (ps *producerStates) entries() []ProducerEntry {
+	out := make([]ProducerEntry, 0, len(ps.producers))
+	for _, st := range ps.producers {
+		out = append(out, st.entry())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
+	return out
+}
