@@ -1,0 +1,743 @@
+package appliance
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Listener is one entry of listeners or advertised.listeners:
+// NAME://host:port. The security protocol is PLAINTEXT (the only one served).
+type Listener struct {
+	Name string // "PLAINTEXT"
+	Host string // "" = every interface (listeners) / the host name (advertised)
+	Port int
+}
+
+func (l Listener) String() string {
+	return l.Name + "://" + net.JoinHostPort(l.Host, strconv.Itoa(l.Port))
+}
+
+// Addr is host:port for net.Listen.
+func (l Listener) Addr() string { return net.JoinHostPort(l.Host, strconv.Itoa(l.Port)) }
+
+// Config is the appliance's configuration: Kafka's broker keys with Kafka's
+// names and defaults, plus the console's keys. Build one with Load (file and
+// overrides) or DefaultConfig, then EnsureDefaults and Validate.
+type Config struct {
+	// Broker identity and network.
+	BrokerID              int32      // broker.id; -1 = generated (Kafka: 1001 and up) and kept in meta.properties
+	BrokerRack            string     // broker.rack
+	Listeners             []Listener // listeners
+	AdvertisedListeners   []Listener // advertised.listeners; empty = listeners
+	SocketRequestMaxBytes int32      // socket.request.max.bytes
+
+	// Logs.
+	LogDirs                      []string      // log.dirs (log.dir when unset)
+	NumPartitions                int32         // num.partitions
+	DefaultReplicationFactor     int16         // default.replication.factor
+	MinInsyncReplicas            int32         // min.insync.replicas
+	AutoCreateTopics             bool          // auto.create.topics.enable
+	DeleteTopicEnable            bool          // delete.topic.enable
+	LogRetentionMs               int64         // log.retention.ms > .minutes > .hours; -1 = forever
+	LogRetentionBytes            int64         // log.retention.bytes
+	LogSegmentBytes              int64         // log.segment.bytes
+	LogRollMs                    int64         // log.roll.ms > log.roll.hours
+	LogCleanupPolicy             string        // log.cleanup.policy
+	LogFlushIntervalMessages     int64         // log.flush.interval.messages
+	LogFlushIntervalMs           int64         // log.flush.interval.ms; math.MaxInt64 when unset
+	LogRetentionCheckInterval    time.Duration // log.retention.check.interval.ms
+	LogCleanerEnable             bool          // log.cleaner.enable
+	LogCleanerDeleteRetentionMs  int64         // log.cleaner.delete.retention.ms
+	LogCleanerMinCleanableRatio  float64       // log.cleaner.min.cleanable.ratio
+	LogCleanerMinCompactionLagMs int64         // log.cleaner.min.compaction.lag.ms
+	LogIndexIntervalBytes        int32         // log.index.interval.bytes
+	LogIndexSizeMaxBytes         int32         // log.index.size.max.bytes
+	LogMessageTimestampType      string        // log.message.timestamp.type
+	CompressionType              string        // compression.type
+	MessageMaxBytes              int32         // message.max.bytes
+
+	// Consumer groups (used by the group coordinator).
+	OffsetsTopicNumPartitions     int32 // offsets.topic.num.partitions
+	OffsetsTopicReplicationFactor int16 // offsets.topic.replication.factor
+	OffsetsTopicSegmentBytes      int64 // offsets.topic.segment.bytes
+	OffsetsRetentionMinutes       int32 // offsets.retention.minutes
+	GroupInitialRebalanceDelayMs  int32 // group.initial.rebalance.delay.ms
+	GroupMinSessionTimeoutMs      int32 // group.min.session.timeout.ms
+	GroupMaxSessionTimeoutMs      int32 // group.max.session.timeout.ms
+
+	// Cluster mode (ZooKeeper); empty zookeeper.connect = single node.
+	ZookeeperConnect             string // zookeeper.connect
+	ZookeeperSessionTimeoutMs    int32  // zookeeper.session.timeout.ms
+	ZookeeperConnectionTimeoutMs int32  // zookeeper.connection.timeout.ms; unset = the session timeout
+	ReplicaLagTimeMaxMs          int64  // replica.lag.time.max.ms
+	UncleanLeaderElectionEnable  bool   // unclean.leader.election.enable
+	AutoLeaderRebalanceEnable    bool   // auto.leader.rebalance.enable
+
+	// Console and metrics.
+	ConsoleListen  string // console.listen; "" disables the console
+	ConsoleDataDir string // console.data.dir
+	ConsoleTLSCert string // console.tls.cert
+	ConsoleTLSKey  string // console.tls.key
+	ConsoleBaseURL string // console.base.url
+	MetricsListen  string // metrics.listen; "" = served by the console listener
+	MetricsPath    string // metrics.path
+
+	// Given holds every key set explicitly (file or --override) with its
+	// value as written, for DescribeConfigs' STATIC_BROKER_CONFIG source.
+	Given map[string]string
+}
+
+// keyDef describes one configuration key.
+type keyDef struct {
+	name string
+	def  string // Kafka's default as text; "" = unset
+	doc  string
+	set  func(c *Config, v string) error
+}
+
+// keys is every key Sluice accepts, in documentation order. Each setter
+// parses the text and stores it; range checks are in Validate.
+var keys = []keyDef{
+	{"broker.id", "-1", "this broker's id; -1 generates one (1001 upwards, as Kafka) and keeps it in meta.properties", func(c *Config, v string) error { return parseInt32(v, &c.BrokerID) }},
+	{"broker.rack", "", "rack of this broker, shown in metadata", func(c *Config, v string) error { c.BrokerRack = v; return nil }},
+	{"listeners", "PLAINTEXT://:9092", "comma-separated NAME://host:port to listen on; empty host = all interfaces", func(c *Config, v string) (err error) {
+		c.Listeners, err = parseListeners(v)
+		return err
+	}},
+	{"advertised.listeners", "", "NAME://host:port clients are told to connect to; empty = listeners, with the host name for an empty host", func(c *Config, v string) (err error) {
+		c.AdvertisedListeners, err = parseListeners(v)
+		return err
+	}},
+	{"socket.request.max.bytes", "104857600", "largest request frame accepted; a larger one closes the connection", func(c *Config, v string) error { return parseInt32(v, &c.SocketRequestMaxBytes) }},
+	{"log.dirs", "./data/kafka", "comma-separated directories holding the partition logs", func(c *Config, v string) error { c.LogDirs = splitList(v); return nil }},
+	{"log.dir", "", "single log directory, used when log.dirs is not set", func(c *Config, v string) error {
+		if _, ok := c.Given["log.dirs"]; !ok {
+			c.LogDirs = splitList(v)
+		}
+		return nil
+	}},
+	{"num.partitions", "1", "partitions of an auto-created topic or a CreateTopics without a count", func(c *Config, v string) error { return parseInt32(v, &c.NumPartitions) }},
+	{"default.replication.factor", "1", "replication factor of auto-created topics and of CreateTopics without one", func(c *Config, v string) error { return parseInt16(v, &c.DefaultReplicationFactor) }},
+	{"min.insync.replicas", "1", "acks=all produce fails with NOT_ENOUGH_REPLICAS when the ISR is smaller (topic config min.insync.replicas)", func(c *Config, v string) error { return parseInt32(v, &c.MinInsyncReplicas) }},
+	{"auto.create.topics.enable", "true", "create a topic when Metadata asks for an unknown one", func(c *Config, v string) error { return parseBool(v, &c.AutoCreateTopics) }},
+	{"delete.topic.enable", "true", "allow DeleteTopics", func(c *Config, v string) error { return parseBool(v, &c.DeleteTopicEnable) }},
+	{"log.retention.hours", "168", "retention time in hours (retention.ms), overridden by log.retention.minutes and log.retention.ms", nil},
+	{"log.retention.minutes", "", "retention time in minutes, overridden by log.retention.ms", nil},
+	{"log.retention.ms", "", "retention time in ms; -1 keeps forever", nil},
+	{"log.retention.bytes", "-1", "size limit per partition before old segments are deleted (retention.bytes); -1 = none", func(c *Config, v string) error { return parseInt64(v, &c.LogRetentionBytes) }},
+	{"log.segment.bytes", "1073741824", "segment size before a roll (segment.bytes)", func(c *Config, v string) error { return parseInt64(v, &c.LogSegmentBytes) }},
+	{"log.roll.hours", "168", "segment age before a roll (segment.ms), overridden by log.roll.ms", nil},
+	{"log.roll.ms", "", "segment age in ms before a roll", nil},
+	{"log.cleanup.policy", "delete", "delete, compact or compact,delete (cleanup.policy)", func(c *Config, v string) error { c.LogCleanupPolicy = strings.ReplaceAll(v, " ", ""); return nil }},
+	{"log.flush.interval.messages", strconv.FormatInt(math.MaxInt64, 10), "fsync after this many messages (flush.messages)", func(c *Config, v string) error { return parseInt64(v, &c.LogFlushIntervalMessages) }},
+	{"log.flush.interval.ms", "", "fsync when data is this old (flush.ms); unset = never by time", func(c *Config, v string) error { return parseInt64(v, &c.LogFlushIntervalMs) }},
+	{"log.retention.check.interval.ms", "300000", "how often retention is enforced", func(c *Config, v string) error { return parseDurationMs(v, &c.LogRetentionCheckInterval) }},
+	{"log.cleaner.enable", "true", "run the log cleaner for compacted topics", func(c *Config, v string) error { return parseBool(v, &c.LogCleanerEnable) }},
+	{"log.cleaner.delete.retention.ms", "86400000", "how long tombstones are kept in compacted topics (delete.retention.ms)", func(c *Config, v string) error { return parseInt64(v, &c.LogCleanerDeleteRetentionMs) }},
+	{"log.cleaner.min.cleanable.ratio", "0.5", "dirty ratio that triggers compaction (min.cleanable.dirty.ratio)", func(c *Config, v string) error { return parseFloat(v, &c.LogCleanerMinCleanableRatio) }},
+	{"log.cleaner.min.compaction.lag.ms", "0", "minimum age of a record before it can be compacted (min.compaction.lag.ms)", func(c *Config, v string) error { return parseInt64(v, &c.LogCleanerMinCompactionLagMs) }},
+	{"log.index.interval.bytes", "4096", "bytes between offset index entries (index.interval.bytes)", func(c *Config, v string) error { return parseInt32(v, &c.LogIndexIntervalBytes) }},
+	{"log.index.size.max.bytes", "10485760", "preallocated index size (segment.index.bytes)", func(c *Config, v string) error { return parseInt32(v, &c.LogIndexSizeMaxBytes) }},
+	{"log.message.timestamp.type", "CreateTime", "CreateTime or LogAppendTime (message.timestamp.type)", func(c *Config, v string) error { c.LogMessageTimestampType = v; return nil }},
+	{"compression.type", "producer", "producer, uncompressed, gzip, snappy, lz4 or zstd (compression.type)", func(c *Config, v string) error { c.CompressionType = strings.ToLower(v); return nil }},
+	{"message.max.bytes", "1048588", "largest record batch accepted (max.message.bytes)", func(c *Config, v string) error { return parseInt32(v, &c.MessageMaxBytes) }},
+	{"offsets.topic.num.partitions", "50", "partitions of __consumer_offsets", func(c *Config, v string) error { return parseInt32(v, &c.OffsetsTopicNumPartitions) }},
+	{"offsets.topic.replication.factor", "3", "replication factor of __consumer_offsets (capped at the number of live brokers when it is created)", func(c *Config, v string) error { return parseInt16(v, &c.OffsetsTopicReplicationFactor) }},
+	{"offsets.topic.segment.bytes", "104857600", "segment size of __consumer_offsets", func(c *Config, v string) error { return parseInt64(v, &c.OffsetsTopicSegmentBytes) }},
+	{"offsets.retention.minutes", "10080", "how long committed offsets of an empty group are kept", func(c *Config, v string) error { return parseInt32(v, &c.OffsetsRetentionMinutes) }},
+	{"group.initial.rebalance.delay.ms", "3000", "delay of a new group's first rebalance", func(c *Config, v string) error { return parseInt32(v, &c.GroupInitialRebalanceDelayMs) }},
+	{"group.min.session.timeout.ms", "6000", "smallest session timeout a group member may ask for", func(c *Config, v string) error { return parseInt32(v, &c.GroupMinSessionTimeoutMs) }},
+	{"group.max.session.timeout.ms", "1800000", "largest session timeout a group member may ask for", func(c *Config, v string) error { return parseInt32(v, &c.GroupMaxSessionTimeoutMs) }},
+	{"zookeeper.connect", "", "host:port[,host:port...][/chroot] of ZooKeeper; empty = single node, metadata kept in the data directory", func(c *Config, v string) error { c.ZookeeperConnect = v; return nil }},
+	{"zookeeper.session.timeout.ms", "18000", "ZooKeeper session timeout", func(c *Config, v string) error { return parseInt32(v, &c.ZookeeperSessionTimeoutMs) }},
+	{"zookeeper.connection.timeout.ms", "", "time to wait for a ZooKeeper connection; unset = the session timeout", func(c *Config, v string) error { return parseInt32(v, &c.ZookeeperConnectionTimeoutMs) }},
+	{"replica.lag.time.max.ms", "30000", "a follower this far behind leaves the ISR", func(c *Config, v string) error { return parseInt64(v, &c.ReplicaLagTimeMaxMs) }},
+	{"unclean.leader.election.enable", "false", "let a replica outside the ISR become leader when no ISR member is alive", func(c *Config, v string) error { return parseBool(v, &c.UncleanLeaderElectionEnable) }},
+	{"auto.leader.rebalance.enable", "true", "move leadership back to preferred replicas", func(c *Config, v string) error { return parseBool(v, &c.AutoLeaderRebalanceEnable) }},
+	{"console.listen", ":8080", "address of the web console; empty disables it", func(c *Config, v string) error { c.ConsoleListen = v; return nil }},
+	{"console.data.dir", "./data/console", "directory of the console's SQLite database", func(c *Config, v string) error { c.ConsoleDataDir = v; return nil }},
+	{"console.tls.cert", "", "PEM certificate for HTTPS on the console (with console.tls.key)", func(c *Config, v string) error { c.ConsoleTLSCert = v; return nil }},
+	{"console.tls.key", "", "PEM private key for HTTPS on the console (with console.tls.cert)", func(c *Config, v string) error { c.ConsoleTLSKey = v; return nil }},
+	{"console.base.url", "", "external URL of the console, used in links sent by alerts", func(c *Config, v string) error { c.ConsoleBaseURL = v; return nil }},
+	{"metrics.listen", "", "address of the Prometheus endpoint; empty = served by the console listener", func(c *Config, v string) error { c.MetricsListen = v; return nil }},
+	{"metrics.path", "/metrics", "path of the Prometheus endpoint", func(c *Config, v string) error { c.MetricsPath = v; return nil }},
+}
+
+// Key is a configuration key with its default and a one-line description,
+// for documentation and `sluice serve --help`.
+type Key struct{ Name, Default, Doc string }
+
+// Keys returns every accepted key in documentation order.
+func Keys() []Key {
+	out := make([]Key, len(keys))
+	for i, k := range keys {
+		out[i] = Key{k.name, k.def, k.doc}
+	}
+	return out
+}
+
+func lookupKey(name string) (*keyDef, bool) {
+	for i := range keys {
+		if keys[i].name == name {
+			return &keys[i], true
+		}
+	}
+	return nil, false
+}
+
+// DefaultConfig returns the configuration with every key at its default.
+func DefaultConfig() *Config {
+	c := &Config{Given: map[string]string{}}
+	if err := c.apply(); err != nil {
+		panic("appliance: bad built-in default: " + err.Error())
+	}
+	return c
+}
+
+// Load reads the properties file at path (none when path is "") and then the
+// overrides ("key=value", applied in order, later ones win), and returns the
+// validated configuration. An unknown key or a bad value is an error naming
+// the key.
+func Load(path string, overrides []string) (*Config, error) {
+	given := map[string]string{}
+	var order []string
+	if path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		props, err := parseProperties(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+		for _, p := range props {
+			if _, ok := lookupKey(p.key); !ok {
+				return nil, fmt.Errorf("config %s line %d: unknown key %q", path, p.line, p.key)
+			}
+			if _, seen := given[p.key]; !seen {
+				order = append(order, p.key)
+			}
+			given[p.key] = p.value
+		}
+	}
+	for _, o := range overrides {
+		k, v, ok := strings.Cut(o, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("config: --override %q: want key=value", o)
+		}
+		if _, ok := lookupKey(k); !ok {
+			return nil, fmt.Errorf("config: --override: unknown key %q", k)
+		}
+		if _, seen := given[k]; !seen {
+			order = append(order, k)
+		}
+		given[k] = strings.TrimSpace(v)
+	}
+	return FromMap(given)
+}
+
+// FromMap builds a validated configuration from explicitly given keys.
+func FromMap(given map[string]string) (*Config, error) {
+	c := &Config{Given: map[string]string{}}
+	for k, v := range given {
+		if _, ok := lookupKey(k); !ok {
+			return nil, fmt.Errorf("config: unknown key %q", k)
+		}
+		c.Given[k] = v
+	}
+	if err := c.apply(); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// apply sets every field from its default and then from Given.
+func (c *Config) apply() error {
+	for _, k := range keys {
+		if k.set == nil {
+			continue
+		}
+		v, given := c.Given[k.name]
+		if !given {
+			v = k.def
+			if v == "" {
+				continue
+			}
+		}
+		if v == "" && !given {
+			continue
+		}
+		if err := k.set(c, v); err != nil {
+			return fmt.Errorf("config: %s=%q: %w", k.name, v, err)
+		}
+	}
+	// Keys with precedence chains (Kafka: ms over minutes over hours).
+	var err error
+	if c.LogRetentionMs, err = c.chain("log.retention.ms", "log.retention.minutes", "log.retention.hours"); err != nil {
+		return err
+	}
+	if c.LogRollMs, err = c.chain("log.roll.ms", "", "log.roll.hours"); err != nil {
+		return err
+	}
+	if _, ok := c.Given["log.flush.interval.ms"]; !ok {
+		c.LogFlushIntervalMs = math.MaxInt64
+	}
+	if c.ZookeeperConnectionTimeoutMs == 0 {
+		c.ZookeeperConnectionTimeoutMs = c.ZookeeperSessionTimeoutMs
+	}
+	return nil
+}
+
+// chain resolves a value given in ms, minutes or hours; the finest given key
+// wins; -1 in any of them means unlimited.
+func (c *Config) chain(msKey, minKey, hourKey string) (int64, error) {
+	pick := func(key string, unit int64) (int64, bool, error) {
+		if key == "" {
+			return 0, false, nil
+		}
+		v, ok := c.Given[key]
+		if !ok {
+			return 0, false, nil
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return 0, true, fmt.Errorf("config: %s=%q: not an integer", key, v)
+		}
+		if n < 0 {
+			return -1, true, nil
+		}
+		if n > math.MaxInt64/unit {
+			return 0, true, fmt.Errorf("config: %s=%q: too large", key, v)
+		}
+		return n * unit, true, nil
+	}
+	for _, k := range []struct {
+		key  string
+		unit int64
+	}{{msKey, 1}, {minKey, 60_000}, {hourKey, 3_600_000}} {
+		if v, ok, err := pick(k.key, k.unit); err != nil || ok {
+			return v, err
+		}
+	}
+	def, _ := lookupKey(hourKey)
+	n, _ := strconv.ParseInt(def.def, 10, 64)
+	return n * 3_600_000, nil
+}
+
+// EnsureDefaults fills every field still at its zero value with its default.
+// Load, FromMap and DefaultConfig already apply every default; EnsureDefaults
+// is for a Config built in code. It cannot tell a deliberate zero from an
+// unset field, so it leaves BrokerID (0 is a valid id) and the booleans
+// alone: start from DefaultConfig() to get those defaults.
+func (c *Config) EnsureDefaults() {
+	if c.Given == nil {
+		c.Given = map[string]string{}
+	}
+	d := &Config{Given: map[string]string{}}
+	if err := d.apply(); err != nil {
+		panic("appliance: bad built-in default: " + err.Error())
+	}
+	if c.Listeners == nil {
+		c.Listeners = d.Listeners
+	}
+	if c.SocketRequestMaxBytes == 0 {
+		c.SocketRequestMaxBytes = d.SocketRequestMaxBytes
+	}
+	if len(c.LogDirs) == 0 {
+		c.LogDirs = d.LogDirs
+	}
+	if c.NumPartitions == 0 {
+		c.NumPartitions = d.NumPartitions
+	}
+	if c.DefaultReplicationFactor == 0 {
+		c.DefaultReplicationFactor = d.DefaultReplicationFactor
+	}
+	if c.MinInsyncReplicas == 0 {
+		c.MinInsyncReplicas = d.MinInsyncReplicas
+	}
+	if c.LogRetentionMs == 0 {
+		c.LogRetentionMs = d.LogRetentionMs
+	}
+	if c.LogRetentionBytes == 0 {
+		c.LogRetentionBytes = d.LogRetentionBytes
+	}
+	if c.LogSegmentBytes == 0 {
+		c.LogSegmentBytes = d.LogSegmentBytes
+	}
+	if c.LogRollMs == 0 {
+		c.LogRollMs = d.LogRollMs
+	}
+	if c.LogCleanupPolicy == "" {
+		c.LogCleanupPolicy = d.LogCleanupPolicy
+	}
+	if c.LogFlushIntervalMessages == 0 {
+		c.LogFlushIntervalMessages = d.LogFlushIntervalMessages
+	}
+	if c.LogFlushIntervalMs == 0 {
+		c.LogFlushIntervalMs = d.LogFlushIntervalMs
+	}
+	if c.LogRetentionCheckInterval == 0 {
+		c.LogRetentionCheckInterval = d.LogRetentionCheckInterval
+	}
+	if c.LogCleanerDeleteRetentionMs == 0 {
+		c.LogCleanerDeleteRetentionMs = d.LogCleanerDeleteRetentionMs
+	}
+	if c.LogCleanerMinCleanableRatio == 0 {
+		c.LogCleanerMinCleanableRatio = d.LogCleanerMinCleanableRatio
+	}
+	if c.LogIndexIntervalBytes == 0 {
+		c.LogIndexIntervalBytes = d.LogIndexIntervalBytes
+	}
+	if c.LogIndexSizeMaxBytes == 0 {
+		c.LogIndexSizeMaxBytes = d.LogIndexSizeMaxBytes
+	}
+	if c.LogMessageTimestampType == "" {
+		c.LogMessageTimestampType = d.LogMessageTimestampType
+	}
+	if c.CompressionType == "" {
+		c.CompressionType = d.CompressionType
+	}
+	if c.MessageMaxBytes == 0 {
+		c.MessageMaxBytes = d.MessageMaxBytes
+	}
+	if c.OffsetsTopicNumPartitions == 0 {
+		c.OffsetsTopicNumPartitions = d.OffsetsTopicNumPartitions
+	}
+	if c.OffsetsTopicReplicationFactor == 0 {
+		c.OffsetsTopicReplicationFactor = d.OffsetsTopicReplicationFactor
+	}
+	if c.OffsetsTopicSegmentBytes == 0 {
+		c.OffsetsTopicSegmentBytes = d.OffsetsTopicSegmentBytes
+	}
+	if c.OffsetsRetentionMinutes == 0 {
+		c.OffsetsRetentionMinutes = d.OffsetsRetentionMinutes
+	}
+	if c.GroupInitialRebalanceDelayMs == 0 {
+		if _, ok := c.Given["group.initial.rebalance.delay.ms"]; !ok {
+			c.GroupInitialRebalanceDelayMs = d.GroupInitialRebalanceDelayMs
+		}
+	}
+	if c.GroupMinSessionTimeoutMs == 0 {
+		c.GroupMinSessionTimeoutMs = d.GroupMinSessionTimeoutMs
+	}
+	if c.GroupMaxSessionTimeoutMs == 0 {
+		c.GroupMaxSessionTimeoutMs = d.GroupMaxSessionTimeoutMs
+	}
+	if c.ZookeeperSessionTimeoutMs == 0 {
+		c.ZookeeperSessionTimeoutMs = d.ZookeeperSessionTimeoutMs
+	}
+	if c.ZookeeperConnectionTimeoutMs == 0 {
+		c.ZookeeperConnectionTimeoutMs = c.ZookeeperSessionTimeoutMs
+	}
+	if c.ReplicaLagTimeMaxMs == 0 {
+		c.ReplicaLagTimeMaxMs = d.ReplicaLagTimeMaxMs
+	}
+	if c.ConsoleDataDir == "" {
+		c.ConsoleDataDir = d.ConsoleDataDir
+	}
+	if c.MetricsPath == "" {
+		c.MetricsPath = d.MetricsPath
+	}
+}
+
+// Validate checks ranges and combinations; the error names the key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key string, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.BrokerID < -1 {
+		bad("broker.id", "%d: must be -1 (generate) or a non-negative id", c.BrokerID)
+	}
+	if len(c.Listeners) == 0 {
+		bad("listeners", "at least one listener is needed")
+	}
+	names := map[string]bool{}
+	for _, l := range c.Listeners {
+		if names[l.Name] {
+			bad("listeners", "listener name %s is used twice", l.Name)
+		}
+		names[l.Name] = true
+	}
+	for _, l := range c.AdvertisedListeners {
+		if !names[l.Name] {
+			bad("advertised.listeners", "%s names no listener in listeners", l)
+		}
+		if ip := net.ParseIP(l.Host); ip != nil && ip.IsUnspecified() {
+			bad("advertised.listeners", "%s: cannot advertise an unspecified address", l)
+		}
+		if l.Port == 0 {
+			bad("advertised.listeners", "%s: port 0 cannot be advertised", l)
+		}
+	}
+	if c.SocketRequestMaxBytes < 1 {
+		bad("socket.request.max.bytes", "%d: must be at least 1", c.SocketRequestMaxBytes)
+	}
+	if len(c.LogDirs) == 0 {
+		bad("log.dirs", "at least one directory is needed")
+	}
+	if c.NumPartitions < 1 {
+		bad("num.partitions", "%d: must be at least 1", c.NumPartitions)
+	}
+	if c.DefaultReplicationFactor < 1 {
+		bad("default.replication.factor", "%d: must be at least 1", c.DefaultReplicationFactor)
+	}
+	if c.MinInsyncReplicas < 1 {
+		bad("min.insync.replicas", "%d: must be at least 1", c.MinInsyncReplicas)
+	}
+	if c.LogRetentionMs < -1 {
+		bad("log.retention.ms", "%d: must be -1 or more", c.LogRetentionMs)
+	}
+	if c.LogRetentionBytes < -1 {
+		bad("log.retention.bytes", "%d: must be -1 or more", c.LogRetentionBytes)
+	}
+	if c.LogSegmentBytes < 14 || c.LogSegmentBytes > math.MaxInt32 {
+		bad("log.segment.bytes", "%d: must be between 14 and %d", c.LogSegmentBytes, math.MaxInt32)
+	}
+	if c.LogRollMs < 1 {
+		bad("log.roll.ms", "%d: must be at least 1", c.LogRollMs)
+	}
+	if err := ValidateCleanupPolicy(c.LogCleanupPolicy); err != nil {
+		bad("log.cleanup.policy", "%v", err)
+	}
+	if c.LogFlushIntervalMessages < 1 {
+		bad("log.flush.interval.messages", "%d: must be at least 1", c.LogFlushIntervalMessages)
+	}
+	if c.LogFlushIntervalMs < 0 {
+		bad("log.flush.interval.ms", "%d: must not be negative", c.LogFlushIntervalMs)
+	}
+	if c.LogRetentionCheckInterval < time.Millisecond {
+		bad("log.retention.check.interval.ms", "%v: must be at least 1", c.LogRetentionCheckInterval)
+	}
+	if c.LogCleanerDeleteRetentionMs < 0 {
+		bad("log.cleaner.delete.retention.ms", "%d: must not be negative", c.LogCleanerDeleteRetentionMs)
+	}
+	if c.LogCleanerMinCleanableRatio < 0 || c.LogCleanerMinCleanableRatio > 1 {
+		bad("log.cleaner.min.cleanable.ratio", "%v: must be between 0 and 1", c.LogCleanerMinCleanableRatio)
+	}
+	if c.LogCleanerMinCompactionLagMs < 0 {
+		bad("log.cleaner.min.compaction.lag.ms", "%d: must not be negative", c.LogCleanerMinCompactionLagMs)
+	}
+	if c.LogIndexIntervalBytes < 0 {
+		bad("log.index.interval.bytes", "%d: must not be negative", c.LogIndexIntervalBytes)
+	}
+	if c.LogIndexSizeMaxBytes < 4 {
+		bad("log.index.size.max.bytes", "%d: must be at least 4", c.LogIndexSizeMaxBytes)
+	}
+	if c.LogMessageTimestampType != "CreateTime" && c.LogMessageTimestampType != "LogAppendTime" {
+		bad("log.message.timestamp.type", "%q: must be CreateTime or LogAppendTime", c.LogMessageTimestampType)
+	}
+	if !slices.Contains([]string{"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}, c.CompressionType) {
+		bad("compression.type", "%q: must be one of producer, uncompressed, gzip, snappy, lz4, zstd", c.CompressionType)
+	}
+	if c.MessageMaxBytes < 0 {
+		bad("message.max.bytes", "%d: must not be negative", c.MessageMaxBytes)
+	}
+	if c.OffsetsTopicNumPartitions < 1 {
+		bad("offsets.topic.num.partitions", "%d: must be at least 1", c.OffsetsTopicNumPartitions)
+	}
+	if c.OffsetsTopicReplicationFactor < 1 {
+		bad("offsets.topic.replication.factor", "%d: must be at least 1", c.OffsetsTopicReplicationFactor)
+	}
+	if c.OffsetsTopicSegmentBytes < 1 {
+		bad("offsets.topic.segment.bytes", "%d: must be at least 1", c.OffsetsTopicSegmentBytes)
+	}
+	if c.OffsetsRetentionMinutes < 1 {
+		bad("offsets.retention.minutes", "%d: must be at least 1", c.OffsetsRetentionMinutes)
+	}
+	if c.GroupInitialRebalanceDelayMs < 0 {
+		bad("group.initial.rebalance.delay.ms", "%d: must not be negative", c.GroupInitialRebalanceDelayMs)
+	}
+	if c.GroupMinSessionTimeoutMs < 0 {
+		bad("group.min.session.timeout.ms", "%d: must not be negative", c.GroupMinSessionTimeoutMs)
+	}
+	if c.GroupMaxSessionTimeoutMs < c.GroupMinSessionTimeoutMs {
+		bad("group.max.session.timeout.ms", "%d: must not be below group.min.session.timeout.ms (%d)", c.GroupMaxSessionTimeoutMs, c.GroupMinSessionTimeoutMs)
+	}
+	if c.ZookeeperSessionTimeoutMs < 1 {
+		bad("zookeeper.session.timeout.ms", "%d: must be at least 1", c.ZookeeperSessionTimeoutMs)
+	}
+	if c.ZookeeperConnectionTimeoutMs < 1 {
+		bad("zookeeper.connection.timeout.ms", "%d: must be at least 1", c.ZookeeperConnectionTimeoutMs)
+	}
+	if c.ZookeeperConnect != "" {
+		hosts, _, _ := strings.Cut(c.ZookeeperConnect, "/")
+		for _, h := range strings.Split(hosts, ",") {
+			if _, _, err := net.SplitHostPort(strings.TrimSpace(h)); err != nil {
+				bad("zookeeper.connect", "%q: want host:port[,host:port...][/chroot]", c.ZookeeperConnect)
+				break
+			}
+		}
+	}
+	if c.ReplicaLagTimeMaxMs < 1 {
+		bad("replica.lag.time.max.ms", "%d: must be at least 1", c.ReplicaLagTimeMaxMs)
+	}
+	if c.ConsoleListen != "" {
+		if _, _, err := net.SplitHostPort(c.ConsoleListen); err != nil {
+			bad("console.listen", "%q: want host:port or :port", c.ConsoleListen)
+		}
+	}
+	if (c.ConsoleTLSCert == "") != (c.ConsoleTLSKey == "") {
+		bad("console.tls.cert", "console.tls.cert and console.tls.key must be set together")
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			bad("metrics.listen", "%q: want host:port or :port", c.MetricsListen)
+		}
+	}
+	if !strings.HasPrefix(c.MetricsPath, "/") {
+		bad("metrics.path", "%q: must start with /", c.MetricsPath)
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateCleanupPolicy accepts delete, compact, or both comma-separated.
+func ValidateCleanupPolicy(v string) error {
+	parts := splitList(v)
+	if len(parts) == 0 {
+		return fmt.Errorf("%q: must be delete, compact or compact,delete", v)
+	}
+	for _, p := range parts {
+		if p != "delete" && p != "compact" {
+			return fmt.Errorf("%q: must be delete, compact or compact,delete", v)
+		}
+	}
+	return nil
+}
+
+// AdvertisedEndpoints returns what clients are told: advertised.listeners,
+// or listeners when unset, with an empty or unspecified host replaced by the
+// machine's host name (Kafka's behaviour) and port 0 replaced by the port
+// actually bound (bound maps listener name to it).
+func (c *Config) AdvertisedEndpoints(bound map[string]int) []Listener {
+	src := c.AdvertisedListeners
+	if len(src) == 0 {
+		src = c.Listeners
+	}
+	out := make([]Listener, 0, len(src))
+	for _, l := range src {
+		if ip := net.ParseIP(l.Host); l.Host == "" || ip != nil && ip.IsUnspecified() {
+			l.Host = advertisedHost()
+		}
+		if l.Port == 0 {
+			l.Port = bound[l.Name]
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// advertisedHost is the host name, when it resolves; else 127.0.0.1.
+func advertisedHost() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "127.0.0.1"
+	}
+	if _, err := net.LookupHost(h); err != nil {
+		return "127.0.0.1"
+	}
+	return h
+}
+
+func parseListeners(v string) ([]Listener, error) {
+	var out []Listener
+	for _, item := range splitList(v) {
+		name, hostport, ok := strings.Cut(item, "://")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%q: want NAME://host:port", item)
+		}
+		name = strings.ToUpper(name)
+		host, port, err := net.SplitHostPort(hostport)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", item, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil || p < 0 || p > 65535 {
+			return nil, fmt.Errorf("%q: bad port", item)
+		}
+		if name != "PLAINTEXT" {
+			return nil, fmt.Errorf("%q: only PLAINTEXT listeners are supported", item)
+		}
+		out = append(out, Listener{Name: name, Host: host, Port: p})
+	}
+	return out, nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func parseInt32(v string, dst *int32) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+	if err != nil {
+		return errors.New("not a 32-bit integer")
+	}
+	*dst = int32(n)
+	return nil
+}
+
+func parseInt16(v string, dst *int16) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 16)
+	if err != nil {
+		return errors.New("not a 16-bit integer")
+	}
+	*dst = int16(n)
+	return nil
+}
+
+func parseInt64(v string, dst *int64) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	*dst = n
+	return nil
+}
+
+func parseFloat(v string, dst *float64) error {
+	n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil {
+		return errors.New("not a number")
+	}
+	*dst = n
+	return nil
+}
+
+func parseBool(v string, dst *bool) error {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true":
+		*dst = true
+	case "false":
+		*dst = false
+	default:
+		return errors.New("must be true or false")
+	}
+	return nil
+}
+
+func parseDurationMs(v string, dst *time.Duration) error {
+	var n int64
+	if err := parseInt64(v, &n); err != nil {
+		return err
+	}
+	*dst = time.Duration(n) * time.Millisecond
+	return nil
+}

@@ -1,0 +1,197 @@
+package appliance
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultsAreKafkas(t *testing.T) {
+	c, err := Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Listeners) != 1 || c.Listeners[0].String() != "PLAINTEXT://:9092" {
+		t.Fatalf("listeners %v", c.Listeners)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"broker.id", c.BrokerID, int32(-1)},
+		{"log.dirs", strings.Join(c.LogDirs, ","), "./data/kafka"},
+		{"num.partitions", c.NumPartitions, int32(1)},
+		{"default.replication.factor", c.DefaultReplicationFactor, int16(1)},
+		{"min.insync.replicas", c.MinInsyncReplicas, int32(1)},
+		{"auto.create.topics.enable", c.AutoCreateTopics, true},
+		{"log.retention (168h)", c.LogRetentionMs, int64(168 * 3600 * 1000)},
+		{"log.retention.bytes", c.LogRetentionBytes, int64(-1)},
+		{"log.segment.bytes", c.LogSegmentBytes, int64(1 << 30)},
+		{"log.roll (168h)", c.LogRollMs, int64(168 * 3600 * 1000)},
+		{"log.cleanup.policy", c.LogCleanupPolicy, "delete"},
+		{"log.flush.interval.messages", c.LogFlushIntervalMessages, int64(math.MaxInt64)},
+		{"log.flush.interval.ms", c.LogFlushIntervalMs, int64(math.MaxInt64)},
+		{"message.max.bytes", c.MessageMaxBytes, int32(1048588)},
+		{"socket.request.max.bytes", c.SocketRequestMaxBytes, int32(104857600)},
+		{"offsets.topic.num.partitions", c.OffsetsTopicNumPartitions, int32(50)},
+		{"offsets.topic.replication.factor", c.OffsetsTopicReplicationFactor, int16(3)},
+		{"offsets.retention.minutes", c.OffsetsRetentionMinutes, int32(10080)},
+		{"group.initial.rebalance.delay.ms", c.GroupInitialRebalanceDelayMs, int32(3000)},
+		{"group.min.session.timeout.ms", c.GroupMinSessionTimeoutMs, int32(6000)},
+		{"group.max.session.timeout.ms", c.GroupMaxSessionTimeoutMs, int32(1800000)},
+		{"zookeeper.connect", c.ZookeeperConnect, ""},
+		{"zookeeper.session.timeout.ms", c.ZookeeperSessionTimeoutMs, int32(18000)},
+		{"zookeeper.connection.timeout.ms", c.ZookeeperConnectionTimeoutMs, int32(18000)},
+		{"replica.lag.time.max.ms", c.ReplicaLagTimeMaxMs, int64(30000)},
+		{"unclean.leader.election.enable", c.UncleanLeaderElectionEnable, false},
+		{"auto.leader.rebalance.enable", c.AutoLeaderRebalanceEnable, true},
+		{"console.listen", c.ConsoleListen, ":8080"},
+		{"console.data.dir", c.ConsoleDataDir, "./data/console"},
+		{"metrics.listen", c.MetricsListen, ""},
+		{"metrics.path", c.MetricsPath, "/metrics"},
+		{"log.retention.check.interval.ms", c.LogRetentionCheckInterval, 5 * time.Minute},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s = %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+	// A Config built by hand gets the same values from EnsureDefaults.
+	var hand Config
+	hand.EnsureDefaults()
+	if hand.LogRetentionMs != c.LogRetentionMs || hand.SocketRequestMaxBytes != c.SocketRequestMaxBytes || len(hand.Listeners) != 1 {
+		t.Fatalf("EnsureDefaults differs from Load: %+v", hand)
+	}
+	if err := hand.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+}
+
+func TestLoadFileAndOverrides(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "server.properties")
+	os.WriteFile(path, []byte(`# a comment
+! another comment
+broker.id = 3
+listeners=PLAINTEXT://127.0.0.1:9093,\
+  PLAINTEXT2://127.0.0.1:9094
+log.dirs: /var/lib/a, /var/lib/b
+log.retention.hours=1
+log.retention.minutes=30
+num.partitions 6
+console.listen=
+`), 0o644)
+	_, err := Load(path, nil)
+	if err == nil || !strings.Contains(err.Error(), "listeners") {
+		t.Fatalf("non-PLAINTEXT listener: %v", err)
+	}
+	os.WriteFile(path, []byte("broker.id = 3\nlisteners=PLAINTEXT://127.0.0.1:9093\nlog.dirs: /var/lib/a, /var/lib/b\nlog.retention.hours=1\nlog.retention.minutes=30\nnum.partitions 6\nconsole.listen=\n"), 0o644)
+	c, err := Load(path, []string{"num.partitions=8", "log.segment.bytes=1048576"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.BrokerID != 3 || c.Listeners[0].Addr() != "127.0.0.1:9093" || len(c.LogDirs) != 2 || c.LogDirs[1] != "/var/lib/b" {
+		t.Fatalf("%+v", c)
+	}
+	if c.LogRetentionMs != 30*60*1000 {
+		t.Fatalf("minutes should win over hours: %d", c.LogRetentionMs)
+	}
+	if c.NumPartitions != 8 || c.LogSegmentBytes != 1<<20 {
+		t.Fatalf("overrides not applied: %d %d", c.NumPartitions, c.LogSegmentBytes)
+	}
+	if c.ConsoleListen != "" {
+		t.Fatalf("empty console.listen should disable the console, got %q", c.ConsoleListen)
+	}
+	if c.Given["num.partitions"] != "8" || c.Given["log.retention.minutes"] != "30" {
+		t.Fatalf("given keys %v", c.Given)
+	}
+}
+
+func TestLoadErrorsNameTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		overrides []string
+		key       string
+	}{
+		{[]string{"no.such.key=1"}, "no.such.key"},
+		{[]string{"num.partitions=abc"}, "num.partitions"},
+		{[]string{"num.partitions=0"}, "num.partitions"},
+		{[]string{"auto.create.topics.enable=yes"}, "auto.create.topics.enable"},
+		{[]string{"listeners=PLAINTEXT://nohostport"}, "listeners"},
+		{[]string{"log.retention.ms=soon"}, "log.retention.ms"},
+		{[]string{"log.cleanup.policy=shred"}, "log.cleanup.policy"},
+		{[]string{"compression.type=brotli"}, "compression.type"},
+		{[]string{"socket.request.max.bytes=0"}, "socket.request.max.bytes"},
+		{[]string{"console.tls.cert=/a.pem"}, "console.tls.cert"},
+		{[]string{"metrics.path=metrics"}, "metrics.path"},
+		{[]string{"zookeeper.connect=zk1"}, "zookeeper.connect"},
+		{[]string{"group.min.session.timeout.ms=10", "group.max.session.timeout.ms=5"}, "group.max.session.timeout.ms"},
+		{[]string{"advertised.listeners=PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners"},
+		{[]string{"noequals"}, "noequals"},
+	} {
+		_, err := Load("", tc.overrides)
+		if err == nil || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("%v: error %v does not name %s", tc.overrides, err, tc.key)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "bad.properties")
+	os.WriteFile(path, []byte("num.partitions=2\nlog.retention.hourz=5\n"), 0o644)
+	if _, err := Load(path, nil); err == nil || !strings.Contains(err.Error(), "log.retention.hourz") || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("unknown key in file: %v", err)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing"), nil); err == nil {
+		t.Fatal("missing config file accepted")
+	}
+}
+
+func TestPropertiesEscapes(t *testing.T) {
+	props, err := parseProperties(strings.NewReader("a\\ b=c\\td\\u0041\nkey : value with spaces  \nempty\ncrlf=x\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]string{{"a b", "c\tdA"}, {"key", "value with spaces  "}, {"empty", ""}, {"crlf", "x"}}
+	if len(props) != len(want) {
+		t.Fatalf("%v", props)
+	}
+	for i, w := range want {
+		if props[i].key != w[0] || props[i].value != w[1] {
+			t.Errorf("property %d = %q=%q, want %q=%q", i, props[i].key, props[i].value, w[0], w[1])
+		}
+	}
+}
+
+func TestAdvertisedEndpoints(t *testing.T) {
+	c, _ := Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0"})
+	eps := c.AdvertisedEndpoints(map[string]int{"PLAINTEXT": 45678})
+	if eps[0].Host != "127.0.0.1" || eps[0].Port != 45678 {
+		t.Fatalf("%v", eps)
+	}
+	c, _ = Load("", []string{"advertised.listeners=PLAINTEXT://broker.example:19092"})
+	if eps := c.AdvertisedEndpoints(nil); eps[0].Host != "broker.example" || eps[0].Port != 19092 {
+		t.Fatalf("%v", eps)
+	}
+	c, _ = Load("", nil)
+	if eps := c.AdvertisedEndpoints(map[string]int{"PLAINTEXT": 9092}); eps[0].Host == "" || eps[0].Port != 9092 {
+		t.Fatalf("wildcard listener advertised as %v", eps)
+	}
+}
+
+// TestDocsListEveryKey keeps docs/readme/broker.md in step with the keys:
+// each has a table row with its default.
+func TestDocsListEveryKey(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "readme", "broker.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, k := range Keys() {
+		def := "(empty)"
+		if k.Default != "" {
+			def = "`" + k.Default + "`"
+		}
+		if row := "| `" + k.Name + "` | " + def + " |"; !strings.Contains(doc, row) {
+			t.Errorf("docs/readme/broker.md lacks the row %q", row)
+		}
+	}
+}

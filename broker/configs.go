@@ -1,0 +1,157 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/cluster"
+)
+
+// DescribeTopicConfigs lists a topic's configs (only names, when names is
+// non-empty) with value and source, and their synonyms when asked.
+func (b *Broker) DescribeTopicConfigs(topic string, names []string, synonyms bool) ([]ConfigEntry, error) {
+	t, ok := b.Image().Topics[topic]
+	if !ok {
+		return nil, errUnknownTopicOrPartition
+	}
+	return filterEntries(b.describeTopicConfigs(t.Configs, synonyms), names), nil
+}
+
+// DescribeBrokerConfigs lists this broker's configs (only names, when
+// non-empty). id must be this broker's id (or "" for the default entity).
+func (b *Broker) DescribeBrokerConfigs(names []string, synonyms bool) []ConfigEntry {
+	out := slices.Clone(b.cfg.BrokerConfigs)
+	if !synonyms {
+		for i := range out {
+			out[i].Synonyms = nil
+		}
+	}
+	return filterEntries(out, names)
+}
+
+func filterEntries(all []ConfigEntry, names []string) []ConfigEntry {
+	if len(names) == 0 {
+		return all
+	}
+	out := make([]ConfigEntry, 0, len(names))
+	for _, e := range all {
+		if slices.Contains(names, e.Name) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// AlterTopicConfigs replaces all of a topic's config overrides with set
+// (AlterConfigs semantics: keys not in set return to their defaults).
+func (b *Broker) AlterTopicConfigs(ctx context.Context, topic string, set map[string]string, validateOnly bool) error {
+	return b.alterTopicConfigs(ctx, topic, func(map[string]string) (map[string]string, error) {
+		return maps.Clone(set), nil
+	}, validateOnly)
+}
+
+// ConfigOp is one IncrementalAlterConfigs operation (Kafka's op codes).
+type ConfigOp struct {
+	Name  string
+	Op    int8 // 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT
+	Value string
+}
+
+// IncrementalAlterTopicConfigs applies ops to a topic's overrides: SET
+// overrides a value, DELETE returns it to the default, APPEND and SUBTRACT
+// add to or remove from a list config (cleanup.policy).
+func (b *Broker) IncrementalAlterTopicConfigs(ctx context.Context, topic string, ops []ConfigOp, validateOnly bool) error {
+	return b.alterTopicConfigs(ctx, topic, func(cur map[string]string) (map[string]string, error) {
+		next := maps.Clone(cur)
+		if next == nil {
+			next = map[string]string{}
+		}
+		seen := map[string]bool{}
+		for _, op := range ops {
+			if seen[op.Name] {
+				return nil, errorf(kerr.InvalidRequest, "Error due to duplicate config keys: %s", op.Name)
+			}
+			seen[op.Name] = true
+			c, ok := lookupTopicConfig(op.Name)
+			if !ok {
+				return nil, errorf(kerr.InvalidConfig, "Unknown topic config name: %s", op.Name)
+			}
+			switch op.Op {
+			case 0:
+				next[op.Name] = op.Value
+			case 1:
+				delete(next, op.Name)
+			case 2, 3:
+				if c.typ != TypeList {
+					return nil, errorf(kerr.InvalidConfig, "Config value append/subtract is not allowed for config %s: it is not a list", op.Name)
+				}
+				curVal, ok := next[op.Name]
+				if !ok {
+					curVal, _ = b.defaultValue(c)
+				}
+				items := splitItems(curVal)
+				for _, v := range splitItems(op.Value) {
+					if op.Op == 2 && !slices.Contains(items, v) {
+						items = append(items, v)
+					}
+					if op.Op == 3 {
+						items = slices.DeleteFunc(items, func(s string) bool { return s == v })
+					}
+				}
+				next[op.Name] = strings.Join(items, ",")
+			default:
+				return nil, errorf(kerr.InvalidRequest, "unknown config operation %d", op.Op)
+			}
+		}
+		return next, nil
+	}, validateOnly)
+}
+
+func splitItems(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (b *Broker) alterTopicConfigs(ctx context.Context, topic string, change func(map[string]string) (map[string]string, error), validateOnly bool) error {
+	t, ok := b.Image().Topics[topic]
+	if !ok || t.Deleting {
+		return errUnknownTopicOrPartition
+	}
+	next, err := change(t.Configs)
+	if err != nil {
+		return err
+	}
+	rf := 0
+	if len(t.Partitions) > 0 {
+		rf = len(t.Partitions[0].Replicas)
+	}
+	if err := b.validateTopicConfigs(next, rf); err != nil {
+		return err
+	}
+	if validateOnly {
+		return nil
+	}
+	if err := b.cfg.Coordinator.SetTopicConfig(ctx, topic, next); err != nil {
+		if errors.Is(err, cluster.ErrNoTopic) {
+			return errUnknownTopicOrPartition
+		}
+		return err
+	}
+	b.log.Info("topic configs changed", "topic", topic, "configs", next)
+	// Apply before answering, so a describe right after sees the change.
+	_ = b.waitImage(ctx, func(img *Image) bool {
+		cur, ok := img.Topics[topic]
+		return !ok || maps.Equal(cur.Configs, next)
+	})
+	return nil
+}

@@ -1,0 +1,346 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/cluster"
+)
+
+// TopicSpec is a topic to create (CreateTopics, auto-creation).
+type TopicSpec struct {
+	Name              string
+	Partitions        int32 // -1 = num.partitions
+	ReplicationFactor int16 // -1 = default.replication.factor
+	// Assignment gives each partition's replicas explicitly; Partitions and
+	// ReplicationFactor must then be -1.
+	Assignment [][]int32
+	Configs    map[string]string
+}
+
+// CreatedTopic describes a topic CreateTopic made (or would make).
+type CreatedTopic struct {
+	ID                cluster.TopicID
+	Partitions        int32
+	ReplicationFactor int16
+	Configs           []ConfigEntry
+}
+
+func (b *Broker) liveBrokerIDs() []int32 {
+	img := b.Image()
+	ids := make([]int32, 0, len(img.Brokers))
+	for _, br := range img.Brokers {
+		ids = append(ids, br.ID)
+	}
+	if len(ids) == 0 {
+		ids = append(ids, b.cfg.BrokerID) // before the first refresh
+	}
+	return ids
+}
+
+// CreateTopic validates spec and creates the topic; with validateOnly it
+// only validates. It then waits up to wait (0: not at all) for every
+// partition to have a leader (REQUEST_TIMED_OUT when the wait ends first;
+// the topic exists anyway, as in Kafka). ctx bounds the coordinator calls. Errors: INVALID_TOPIC_EXCEPTION,
+// TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
+// INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST, INVALID_CONFIG,
+// POLICY_VIOLATION.
+func (b *Broker) CreateTopic(ctx context.Context, spec TopicSpec, validateOnly bool, wait time.Duration) (CreatedTopic, error) {
+	t, created, err := b.prepareTopic(spec)
+	if err != nil {
+		return created, err
+	}
+	if validateOnly {
+		return created, nil
+	}
+	if err := b.cfg.Coordinator.CreateTopic(ctx, t, spec.Configs); err != nil {
+		if errors.Is(err, cluster.ErrTopicExists) {
+			return created, errorf(kerr.TopicAlreadyExists, "Topic '%s' already exists.", spec.Name)
+		}
+		return created, err
+	}
+	b.log.Info("topic created", "topic", spec.Name, "partitions", created.Partitions, "replication_factor", created.ReplicationFactor, "configs", spec.Configs)
+	if err := b.waitLeaders(ctx, wait, spec.Name, t.ID, int(created.Partitions)); err != nil {
+		return created, err
+	}
+	return created, nil
+}
+
+func (b *Broker) prepareTopic(spec TopicSpec) (cluster.Topic, CreatedTopic, error) {
+	var created CreatedTopic
+	if err := cluster.ValidateTopicName(spec.Name); err != nil {
+		return cluster.Topic{}, created, errorf(kerr.InvalidTopicException, "%v", err)
+	}
+	img := b.Image()
+	if _, ok := img.Topics[spec.Name]; ok {
+		return cluster.Topic{}, created, errorf(kerr.TopicAlreadyExists, "Topic '%s' already exists.", spec.Name)
+	}
+	if other := cluster.Collision(spec.Name, img.TopicNames()); other != "" {
+		return cluster.Topic{}, created, errorf(kerr.InvalidTopicException, "Topic '%s' collides with existing topic: %s", spec.Name, other)
+	}
+	live := b.liveBrokerIDs()
+	var assignment [][]int32
+	if len(spec.Assignment) > 0 {
+		if spec.Partitions != -1 || spec.ReplicationFactor != -1 {
+			return cluster.Topic{}, created, errorf(kerr.InvalidRequest, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
+		}
+		known := func(id int32) bool { return slices.Contains(live, id) }
+		if err := cluster.ValidateAssignment(spec.Assignment, known); err != nil {
+			return cluster.Topic{}, created, errorf(kerr.InvalidReplicaAssignment, "%v", err)
+		}
+		assignment = spec.Assignment
+	} else {
+		n, rf := spec.Partitions, spec.ReplicationFactor
+		if n == -1 {
+			n = b.cfg.NumPartitions
+		}
+		if rf == -1 {
+			rf = b.cfg.DefaultReplicationFactor
+		}
+		if n <= 0 {
+			return cluster.Topic{}, created, errorf(kerr.InvalidPartitions, "Number of partitions must be larger than 0.")
+		}
+		if rf <= 0 {
+			return cluster.Topic{}, created, errorf(kerr.InvalidReplicationFactor, "Replication factor must be larger than 0.")
+		}
+		if int(rf) > len(live) {
+			return cluster.Topic{}, created, errorf(kerr.InvalidReplicationFactor, "Replication factor: %d larger than available brokers: %d.", rf, len(live))
+		}
+		var err error
+		if assignment, err = cluster.AssignReplicas(live, int(n), int(rf), 0, nil); err != nil {
+			return cluster.Topic{}, created, errorf(kerr.InvalidReplicationFactor, "%v", err)
+		}
+	}
+	rf := len(assignment[0])
+	if err := b.validateTopicConfigs(spec.Configs, rf); err != nil {
+		return cluster.Topic{}, created, err
+	}
+	t := cluster.Topic{Name: spec.Name, ID: cluster.NewUUID(), Replicas: assignment}
+	created = CreatedTopic{
+		ID: t.ID, Partitions: int32(len(assignment)), ReplicationFactor: int16(rf),
+		Configs: b.describeTopicConfigs(spec.Configs, false),
+	}
+	return t, created, nil
+}
+
+// waitLeaders waits up to wait until the image shows topic id with n
+// partitions, each with a leader.
+func (b *Broker) waitLeaders(ctx context.Context, wait time.Duration, name string, id cluster.TopicID, n int) error {
+	err := b.waitImageFor(ctx, wait, func(img *Image) bool {
+		t, ok := img.Topics[name]
+		if !ok || t.ID != id || len(t.Partitions) < n {
+			return false
+		}
+		for _, p := range t.Partitions {
+			if p.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return errorf(kerr.RequestTimedOut, "topic %s was created but its partitions have no leader yet", name)
+	}
+	return nil
+}
+
+// AutoCreateTopic creates an unknown topic asked for by Metadata when
+// auto.create.topics.enable is on (UNKNOWN_TOPIC_OR_PARTITION when off;
+// INVALID_TOPIC_EXCEPTION for a bad name). __consumer_offsets is created
+// with its own settings. It waits for leaders until ctx is done and
+// returns nil if the topic exists afterwards, even without leaders yet
+// (Metadata then shows LEADER_NOT_AVAILABLE, as Kafka does).
+func (b *Broker) AutoCreateTopic(ctx context.Context, name string) error {
+	if name == OffsetsTopic {
+		return b.EnsureOffsetsTopic(ctx)
+	}
+	if !b.cfg.AutoCreateTopics {
+		return errUnknownTopicOrPartition
+	}
+	if err := cluster.ValidateTopicName(name); err != nil {
+		return errorf(kerr.InvalidTopicException, "%v", err)
+	}
+	_, err := b.CreateTopic(ctx, TopicSpec{Name: name, Partitions: -1, ReplicationFactor: -1}, false, untilDeadline(ctx))
+	return b.existsAfter(name, err)
+}
+
+// existsAfter turns the outcome of a create into nil when the topic exists
+// (someone else created it, or it was created but leaders are still pending).
+func (b *Broker) existsAfter(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := b.Image().Topics[name]; ok {
+		return nil
+	}
+	if errors.Is(err, kerr.TopicAlreadyExists) || errors.Is(err, kerr.RequestTimedOut) {
+		return nil
+	}
+	return err
+}
+
+// EnsureOffsetsTopic creates __consumer_offsets if it does not exist:
+// offsets.topic.num.partitions partitions, offsets.topic.replication.factor
+// capped at the number of live brokers (so a single node works out of the
+// box), cleanup.policy=compact, segment.bytes=offsets.topic.segment.bytes.
+// It waits for the partitions' leaders until ctx is done.
+func (b *Broker) EnsureOffsetsTopic(ctx context.Context) error {
+	if t, ok := b.Image().Topics[OffsetsTopic]; ok {
+		return b.waitLeaders(ctx, untilDeadline(ctx), OffsetsTopic, t.ID, len(t.Partitions))
+	}
+	rf := min(int(b.cfg.OffsetsTopicReplicationFactor), len(b.liveBrokerIDs()))
+	spec := TopicSpec{
+		Name: OffsetsTopic, Partitions: b.cfg.OffsetsTopicPartitions, ReplicationFactor: int16(rf),
+		Configs: map[string]string{
+			"cleanup.policy":   "compact",
+			"segment.bytes":    strconv.FormatInt(b.cfg.OffsetsTopicSegmentBytes, 10),
+			"compression.type": "producer",
+		},
+	}
+	_, err := b.CreateTopic(ctx, spec, false, 0)
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return err
+	}
+	t, ok := b.Image().Topics[OffsetsTopic]
+	if !ok {
+		return errorf(kerr.CoordinatorNotAvailable, "%s is being created", OffsetsTopic)
+	}
+	return b.waitLeaders(ctx, untilDeadline(ctx), OffsetsTopic, t.ID, len(t.Partitions))
+}
+
+// DeleteTopic marks a topic for deletion and waits up to wait (0: not at
+// all) for it to be gone (REQUEST_TIMED_OUT otherwise; the deletion still
+// happens).
+// Errors: UNKNOWN_TOPIC_OR_PARTITION, TOPIC_DELETION_DISABLED,
+// INVALID_TOPIC_EXCEPTION for internal topics.
+func (b *Broker) DeleteTopic(ctx context.Context, name string, wait time.Duration) error {
+	if !b.cfg.DeleteTopicEnable {
+		return errorf(kerr.TopicDeletionDisabled, "delete.topic.enable is false")
+	}
+	t, ok := b.Image().Topics[name]
+	if !ok {
+		return errUnknownTopicOrPartition
+	}
+	if t.Internal {
+		return errorf(kerr.InvalidTopicException, "Topic %s is an internal topic and cannot be deleted", name)
+	}
+	if err := b.cfg.Coordinator.MarkTopicForDeletion(ctx, name); err != nil {
+		if errors.Is(err, cluster.ErrNoTopic) {
+			return errUnknownTopicOrPartition
+		}
+		return err
+	}
+	b.log.Info("topic marked for deletion", "topic", name)
+	err := b.waitImageFor(ctx, wait, func(img *Image) bool {
+		cur, ok := img.Topics[name]
+		return !ok || cur.ID != t.ID
+	})
+	if err != nil {
+		return errorf(kerr.RequestTimedOut, "topic %s is marked for deletion but not gone yet", name)
+	}
+	return nil
+}
+
+// DeleteTopicByID is DeleteTopic for a topic named by id.
+func (b *Broker) DeleteTopicByID(ctx context.Context, id cluster.TopicID, wait time.Duration) (string, error) {
+	t, ok := b.Image().TopicByID(id)
+	if !ok {
+		return "", errorf(kerr.UnknownTopicID, "no topic with id %s", id)
+	}
+	return t.Name, b.DeleteTopic(ctx, t.Name, wait)
+}
+
+// CreatePartitions grows a topic to count partitions, placing the new ones
+// by assignment when given (one replica list per new partition) or by the
+// controller's assignment; with validateOnly it only validates. It waits up
+// to wait for the new partitions' leaders. Errors:
+// UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT,
+// INVALID_REPLICATION_FACTOR.
+func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32, assignment [][]int32, validateOnly bool, wait time.Duration) error {
+	for attempt := 0; ; attempt++ {
+		t, ok := b.Image().Topics[name]
+		if !ok || t.Deleting {
+			return errUnknownTopicOrPartition
+		}
+		cur := int32(len(t.Partitions))
+		if count < cur {
+			return errorf(kerr.InvalidPartitions, "Topic currently has %d partitions, which is higher than the requested %d.", cur, count)
+		}
+		if count == cur {
+			return errorf(kerr.InvalidPartitions, "Topic already has %d partitions.", cur)
+		}
+		rf := len(t.Partitions[0].Replicas)
+		add := int(count - cur)
+		live := b.liveBrokerIDs()
+		if assignment != nil {
+			if len(assignment) != add {
+				return errorf(kerr.InvalidReplicaAssignment, "Increasing the number of partitions by %d but %d assignments provided.", add, len(assignment))
+			}
+			if err := cluster.ValidateAssignment(assignment, func(id int32) bool { return slices.Contains(live, id) }); err != nil {
+				return errorf(kerr.InvalidReplicaAssignment, "%v", err)
+			}
+			if len(assignment[0]) != rf {
+				return errorf(kerr.InvalidReplicaAssignment, "Inconsistent replication factor between partitions, partition 0 has %d while the new partitions have %d.", rf, len(assignment[0]))
+			}
+		} else {
+			var err error
+			assignment, err = cluster.AssignReplicas(live, add, rf, int(cur), nil)
+			if err != nil {
+				return errorf(kerr.InvalidReplicationFactor, "%v", err)
+			}
+		}
+		if validateOnly {
+			return nil
+		}
+		nt := cluster.Topic{Name: name, ID: t.ID, Version: t.Version}
+		for _, p := range t.Partitions {
+			nt.Replicas = append(nt.Replicas, slices.Clone(p.Replicas))
+		}
+		nt.Replicas = append(nt.Replicas, assignment...)
+		_, err := b.cfg.Coordinator.SetTopicAssignment(ctx, nt)
+		if errors.Is(err, cluster.ErrBadVersion) && attempt < 3 {
+			// Someone else changed the topic; re-read and retry.
+			if err := b.refresh(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if errors.Is(err, cluster.ErrNoTopic) {
+			return errUnknownTopicOrPartition
+		}
+		if err != nil {
+			return err
+		}
+		b.log.Info("partitions added", "topic", name, "from", cur, "to", count)
+		return b.waitLeaders(ctx, wait, name, t.ID, int(count))
+	}
+}
+
+// TopicConfigs returns a topic's config overrides.
+func (b *Broker) TopicConfigs(name string) (map[string]string, error) {
+	t, ok := b.Image().Topics[name]
+	if !ok {
+		return nil, errUnknownTopicOrPartition
+	}
+	return maps.Clone(t.Configs), nil
+}
+
+// String renders a topic spec for logs.
+func (s TopicSpec) String() string {
+	return fmt.Sprintf("%s(partitions=%d rf=%d)", s.Name, s.Partitions, s.ReplicationFactor)
+}
+
+// untilDeadline is how long ctx has left (30 s when it has no deadline).
+func untilDeadline(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d), time.Millisecond)
+	}
+	return 30 * time.Second
+}

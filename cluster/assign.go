@@ -1,0 +1,130 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+)
+
+// ErrInvalidReplicationFactor is returned when a topic asks for more replicas
+// than there are live brokers, or fewer than one.
+var ErrInvalidReplicationFactor = errors.New("invalid replication factor")
+
+// ErrInvalidTopic marks a topic name Kafka would refuse.
+var ErrInvalidTopic = errors.New("invalid topic name")
+
+// MaxTopicNameLength is Kafka's limit on topic names.
+const MaxTopicNameLength = 249
+
+// ValidateTopicName checks a topic name as Kafka does: 1 to 249 characters
+// of [a-zA-Z0-9._-], and not "." or "..".
+func ValidateTopicName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: the empty string", ErrInvalidTopic)
+	case name == "." || name == "..":
+		return fmt.Errorf("%w: %q is not allowed", ErrInvalidTopic, name)
+	case len(name) > MaxTopicNameLength:
+		return fmt.Errorf("%w: %q is longer than %d characters", ErrInvalidTopic, name, MaxTopicNameLength)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' {
+			continue
+		}
+		return fmt.Errorf("%w: %q contains a character other than ASCII alphanumerics, '.', '_' and '-'", ErrInvalidTopic, name)
+	}
+	return nil
+}
+
+// Collision returns the existing topic whose name differs from name only by
+// '.' versus '_' (Kafka refuses such pairs: they map to the same metric
+// names), or "" when there is none.
+func Collision(name string, existing []string) string {
+	if !strings.ContainsAny(name, "._") {
+		return ""
+	}
+	norm := strings.ReplaceAll(name, ".", "_")
+	for _, e := range existing {
+		if e != name && strings.ReplaceAll(e, ".", "_") == norm {
+			return e
+		}
+	}
+	return ""
+}
+
+// AssignReplicas spreads partitions [startPartition, startPartition+count)
+// over brokers the way Kafka's rack-unaware assignment does: the first
+// replica of each partition walks round the brokers from a random start, and
+// the followers are shifted by an amount that changes every time the walk
+// wraps, so that leaders and followers both spread evenly. rnd may be nil
+// (a random source is used).
+func AssignReplicas(brokers []int32, count, replicationFactor int, startPartition int, rnd *rand.Rand) ([][]int32, error) {
+	n := len(brokers)
+	if replicationFactor < 1 {
+		return nil, fmt.Errorf("%w: %d, it must be at least 1", ErrInvalidReplicationFactor, replicationFactor)
+	}
+	if replicationFactor > n {
+		return nil, fmt.Errorf("%w: %d is larger than the number of available brokers (%d)", ErrInvalidReplicationFactor, replicationFactor, n)
+	}
+	if count < 0 {
+		return nil, fmt.Errorf("partition count %d", count)
+	}
+	ids := slices.Clone(brokers)
+	slices.Sort(ids)
+	intn := rand.IntN
+	if rnd != nil {
+		intn = rnd.IntN
+	}
+	startIndex := intn(n)
+	shift := intn(n)
+	out := make([][]int32, 0, count)
+	p := max(startPartition, 0)
+	for range count {
+		if p > 0 && p%n == 0 {
+			shift++
+		}
+		first := (p + startIndex) % n
+		replicas := []int32{ids[first]}
+		for j := 0; j < replicationFactor-1; j++ {
+			replicas = append(replicas, ids[replicaIndex(first, shift, j, n)])
+		}
+		out = append(out, replicas)
+		p++
+	}
+	return out, nil
+}
+
+func replicaIndex(first, secondShift, j, n int) int {
+	s := 1 + (secondShift+j)%(n-1)
+	return (first + s) % n
+}
+
+// ValidateAssignment checks an explicit assignment (CreateTopics with
+// assignments, CreatePartitions with assignments): every partition has the
+// same number of replicas, no broker twice, and only known brokers.
+func ValidateAssignment(assignment [][]int32, known func(int32) bool) error {
+	rf := -1
+	for p, replicas := range assignment {
+		if len(replicas) == 0 {
+			return fmt.Errorf("partition %d has no replicas", p)
+		}
+		if rf >= 0 && len(replicas) != rf {
+			return fmt.Errorf("%w: partition %d has %d replicas, partition 0 has %d", ErrInvalidReplicationFactor, p, len(replicas), rf)
+		}
+		rf = len(replicas)
+		seen := make(map[int32]bool, len(replicas))
+		for _, b := range replicas {
+			if seen[b] {
+				return fmt.Errorf("partition %d lists broker %d twice", p, b)
+			}
+			seen[b] = true
+			if !known(b) {
+				return fmt.Errorf("partition %d names unknown broker %d", p, b)
+			}
+		}
+	}
+	return nil
+}

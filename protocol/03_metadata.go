@@ -1,0 +1,202 @@
+package protocol
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/cluster"
+)
+
+// Metadata: v0-12
+//
+// Behaviour:
+//   - Brokers are the live brokers with their endpoint for the listener the
+//     request came in on; the controller is the coordinator's controller.
+//   - v0: an empty topic list means every topic. v1+: null means every
+//     topic, empty means none.
+//   - An unknown topic is created when auto.create.topics.enable is on and
+//     the request allows it (always for v0-3; AllowAutoTopicCreation from
+//     v4); the broker waits briefly for its leaders and otherwise answers
+//     LEADER_NOT_AVAILABLE, which clients retry. __consumer_offsets is
+//     created with its own settings. Without auto-creation the answer is
+//     UNKNOWN_TOPIC_OR_PARTITION; a bad name is INVALID_TOPIC_EXCEPTION.
+//   - A partition whose leader is not live has leader -1 and
+//     LEADER_NOT_AVAILABLE; replicas that are not live are listed as
+//     offline (v5+).
+//   - Topics marked for deletion are not shown.
+//
+// Version notes:
+//   - v1: ControllerID, IsInternal, Rack, nullable topic list.
+//   - v2: ClusterID. v3: ThrottleMillis. v4: AllowAutoTopicCreation.
+//   - v5: OfflineReplicas. v7: LeaderEpoch.
+//   - v8: authorized operations (all allowed: there are no ACLs).
+//   - v9: flexible. v10: TopicID (lookups by id answer UNKNOWN_TOPIC_ID when
+//     unknown). v11: no cluster authorized operations. v12: nullable topic
+//     names in the response.
+
+func init() { register(3, 0, 12, handleMetadata) }
+
+// autoCreateWait bounds how long Metadata waits for an auto-created topic's
+// leaders before answering LEADER_NOT_AVAILABLE.
+const autoCreateWait = 5 * time.Second
+
+// Authorized-operation bit sets for a broker without ACLs: everything.
+const (
+	topicAllOps   = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
+	clusterAllOps = 1<<4 | 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
+)
+
+func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
+	req := r.Msg.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	b := s.cfg.Broker
+
+	allTopics := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
+
+	// Create unknown topics first, all at once, so the answer below comes
+	// from one image.
+	if !allTopics && autoCreate {
+		img := b.Image()
+		var missing []string
+		for _, t := range req.Topics {
+			if t.Topic == nil {
+				continue
+			}
+			if ti, ok := img.Topics[*t.Topic]; !ok || ti.Deleting {
+				missing = append(missing, *t.Topic)
+			}
+		}
+		if len(missing) > 0 {
+			r.Detach()
+			wctx, cancel := context.WithTimeout(ctx, autoCreateWait)
+			errs := make(map[string]error, len(missing))
+			for _, name := range missing {
+				if ti, ok := b.Image().Topics[name]; ok && !ti.Deleting {
+					continue
+				}
+				if err := b.AutoCreateTopic(wctx, name); err != nil {
+					errs[name] = err
+				}
+			}
+			cancel()
+			defer func() { applyCreateErrors(resp, errs) }()
+		}
+	}
+
+	img := b.Image()
+	for _, br := range img.Brokers {
+		ep, ok := br.Endpoint(r.Listener)
+		if !ok {
+			continue
+		}
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = br.ID, ep.Host, ep.Port
+		if br.Rack != "" {
+			rack := br.Rack
+			mb.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, mb)
+	}
+	if img.ClusterID != "" {
+		id := img.ClusterID
+		resp.ClusterID = &id
+	}
+	resp.ControllerID = img.Controller
+	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = clusterAllOps
+	}
+	live := func(id int32) bool { _, ok := img.Broker(id); return ok }
+
+	addTopic := func(t *broker.TopicImage) {
+		mt := kmsg.NewMetadataResponseTopic()
+		name := t.Name
+		mt.Topic = &name
+		mt.TopicID = t.ID
+		mt.IsInternal = t.Internal
+		if req.IncludeTopicAuthorizedOperations {
+			mt.AuthorizedOperations = topicAllOps
+		}
+		for _, p := range t.Partitions {
+			mp := kmsg.NewMetadataResponseTopicPartition()
+			mp.Partition = p.Partition
+			mp.Leader = p.Leader
+			mp.LeaderEpoch = p.LeaderEpoch
+			mp.Replicas = slices.Clone(p.Replicas)
+			mp.ISR = slices.Clone(p.ISR)
+			if mp.ISR == nil {
+				mp.ISR = []int32{}
+			}
+			for _, rep := range p.Replicas {
+				if !live(rep) {
+					mp.OfflineReplicas = append(mp.OfflineReplicas, rep)
+				}
+			}
+			if p.Leader < 0 || !live(p.Leader) {
+				mp.Leader = -1
+				mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			}
+			mt.Partitions = append(mt.Partitions, mp)
+		}
+		resp.Topics = append(resp.Topics, mt)
+	}
+	unknown := func(name *string, id [16]byte, code int16) {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic = name
+		mt.TopicID = id
+		mt.ErrorCode = code
+		resp.Topics = append(resp.Topics, mt)
+	}
+
+	if allTopics {
+		for _, name := range img.TopicNames() {
+			if t := img.Topics[name]; !t.Deleting {
+				addTopic(t)
+			}
+		}
+		return resp, nil
+	}
+	for _, rt := range req.Topics {
+		if rt.Topic == nil {
+			if t, ok := img.TopicByID(cluster.TopicID(rt.TopicID)); ok && !t.Deleting {
+				addTopic(t)
+			} else {
+				unknown(nil, rt.TopicID, kerr.UnknownTopicID.Code)
+			}
+			continue
+		}
+		if t, ok := img.Topics[*rt.Topic]; ok && !t.Deleting {
+			addTopic(t)
+			continue
+		}
+		code := kerr.UnknownTopicOrPartition.Code
+		if err := cluster.ValidateTopicName(*rt.Topic); err != nil {
+			code = kerr.InvalidTopicException.Code
+		} else if autoCreate && s.cfg.Broker.Config().AutoCreateTopics {
+			// Created but not visible yet: clients retry on this.
+			code = kerr.LeaderNotAvailable.Code
+		}
+		unknown(rt.Topic, [16]byte{}, code)
+	}
+	return resp, nil
+}
+
+// applyCreateErrors puts the error of a failed auto-creation on its topic
+// (INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION, ...), replacing the
+// generic code the topic got for being absent.
+func applyCreateErrors(resp *kmsg.MetadataResponse, errs map[string]error) {
+	for i := range resp.Topics {
+		t := &resp.Topics[i]
+		if t.Topic == nil {
+			continue
+		}
+		if err, ok := errs[*t.Topic]; ok && len(t.Partitions) == 0 {
+			t.ErrorCode, _ = broker.ErrorCode(err)
+		}
+	}
+}

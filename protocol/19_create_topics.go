@@ -1,0 +1,102 @@
+package protocol
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/broker"
+)
+
+// CreateTopics: v0-7
+//
+// Behaviour:
+//   - Each topic is validated (name, partitions, replication factor,
+//     explicit assignments, configs) and created through the coordinator;
+//     the controller gives its partitions their leaders. The response waits
+//     up to timeout_ms for those leaders (REQUEST_TIMED_OUT after, the topic
+//     existing anyway, as in Kafka).
+//   - validate_only (v1+) validates and describes without creating.
+//   - Errors: INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
+//     INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
+//     INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST (a topic listed twice, or
+//     assignments together with a count), INVALID_CONFIG (unknown config,
+//     unparsable value), POLICY_VIOLATION (value out of range or
+//     contradicting the broker, e.g. min.insync.replicas above the
+//     replication factor).
+//
+// Version notes:
+//   - v1: ErrorMessage, validate_only. v2: ThrottleMillis.
+//   - v4: -1 partitions / replication factor take the broker defaults.
+//   - v5: flexible; NumPartitions, ReplicationFactor and Configs in the
+//     response. v7: TopicID in the response.
+
+func init() { register(19, 0, 7, handleCreateTopics) }
+
+func handleCreateTopics(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
+	req := r.Msg.(*kmsg.CreateTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	b := s.cfg.Broker
+
+	count := map[string]int{}
+	for _, t := range req.Topics {
+		count[t.Topic]++
+	}
+	r.Detach()
+	for _, rt := range req.Topics {
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic = rt.Topic
+		if count[rt.Topic] > 1 {
+			setCreateErr(req.Version, &st, &broker.Error{Code: kerr.InvalidRequest, Msg: "Create topics request from client contains multiple entries for the topic " + rt.Topic})
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		spec := broker.TopicSpec{Name: rt.Topic, Partitions: rt.NumPartitions, ReplicationFactor: rt.ReplicationFactor}
+		for _, a := range rt.ReplicaAssignment {
+			if int(a.Partition) != len(spec.Assignment) {
+				spec.Assignment = nil
+				setCreateErr(req.Version, &st, &broker.Error{Code: kerr.InvalidReplicaAssignment, Msg: "partitions in the assignment must be 0, 1, 2, ... in order"})
+				break
+			}
+			spec.Assignment = append(spec.Assignment, a.Replicas)
+		}
+		if st.ErrorCode != 0 {
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		if len(rt.Configs) > 0 {
+			spec.Configs = map[string]string{}
+			for _, c := range rt.Configs {
+				if c.Value != nil {
+					spec.Configs[c.Name] = *c.Value
+				}
+			}
+		}
+		created, err := b.CreateTopic(ctx, spec, req.ValidateOnly, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
+		if err != nil {
+			setCreateErr(req.Version, &st, err)
+		} else {
+			st.TopicID = created.ID
+			st.NumPartitions = created.Partitions
+			st.ReplicationFactor = created.ReplicationFactor
+			for _, e := range created.Configs {
+				c := kmsg.NewCreateTopicsResponseTopicConfig()
+				c.Name, c.Value, c.ReadOnly, c.Source, c.IsSensitive = e.Name, e.Value, e.ReadOnly, int8(e.Source), e.Sensitive
+				st.Configs = append(st.Configs, c)
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}
+
+func setCreateErr(version int16, st *kmsg.CreateTopicsResponseTopic, err error) {
+	code, msg := broker.ErrorCode(err)
+	st.ErrorCode = code
+	if version >= 1 && msg != "" {
+		st.ErrorMessage = &msg
+	}
+	st.NumPartitions, st.ReplicationFactor = -1, -1
+}

@@ -1,0 +1,96 @@
+package protocol
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/broker"
+)
+
+// DescribeConfigs: v0-4
+//
+// Behaviour:
+//   - TOPIC resources: every topic config Sluice honours (Kafka's names),
+//     with its value and source: DYNAMIC_TOPIC_CONFIG when set on the topic,
+//     STATIC_BROKER_CONFIG when its broker key (log.retention.ms, ...) is
+//     set in the config file or an override, else DEFAULT_CONFIG with
+//     Kafka's default. config_names filters. Unknown topic:
+//     UNKNOWN_TOPIC_OR_PARTITION.
+//   - BROKER resources: this broker's settings (name "" or this broker's
+//     id), read-only; another broker's id is INVALID_REQUEST (ask that
+//     broker). BROKER_LOGGER and other types: INVALID_REQUEST.
+//
+// Version notes:
+//   - v0: is_default instead of a source. v1: sources and synonyms
+//     (include_synonyms). v2: ThrottleMillis semantics.
+//   - v3: config type and documentation (include_documentation).
+//   - v4: flexible.
+
+func init() { register(32, 0, 4, handleDescribeConfigs) }
+
+const (
+	resourceTopic  = 2
+	resourceBroker = 4
+)
+
+func handleDescribeConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
+	req := r.Msg.(*kmsg.DescribeConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	b := s.cfg.Broker
+	for _, rr := range req.Resources {
+		sr := kmsg.NewDescribeConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		var (
+			entries []broker.ConfigEntry
+			err     error
+		)
+		switch rr.ResourceType {
+		case resourceTopic:
+			entries, err = b.DescribeTopicConfigs(rr.ResourceName, rr.ConfigNames, req.IncludeSynonyms)
+		case resourceBroker:
+			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.ID())) {
+				err = &broker.Error{Code: kerr.InvalidRequest, Msg: "describe broker " + rr.ResourceName + " on that broker"}
+			} else {
+				entries = b.DescribeBrokerConfigs(rr.ConfigNames, req.IncludeSynonyms)
+			}
+		default:
+			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "unsupported resource type " + strconv.Itoa(int(rr.ResourceType))}
+		}
+		if err != nil {
+			code, msg := broker.ErrorCode(err)
+			sr.ErrorCode, sr.ErrorMessage = code, &msg
+			resp.Resources = append(resp.Resources, sr)
+			continue
+		}
+		for _, e := range entries {
+			c := kmsg.NewDescribeConfigsResponseResourceConfig()
+			c.Name, c.ReadOnly, c.IsSensitive = e.Name, e.ReadOnly, e.Sensitive
+			if !e.Sensitive {
+				c.Value = e.Value
+			}
+			c.Source = kmsg.ConfigSource(e.Source)
+			c.IsDefault = e.Source == broker.SourceDefault
+			if req.Version >= 1 && req.IncludeSynonyms {
+				for _, syn := range e.Synonyms {
+					cs := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+					v := syn.Value
+					cs.Name, cs.Value, cs.Source = syn.Name, &v, kmsg.ConfigSource(syn.Source)
+					c.ConfigSynonyms = append(c.ConfigSynonyms, cs)
+				}
+			}
+			if req.Version >= 3 {
+				c.ConfigType = kmsg.ConfigType(e.Type)
+				if req.IncludeDocumentation {
+					doc := e.Doc
+					c.Documentation = &doc
+				}
+			}
+			sr.Configs = append(sr.Configs, c)
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return resp, nil
+}

@@ -1,0 +1,58 @@
+package protocol
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/broker"
+)
+
+// AlterConfigs: v0-2
+//
+// Behaviour:
+//   - TOPIC resources: the given configs replace all of the topic's
+//     overrides (keys left out return to their defaults); validate_only
+//     only validates. Unknown config or unparsable value: INVALID_CONFIG;
+//     out of range or contradicting the broker: POLICY_VIOLATION; unknown
+//     topic: UNKNOWN_TOPIC_OR_PARTITION.
+//   - BROKER resources: INVALID_REQUEST; broker settings are static (the
+//     config file), restart to change them.
+//
+// Version notes:
+//   - v1: ThrottleMillis semantics. v2: flexible.
+
+func init() { register(33, 0, 2, handleAlterConfigs) }
+
+func handleAlterConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
+	req := r.Msg.(*kmsg.AlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	r.Detach()
+	for _, rr := range req.Resources {
+		sr := kmsg.NewAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		var err error
+		switch rr.ResourceType {
+		case resourceTopic:
+			set := map[string]string{}
+			for _, c := range rr.Configs {
+				if c.Value != nil {
+					set[c.Name] = *c.Value
+				}
+			}
+			err = s.cfg.Broker.AlterTopicConfigs(ctx, rr.ResourceName, set, req.ValidateOnly)
+		case resourceBroker:
+			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "broker configs are static: edit the config file and restart"}
+		default:
+			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "unsupported resource type " + strconv.Itoa(int(rr.ResourceType))}
+		}
+		if err != nil {
+			code, msg := broker.ErrorCode(err)
+			sr.ErrorCode, sr.ErrorMessage = code, &msg
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return resp, nil
+}

@@ -1,0 +1,59 @@
+package protocol
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/broker"
+)
+
+// IncrementalAlterConfigs: v0-1
+//
+// Behaviour:
+//   - TOPIC resources: each operation applies to the topic's overrides: SET
+//     (0) overrides a value, DELETE (1) returns it to its default, APPEND (2)
+//     and SUBTRACT (3) add to or remove from a list config (cleanup.policy;
+//     INVALID_CONFIG for others). validate_only only validates. Errors as
+//     AlterConfigs; a config named twice is INVALID_REQUEST.
+//   - BROKER resources: INVALID_REQUEST (static settings).
+//
+// Version notes:
+//   - v1: flexible.
+
+func init() { register(44, 0, 1, handleIncrementalAlterConfigs) }
+
+func handleIncrementalAlterConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
+	req := r.Msg.(*kmsg.IncrementalAlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	r.Detach()
+	for _, rr := range req.Resources {
+		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		var err error
+		switch rr.ResourceType {
+		case resourceTopic:
+			ops := make([]broker.ConfigOp, 0, len(rr.Configs))
+			for _, c := range rr.Configs {
+				op := broker.ConfigOp{Name: c.Name, Op: int8(c.Op)}
+				if c.Value != nil {
+					op.Value = *c.Value
+				}
+				ops = append(ops, op)
+			}
+			err = s.cfg.Broker.IncrementalAlterTopicConfigs(ctx, rr.ResourceName, ops, req.ValidateOnly)
+		case resourceBroker:
+			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "broker configs are static: edit the config file and restart"}
+		default:
+			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "unsupported resource type " + strconv.Itoa(int(rr.ResourceType))}
+		}
+		if err != nil {
+			code, msg := broker.ErrorCode(err)
+			sr.ErrorCode, sr.ErrorMessage = code, &msg
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return resp, nil
+}

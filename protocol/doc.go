@@ -1,0 +1,62 @@
+// Package protocol is Sluice's Kafka wire layer: a TCP listener, request
+// framing, dispatch of decoded requests to handlers, and response encoding.
+// It turns bytes into calls on package broker (and on the group coordinator)
+// and their results back into bytes; it keeps no partition state itself.
+//
+// # Connections
+//
+// Each accepted connection has two goroutines. The reader reads frames (a
+// 4-byte big-endian size, then a request header v1 or v2 and the body),
+// decodes them with kmsg (RequestForKey, SetVersion, SkipTags, ReadFrom) and
+// dispatches them; the writer sends the responses strictly in request order
+// while later requests are already being processed (pipelining). A frame
+// larger than socket.request.max.bytes, an unknown API key, a version outside
+// the registered range or a body that does not decode closes that connection
+// only, with a log line; the broker and other connections are unaffected.
+// Responses use response header v1 for flexible versions, except ApiVersions,
+// which always answers with header v0.
+//
+// # Handlers
+//
+// One file per API key, named after the key (00_produce.go, 01_fetch.go, ...),
+// opens with a doc block listing the versions it serves and how they behave,
+// and registers itself from init:
+//
+//	func init() { register(19, 0, 7, handleCreateTopics) }
+//
+//	func handleCreateTopics(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
+//		req := r.Msg.(*kmsg.CreateTopicsRequest)
+//		resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+//		...
+//		return resp, nil
+//	}
+//
+// The HandlerFunc contract:
+//
+//   - r.Msg is the decoded request at r.Version, which the dispatcher has
+//     already checked to lie in the registered [min, max] range. Build the
+//     response with r.Msg.ResponseKind() so it carries the same version.
+//   - Return (resp, nil) to answer. Return (nil, nil) to send no response at
+//     all (only Produce with acks=0 does this). Return a non-nil error only
+//     for a request that cannot be answered (the connection is closed and the
+//     error logged); Kafka errors go in the response's error codes (kerr).
+//   - ctx is cancelled when the connection closes or the server shuts down;
+//     a handler parked on a long wait must return promptly (with whatever
+//     answer it has) when ctx is done.
+//   - Handlers run concurrently across connections. On one connection,
+//     handler N+1 starts only after handler N returned or called r.Detach():
+//     requests are applied in the order they were sent, as Kafka does. A
+//     handler that is about to park (a long-poll Fetch, a Produce waiting for
+//     acks=all, a JoinGroup waiting for the rebalance) calls r.Detach() first
+//     so the connection's next requests are processed meanwhile; its response
+//     is still written in order.
+//   - The request's byte slices (for example Produce records) alias the frame
+//     buffer and are valid until the handler returns.
+//
+// Server state a handler needs is on s: s.cfg.Broker (*broker.Broker: topics,
+// partitions, produce and fetch), s.cfg.Groups (GroupCoordinator, nil when
+// not wired), s.log (a *slog.Logger), s.cfg.Broker.ID() (this broker's id).
+//
+// ApiVersions (18_api_versions.go) is built from the registry, so only
+// registered APIs are advertised, with exactly their registered ranges.
+package protocol

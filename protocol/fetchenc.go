@@ -1,0 +1,285 @@
+package protocol
+
+import (
+	"bufio"
+	"encoding/binary"
+	"net"
+
+	"github.com/sluice-io/sluice/storage"
+)
+
+// The Fetch response is the one response kmsg cannot encode for us: its
+// record bytes stay in the segment files and go to the socket by sendfile.
+// fetchResponse holds the whole response as a list of topics and
+// partitions; writeResponse emits the framing bytes of Fetch v4-v12 into the
+// buffered writer and, at each partition's records field, flushes and sends
+// that partition's file region straight from the page cache. The encoding
+// is checked against kmsg.FetchResponse.ReadFrom for every version in
+// fetchenc_test.go.
+
+type fetchResponse struct {
+	version   int16
+	throttle  int32
+	errorCode int16
+	sessionID int32
+	topics    []fetchTopic
+	hdr       []byte // scratch for framing bytes
+}
+
+type fetchTopic struct {
+	name       string
+	partitions []fetchPartition
+}
+
+type fetchPartition struct {
+	partition            int32
+	errorCode            int16
+	highWatermark        int64
+	lastStableOffset     int64
+	logStartOffset       int64
+	abortedEmpty         bool // read_committed: an empty (not null) aborted transactions array
+	preferredReadReplica int32
+
+	// records: a file region (read must be released) or, for tests and
+	// errors, in-memory bytes.
+	read    *storage.ReadInfo
+	records []byte
+
+	// v12+ tagged fields; -1 means absent.
+	divergingEpoch     int32
+	divergingEndOffset int64
+	currentLeaderID    int32
+	currentLeaderEpoch int32
+}
+
+func newFetchPartition(p int32) fetchPartition {
+	return fetchPartition{
+		partition: p, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1,
+		preferredReadReplica: -1,
+		divergingEpoch:       -1, divergingEndOffset: -1,
+		currentLeaderID: -1, currentLeaderEpoch: -1,
+	}
+}
+
+func (p *fetchPartition) recordsLen() int64 {
+	if p.read != nil {
+		return p.read.Region.Len
+	}
+	return int64(len(p.records))
+}
+
+func (f *fetchResponse) flexible() bool { return f.version >= 12 }
+
+// release frees every file region.
+func (f *fetchResponse) release() {
+	for i := range f.topics {
+		for j := range f.topics[i].partitions {
+			p := &f.topics[i].partitions[j]
+			if p.read != nil {
+				p.read.Release()
+				p.read = nil
+			}
+		}
+	}
+}
+
+// bytes is the number of record bytes in the response.
+func (f *fetchResponse) bytes() int64 {
+	var n int64
+	for i := range f.topics {
+		for j := range f.topics[i].partitions {
+			n += f.topics[i].partitions[j].recordsLen()
+		}
+	}
+	return n
+}
+
+// The encoding walks the response twice with the same code: once to count
+// (w == nil) and once to write, so the frame size is exact.
+
+type fetchWriter struct {
+	w     *bufio.Writer
+	nc    net.Conn
+	n     int64 // bytes counted or written
+	err   error
+	flex  bool
+	small []byte
+}
+
+func (fw *fetchWriter) raw(b []byte) {
+	fw.n += int64(len(b))
+	if fw.w != nil && fw.err == nil {
+		_, fw.err = fw.w.Write(b)
+	}
+}
+
+func (fw *fetchWriter) int16(v int16) {
+	fw.small = binary.BigEndian.AppendUint16(fw.small[:0], uint16(v))
+	fw.raw(fw.small)
+}
+func (fw *fetchWriter) int32(v int32) {
+	fw.small = binary.BigEndian.AppendUint32(fw.small[:0], uint32(v))
+	fw.raw(fw.small)
+}
+func (fw *fetchWriter) int64(v int64) {
+	fw.small = binary.BigEndian.AppendUint64(fw.small[:0], uint64(v))
+	fw.raw(fw.small)
+}
+func (fw *fetchWriter) uvarint(v uint64) {
+	fw.small = binary.AppendUvarint(fw.small[:0], v)
+	fw.raw(fw.small)
+}
+
+// arrayLen writes an array length: int32, or a compact uvarint(n+1).
+func (fw *fetchWriter) arrayLen(n int) {
+	if fw.flex {
+		fw.uvarint(uint64(n) + 1)
+	} else {
+		fw.int32(int32(n))
+	}
+}
+
+func (fw *fetchWriter) nullArrayLen() {
+	if fw.flex {
+		fw.uvarint(0)
+	} else {
+		fw.int32(-1)
+	}
+}
+
+func (fw *fetchWriter) string(s string) {
+	if fw.flex {
+		fw.uvarint(uint64(len(s)) + 1)
+	} else {
+		fw.int16(int16(len(s)))
+	}
+	fw.n += int64(len(s))
+	if fw.w != nil && fw.err == nil {
+		_, fw.err = fw.w.WriteString(s)
+	}
+}
+
+// records writes the records field: its length, then the bytes, sending a
+// file region with sendfile after flushing the buffered framing.
+func (fw *fetchWriter) records(p *fetchPartition) {
+	n := p.recordsLen()
+	if fw.flex {
+		fw.uvarint(uint64(n) + 1)
+	} else {
+		fw.int32(int32(n))
+	}
+	fw.n += n
+	if fw.w == nil || fw.err != nil || n == 0 {
+		return
+	}
+	if p.read == nil {
+		_, fw.err = fw.w.Write(p.records)
+		return
+	}
+	if fw.err = fw.w.Flush(); fw.err != nil {
+		return
+	}
+	var m int64
+	m, fw.err = p.read.Region.WriteTo(fw.nc)
+	if fw.err == nil && m != n {
+		fw.err = errShortRegion
+	}
+}
+
+type encodeError string
+
+func (e encodeError) Error() string { return string(e) }
+
+const errShortRegion = encodeError("fetch: file region shorter than announced")
+
+// body walks the response body (everything after the response header).
+func (f *fetchResponse) body(fw *fetchWriter) {
+	v := f.version
+	fw.int32(f.throttle)
+	if v >= 7 {
+		fw.int16(f.errorCode)
+		fw.int32(f.sessionID)
+	}
+	fw.arrayLen(len(f.topics))
+	for i := range f.topics {
+		t := &f.topics[i]
+		fw.string(t.name)
+		fw.arrayLen(len(t.partitions))
+		for j := range t.partitions {
+			p := &t.partitions[j]
+			fw.int32(p.partition)
+			fw.int16(p.errorCode)
+			fw.int64(p.highWatermark)
+			fw.int64(p.lastStableOffset)
+			if v >= 5 {
+				fw.int64(p.logStartOffset)
+			}
+			if p.abortedEmpty {
+				fw.arrayLen(0)
+			} else {
+				fw.nullArrayLen()
+			}
+			if v >= 11 {
+				fw.int32(p.preferredReadReplica)
+			}
+			fw.records(p)
+			if fw.flex {
+				var tags uint64
+				if p.divergingEpoch >= 0 {
+					tags++
+				}
+				if p.currentLeaderID >= 0 {
+					tags++
+				}
+				fw.uvarint(tags)
+				if p.divergingEpoch >= 0 {
+					fw.uvarint(0)         // tag DivergingEpoch
+					fw.uvarint(4 + 8 + 1) // size: epoch, end offset, empty tags
+					fw.int32(p.divergingEpoch)
+					fw.int64(p.divergingEndOffset)
+					fw.uvarint(0)
+				}
+				if p.currentLeaderID >= 0 {
+					fw.uvarint(1)         // tag CurrentLeader
+					fw.uvarint(4 + 4 + 1) // size: leader id, leader epoch, empty tags
+					fw.int32(p.currentLeaderID)
+					fw.int32(p.currentLeaderEpoch)
+					fw.uvarint(0)
+				}
+			}
+		}
+		if fw.flex {
+			fw.uvarint(0) // topic tags
+		}
+	}
+	if fw.flex {
+		fw.uvarint(0) // response tags
+	}
+}
+
+// size is the length of the frame after its 4-byte size field.
+func (f *fetchResponse) size() int64 {
+	fw := fetchWriter{flex: f.flexible(), small: f.hdr[:0]}
+	f.body(&fw)
+	n := fw.n + 4 // correlation id
+	if f.flexible() {
+		n++ // response header tags
+	}
+	return n
+}
+
+// writeResponse implements streamResponse.
+func (f *fetchResponse) writeResponse(w *bufio.Writer, nc net.Conn, corr int32) error {
+	size := f.size()
+	fw := fetchWriter{w: w, nc: nc, flex: f.flexible(), small: f.hdr[:0]}
+	fw.int32(int32(size))
+	fw.int32(corr)
+	if fw.flex {
+		fw.uvarint(0)
+	}
+	f.body(&fw)
+	if fw.err != nil {
+		return fw.err
+	}
+	return nil
+}

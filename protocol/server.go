@@ -1,0 +1,264 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/broker"
+)
+
+// Listener is one address the server accepts connections on.
+type Listener struct {
+	Name string // listener name (PLAINTEXT); Metadata answers with the endpoints of this name
+	Addr string // host:port; port 0 picks a free one
+}
+
+// Config configures a Server.
+type Config struct {
+	Listeners []Listener
+	Broker    *broker.Broker
+	// Groups is the consumer-group coordinator the group handlers call; nil
+	// until it is wired (see groups.go).
+	Groups GroupCoordinator
+	Logger *slog.Logger
+	// MaxRequestBytes is socket.request.max.bytes: a larger frame closes the
+	// connection.
+	MaxRequestBytes int32
+	// LogDirs are the broker's log directories (DescribeLogDirs).
+	LogDirs []string
+	// MaxInFlight is how many requests one connection may have read but not
+	// yet answered before the server stops reading from it (default 100).
+	MaxInFlight int
+}
+
+// Server is the Kafka protocol listener.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	mu        sync.Mutex
+	listeners []net.Listener
+	names     []string
+	conns     map[*conn]struct{}
+	closing   bool
+
+	// baseCtx is cancelled at shutdown: parked handlers return early.
+	baseCtx    context.Context
+	cancelBase context.CancelFunc
+
+	acceptWG sync.WaitGroup
+	connWG   sync.WaitGroup
+}
+
+// NewServer returns a server; Serve listens and accepts.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Broker == nil {
+		return nil, errors.New("protocol: Broker is required")
+	}
+	return newServer(cfg)
+}
+
+func newServer(cfg Config) (*Server, error) {
+	if len(cfg.Listeners) == 0 {
+		return nil, errors.New("protocol: at least one listener is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = 100 << 20
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 100
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		cfg:        cfg,
+		log:        cfg.Logger.With("component", "protocol"),
+		conns:      map[*conn]struct{}{},
+		baseCtx:    ctx,
+		cancelBase: cancel,
+	}, nil
+}
+
+// Listen binds every listener without accepting yet, so that the bound
+// addresses (port 0) are known before the broker registers its endpoints.
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.listeners) > 0 {
+		return nil
+	}
+	for _, l := range s.cfg.Listeners {
+		ln, err := net.Listen("tcp", l.Addr)
+		if err != nil {
+			for _, prev := range s.listeners {
+				prev.Close()
+			}
+			s.listeners = nil
+			return fmt.Errorf("protocol: listen %s (%s): %w", l.Addr, l.Name, err)
+		}
+		s.listeners = append(s.listeners, ln)
+		s.names = append(s.names, l.Name)
+	}
+	return nil
+}
+
+// Addrs returns the bound address of each listener by name (after Listen).
+func (s *Server) Addrs() map[string]net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]net.Addr, len(s.listeners))
+	for i, ln := range s.listeners {
+		out[s.names[i]] = ln.Addr()
+	}
+	return out
+}
+
+// Serve starts accepting on every listener (calling Listen first if
+// needed) and returns.
+func (s *Server) Serve() error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, ln := range s.listeners {
+		s.acceptWG.Add(1)
+		go s.accept(ln, s.names[i])
+		s.log.Info("listening", "listener", s.names[i], "addr", ln.Addr().String())
+	}
+	return nil
+}
+
+func (s *Server) accept(ln net.Listener, name string) {
+	defer s.acceptWG.Done()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: back off, as
+			// net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed", "listener", name, "err", err, "retry_in", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		c := newConn(s, nc, name)
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			nc.Close()
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.connWG.Add(1)
+		s.mu.Unlock()
+		go c.serve()
+	}
+}
+
+func (s *Server) removeConn(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.connWG.Done()
+}
+
+// Shutdown stops accepting, stops reading new requests, lets the requests
+// already read finish (parked fetches and produces are woken and answer
+// with what they have) and their responses be written, and closes every
+// connection. When ctx ends first, the remaining connections are closed
+// at once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		s.connWG.Wait()
+		return nil
+	}
+	s.closing = true
+	for _, ln := range s.listeners {
+		ln.Close()
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	s.acceptWG.Wait()
+
+	for _, c := range conns {
+		c.stopReading()
+	}
+	s.cancelBase()
+
+	done := make(chan struct{})
+	go func() {
+		s.connWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Bound is a server whose listeners are bound but which has no broker yet
+// and accepts nothing: the appliance binds first so that ports chosen by the
+// system (port 0) are known when the broker registers its endpoints.
+type Bound struct{ s *Server }
+
+// Bind binds cfg's listeners (cfg.Broker may be nil).
+func Bind(cfg Config) (*Bound, error) {
+	s, err := newServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Listen(); err != nil {
+		return nil, err
+	}
+	return &Bound{s: s}, nil
+}
+
+// Addrs returns the bound address of each listener by name.
+func (b *Bound) Addrs() map[string]net.Addr { return b.s.Addrs() }
+
+// Serve starts accepting, with brk serving the requests.
+func (b *Bound) Serve(brk *broker.Broker) (*Server, error) {
+	if brk == nil {
+		return nil, errors.New("protocol: Broker is required")
+	}
+	b.s.cfg.Broker = brk
+	if err := b.s.Serve(); err != nil {
+		return nil, err
+	}
+	return b.s, nil
+}
+
+// Close releases the listeners of a Bound that never served.
+func (b *Bound) Close() error { return b.s.Close() }
+
+// Close is Shutdown with a five second grace period.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return s.Shutdown(ctx)
+}
