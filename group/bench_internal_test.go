@@ -1,0 +1,87 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// nopBackend accepts every append at once: it isolates the coordinator's
+// own cost (owner goroutine, writers, encoding) from the log's.
+type nopBackend struct{ appends atomic.Int64 }
+
+func (*nopBackend) EnsureOffsetsTopic(context.Context) error { return nil }
+func (*nopBackend) OffsetsLeader(int32, string) (Node, bool) { return Node{ID: 1}, true }
+func (b *nopBackend) Append(context.Context, int32, int32, []byte) error {
+	b.appends.Add(1)
+	return nil
+}
+func (*nopBackend) Read(context.Context, int32, int64, int32) ([]byte, int64, error) {
+	return nil, 0, nil
+}
+func (*nopBackend) PartitionExists(string, int32) bool { return true }
+
+// BenchmarkCoordinatorCommit measures OffsetCommit inside the coordinator
+// (hand-over to the owner goroutine, validation, record encoding, the
+// partition writer, the answer) with a backend whose appends cost nothing.
+func BenchmarkCoordinatorCommit(b *testing.B) {
+	cfg := DefaultConfig()
+	be := &nopBackend{}
+	c, err := New(Options{Config: cfg, Backend: be})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for p := int32(0); p < cfg.NumPartitions; p++ {
+		c.BecomeLeader(p, 0)
+	}
+	ctx := context.Background()
+	for {
+		loaded, _ := c.Coordinating(ctx)
+		all := len(loaded) == int(cfg.NumPartitions)
+		for _, ok := range loaded {
+			all = all && ok
+		}
+		if all {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	commit := func(group string, i int64) {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version = 8
+		req.Group, req.Generation = group, -1
+		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{
+			{Partition: int32(i % 8), Offset: i, LeaderEpoch: -1},
+		}}}
+		resp, err := c.OffsetCommit(ctx, req)
+		if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			b.Fatalf("commit: %v %+v", err, resp)
+		}
+	}
+	b.Run("sequential", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := int64(0); b.Loop(); i++ {
+			commit("g", i)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		var next atomic.Int64
+		b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0)))
+		b.ReportAllocs()
+		before := be.appends.Load()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			g := fmt.Sprintf("g-%d", next.Add(1))
+			for i := int64(0); pb.Next(); i++ {
+				commit(g, i)
+			}
+		})
+		b.ReportMetric(float64(b.N)/float64(be.appends.Load()-before), "commits/append")
+	})
+}

@@ -1,0 +1,77 @@
+package group_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// BenchmarkCommit measures OffsetCommit through the whole path: a franz-go
+// client sends OffsetCommit v8 (one partition per request, generation -1)
+// to the in-process broker, the coordinator appends the record to
+// __consumer_offsets (acks=all on one node) and answers. Sequential: one
+// commit in flight. Parallel: eight committers, each with its own
+// connection and group, so commits to the same __consumer_offsets
+// partition can be written together.
+func BenchmarkCommit(b *testing.B) {
+	n := startNode(b, testGroupConfig())
+	n.createTopic("bench", 8)
+	commit := func(b *testing.B, cl *kgo.Client, group string, partition int32, offset int64) {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Group, req.Generation = group, -1
+		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "bench", Partitions: []kmsg.OffsetCommitRequestTopicPartition{
+			{Partition: partition, Offset: offset, LeaderEpoch: -1},
+		}}}
+		resp, err := req.RequestWith(context.Background(), cl)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+			b.Fatal(kerr.ErrorForCode(code))
+		}
+	}
+	b.Run("sequential", func(b *testing.B) {
+		cl := n.client()
+		commit(b, cl, "bench-seq", 0, 0) // __consumer_offsets exists, coordinator known
+		b.ReportAllocs()
+		start := time.Now()
+		for i := int64(0); b.Loop(); i++ {
+			commit(b, cl, "bench-seq", 0, i)
+		}
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "commits/s")
+	})
+	b.Run("parallel", func(b *testing.B) {
+		// One client (one connection) per committer: a connection's
+		// requests are answered one at a time, as Kafka does.
+		const committers = 8
+		clients := make(chan *kgo.Client, committers)
+		for i := range committers {
+			cl := n.client()
+			commit(b, cl, fmt.Sprintf("bench-par-%d", i), 0, 0)
+			clients <- cl
+		}
+		var next atomic.Int64
+		before := n.groups.Stats()
+		b.SetParallelism(max(1, committers/runtime.GOMAXPROCS(0)))
+		b.ReportAllocs()
+		b.ResetTimer()
+		start := time.Now()
+		b.RunParallel(func(pb *testing.PB) {
+			g := fmt.Sprintf("bench-par-%d", next.Add(1)-1)
+			cl := <-clients
+			for i := int64(0); pb.Next(); i++ {
+				commit(b, cl, g, int32(i%8), i)
+			}
+		})
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "commits/s")
+		after := n.groups.Stats()
+		b.ReportMetric(float64(after.Batches-before.Batches)/float64(after.Appends-before.Appends), "commits/append")
+	})
+}

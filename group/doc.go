@@ -1,0 +1,38 @@
+// Package group is Sluice's group coordinator: Kafka's classic consumer
+// group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), committed
+// offsets (OffsetCommit, OffsetFetch, OffsetDelete) and group
+// administration (DescribeGroups, ListGroups, DeleteGroups), with the
+// groups' state kept in the compacted internal topic __consumer_offsets in
+// Kafka's own record schemas.
+//
+// # Design
+//
+// The state machine (state, in state.go, membership.go, offsets.go,
+// admin.go, load.go) does no I/O and starts no goroutines: time is a value
+// it is given (advance fires due timers: session expiry, rebalance and
+// initial-rebalance delays, the sync timeout, offset retention), appends to
+// __consumer_offsets leave it as appendOps, and answers are callbacks. Tests
+// drive it directly with a fake clock.
+//
+// Coordinator (coordinator.go) drives it: one owner goroutine runs every
+// request and timer; connection goroutines hand requests over and wait for
+// the callback. One writer goroutine per __consumer_offsets partition
+// appends in order (queued appends are written together); one loader
+// goroutine per partition reads the log when this broker becomes the
+// partition's leader. A group's coordinator is the leader of partition
+// PartitionFor(group, offsets.topic.num.partitions); the broker tells the
+// coordinator about leadership with BecomeLeader and Resign, and requests
+// for groups of other partitions get NOT_COORDINATOR, of a partition still
+// loading COORDINATOR_LOAD_IN_PROGRESS.
+//
+// Memory changes only after the log append succeeded (a commit is visible
+// to OffsetFetch once stored; a SyncGroup leader's assignment is handed out
+// once stored), so what a client was told survives a restart or a
+// coordinator move.
+//
+// # Lock order
+//
+// There are no locks in the state machine; Coordinator fields after "Owned
+// by the owner goroutine" are touched only by run and the closures it runs.
+// writer.mu guards only the writer's queue.
+package group
