@@ -1,0 +1,627 @@
+// Command natsperf is the NATS JetStream counterpart of `sluice perf`: the
+// same workloads (produce, consume, e2e), the same payloads, the same
+// histogram and the same JSON result, so the benchmark harness can put a
+// JetStream figure next to a Kafka-protocol one.
+//
+// How Kafka's knobs map onto JetStream:
+//
+//   - a partition is a stream of its own (file storage, one subject each:
+//     <stream>_<i> holding <stream>.<i>); records go round-robin over them.
+//
+//   - acks=1 is an asynchronous publish whose acknowledgement the server
+//     sends once the message is in the stream's file store (written, not
+//     fsynced; JetStream syncs every two minutes by default), with at most
+//     --max-pending acknowledgements outstanding per publisher. On one
+//     server with one replica acks=all is the same thing, so --acks is
+//     accepted and echoed but changes nothing.
+//
+//   - consume is an ordered consumer per stream (ephemeral, no acks, flow
+//     controlled) reading from the first message.
+//
+//   - JetStream in nats-server 2.9 has no compression: --compression must be
+//     none.
+//
+//     natsperf produce --server nats://127.0.0.1:4222 --stream bench --num-records 1000000 --record-size 100
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-io/sluice/internal/perf"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+type config struct {
+	server, stream, acks, compression, payload, output string
+	numRecords                                         int64
+	recordSize, partitions, producers, consumers       int
+	maxPending, pullMaxMessages, replicas              int
+	throughput                                         float64
+	progress, duration, idleTimeout                    time.Duration
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: natsperf produce|consume|e2e|version [flags]")
+		return 2
+	}
+	mode := args[0]
+	if mode == "version" {
+		fmt.Fprintln(stdout, natsClientVersion())
+		return 0
+	}
+	var c config
+	fs := flag.NewFlagSet("natsperf "+mode, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.server, "server", nats.DefaultURL, "NATS server URL")
+	fs.StringVar(&c.stream, "stream", "bench", "stream name prefix (streams <stream>_0..N-1, subjects <stream>.0..N-1)")
+	fs.IntVar(&c.partitions, "partitions", 1, "streams to spread records over (the analogue of partitions)")
+	fs.IntVar(&c.replicas, "replicas", 1, "stream replicas when creating the streams")
+	defRecords := int64(1_000_000)
+	if mode == "e2e" {
+		defRecords = 0 // throughput x duration
+	}
+	fs.Int64Var(&c.numRecords, "num-records", defRecords, "records to produce or consume (e2e: throughput x duration unless given)")
+	fs.IntVar(&c.recordSize, "record-size", 100, "bytes per message payload")
+	fs.StringVar(&c.output, "output", "text", "summary format: text or json")
+	fs.DurationVar(&c.progress, "progress", time.Second, "progress line interval on stderr (0: none)")
+	defThroughput, defDuration := -1.0, time.Duration(0)
+	if mode == "e2e" {
+		defThroughput, defDuration = 10_000, 10*time.Second
+	}
+	fs.Float64Var(&c.throughput, "throughput", defThroughput, "records/s cap across publishers (-1: none)")
+	fs.DurationVar(&c.duration, "duration", defDuration, "e2e: how long to publish (num-records = throughput x duration)")
+	fs.IntVar(&c.producers, "producers", 1, "publisher connections")
+	fs.IntVar(&c.consumers, "consumers", 1, "consumer connections (streams are dealt among them)")
+	fs.IntVar(&c.maxPending, "max-pending", 4000, "async publish acknowledgements outstanding per publisher")
+	fs.IntVar(&c.pullMaxMessages, "pull-max-messages", 0, "messages per pull request of a consumer (0: client default, 500)")
+	fs.StringVar(&c.acks, "acks", "1", "accepted for symmetry with sluice perf: 1 and all are the same on one server")
+	fs.StringVar(&c.compression, "compression", "none", "must be none: JetStream has no record compression here")
+	fs.StringVar(&c.payload, "payload", perf.PayloadRandom, "payload bytes: random or text")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", 10*time.Second, "give up after this long without a message")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if err := c.validate(mode); err != nil {
+		fmt.Fprintf(stderr, "natsperf %s: %v\n", mode, err)
+		return 2
+	}
+	var (
+		res *perf.Result
+		err error
+	)
+	switch mode {
+	case "produce":
+		res, err = produce(ctx, &c, stderr)
+	case "consume":
+		res, err = consume(ctx, &c, stderr)
+	case "e2e":
+		res, err = endToEnd(ctx, &c, stderr)
+	}
+	if res == nil {
+		fmt.Fprintf(stderr, "natsperf %s: %v\n", mode, err)
+		return 1
+	}
+	res.System = "nats"
+	if c.output == "json" {
+		_ = res.WriteJSON(stdout)
+	} else {
+		_ = res.WriteText(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "natsperf %s: %v\n", mode, err)
+		return 1
+	}
+	if res.Errors > 0 || res.FirstError != "" {
+		return 1
+	}
+	return 0
+}
+
+func (c *config) validate(mode string) error {
+	switch mode {
+	case "produce", "consume", "e2e":
+	default:
+		return fmt.Errorf("unknown mode %q (want produce, consume or e2e)", mode)
+	}
+	if c.compression != "none" {
+		return fmt.Errorf("--compression %q: JetStream (nats-server 2.9) stores messages uncompressed", c.compression)
+	}
+	if c.acks != "1" && c.acks != "all" && c.acks != "-1" {
+		return fmt.Errorf("--acks must be 1 or all, got %q", c.acks)
+	}
+	if c.partitions < 1 || c.producers < 1 || c.consumers < 1 || c.maxPending < 1 || c.replicas < 1 {
+		return errors.New("--partitions, --producers, --consumers, --max-pending and --replicas must be at least 1")
+	}
+	if c.recordSize < 0 {
+		return fmt.Errorf("--record-size must not be negative, got %d", c.recordSize)
+	}
+	if c.output != "text" && c.output != "json" {
+		return fmt.Errorf("--output must be text or json, got %q", c.output)
+	}
+	if mode == "e2e" {
+		if c.throughput <= 0 {
+			return errors.New("e2e needs a positive --throughput")
+		}
+		if c.recordSize < perf.SendTimeBytes {
+			return fmt.Errorf("e2e needs --record-size of at least %d", perf.SendTimeBytes)
+		}
+		if c.numRecords == 0 {
+			c.numRecords = int64(c.throughput * c.duration.Seconds())
+		}
+	}
+	if c.numRecords <= 0 {
+		return fmt.Errorf("--num-records must be positive, got %d", c.numRecords)
+	}
+	if int64(c.producers) > c.numRecords {
+		c.producers = int(c.numRecords)
+	}
+	return nil
+}
+
+func (c *config) streamName(i int) string { return fmt.Sprintf("%s_%d", c.stream, i) }
+func (c *config) subject(i int) string    { return fmt.Sprintf("%s.%d", c.stream, i) }
+
+func (c *config) echo() map[string]any {
+	return map[string]any{
+		"server": c.server, "stream": c.stream, "num_records": c.numRecords, "record_size": c.recordSize,
+		"throughput": c.throughput, "acks": c.acks, "compression": c.compression, "partitions": c.partitions,
+		"producers": c.producers, "consumers": c.consumers, "max_pending": c.maxPending, "payload": c.payload,
+		"replicas": c.replicas,
+	}
+}
+
+func connect(c *config) (*nats.Conn, error) {
+	nc, err := nats.Connect(c.server, nats.Name("natsperf"), nats.Timeout(10*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", c.server, err)
+	}
+	return nc, nil
+}
+
+// ensureStreams creates the file-backed streams unless they exist.
+func ensureStreams(ctx context.Context, c *config) error {
+	nc, err := connect(c)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for i := range c.partitions {
+		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:     c.streamName(i),
+			Subjects: []string{c.subject(i)},
+			Storage:  jetstream.FileStorage,
+			Replicas: c.replicas,
+		})
+		if err != nil {
+			return fmt.Errorf("creating stream %s: %w", c.streamName(i), err)
+		}
+	}
+	return nil
+}
+
+// publisher sends records [first, first+n) round-robin over the subjects,
+// recording send-to-ack latency in rec.
+type publisher struct {
+	c       *config
+	payload *perf.Payload
+	stamp   bool
+	rec     *perf.Recorder
+	meter   *perf.Meter
+
+	mu   sync.Mutex
+	sent map[*nats.Msg]time.Time // send time of each message awaiting its ack
+	pool sync.Pool
+	fail firstError
+}
+
+func (p *publisher) onAck(_ jetstream.JetStream, m *nats.Msg, _ *jetstream.PubAck) {
+	now := time.Now()
+	p.mu.Lock()
+	t, ok := p.sent[m]
+	delete(p.sent, m)
+	p.mu.Unlock()
+	if ok {
+		p.rec.Record(len(m.Data), now.Sub(t), now)
+	}
+	p.pool.Put(m)
+}
+
+func (p *publisher) onErr(_ jetstream.JetStream, m *nats.Msg, err error) {
+	p.mu.Lock()
+	delete(p.sent, m)
+	p.mu.Unlock()
+	p.meter.AddError()
+	p.fail.set(err)
+}
+
+func (p *publisher) run(ctx context.Context, start time.Time, first, n int64) error {
+	c := p.c
+	nc, err := connect(c)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(c.maxPending),
+		jetstream.WithPublishAsyncAckHandler(p.onAck),
+		jetstream.WithPublishAsyncErrHandler(p.onErr))
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	p.sent = make(map[*nats.Msg]time.Time, c.maxPending)
+	subjects := make([]string, c.partitions)
+	for i := range subjects {
+		subjects[i] = c.subject(i)
+	}
+	size := p.payload.Size()
+	p.pool.New = func() any {
+		m := new(nats.Msg)
+		if p.stamp {
+			m.Data = make([]byte, 0, size)
+		}
+		return m
+	}
+	pacer := perf.NewPacer(c.throughput/float64(c.producers), start)
+	for i := range n {
+		if err := pacer.Wait(ctx, i); err != nil {
+			break
+		}
+		idx := first + i
+		m := p.pool.Get().(*nats.Msg)
+		v := p.payload.At(idx)
+		if p.stamp {
+			buf := append(m.Data[:0], v...)
+			*m = nats.Msg{Data: buf}
+		} else {
+			*m = nats.Msg{Data: v}
+		}
+		m.Subject = subjects[idx%int64(len(subjects))]
+		now := time.Now()
+		if p.stamp {
+			perf.PutSendTime(m.Data, now.UnixNano())
+		}
+		p.mu.Lock()
+		p.sent[m] = now
+		p.mu.Unlock()
+		for {
+			_, err := js.PublishMsgAsync(m)
+			if err == nil {
+				break
+			}
+			if errors.Is(err, jetstream.ErrTooManyStalledMsgs) && ctx.Err() == nil {
+				continue // the window is full for longer than the stall wait: keep waiting
+			}
+			p.onErr(js, m, err)
+			break
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+	case <-time.After(60 * time.Second):
+		p.fail.set(fmt.Errorf("%d acknowledgements still outstanding after 60s", js.PublishAsyncPending()))
+	}
+	p.rec.Flush()
+	return p.fail.get()
+}
+
+// runPublishers splits c.numRecords over c.producers publishers.
+func runPublishers(ctx context.Context, c *config, payload *perf.Payload, stamp bool, start time.Time,
+	meter *perf.Meter) (*perf.Histogram, error) {
+	pubs := make([]*publisher, c.producers)
+	var wg sync.WaitGroup
+	var fail firstError
+	per, extra := c.numRecords/int64(c.producers), c.numRecords%int64(c.producers)
+	first := int64(0)
+	for i := range pubs {
+		n := per
+		if int64(i) < extra {
+			n++
+		}
+		p := &publisher{c: c, payload: payload, stamp: stamp, rec: meter.NewRecorder(), meter: meter}
+		pubs[i] = p
+		wg.Add(1)
+		go func(first, n int64) {
+			defer wg.Done()
+			if err := p.run(ctx, start, first, n); err != nil {
+				fail.set(err)
+			}
+		}(first, n)
+		first += n
+	}
+	wg.Wait()
+	h := perf.NewHistogram()
+	for _, p := range pubs {
+		h.Merge(p.rec.Hist)
+	}
+	return h, fail.get()
+}
+
+func produce(ctx context.Context, c *config, progressOut io.Writer) (*perf.Result, error) {
+	if err := ensureStreams(ctx, c); err != nil {
+		return nil, err
+	}
+	payload, err := perf.NewPayload(c.payload, c.recordSize, 1)
+	if err != nil {
+		return nil, err
+	}
+	meter := new(perf.Meter)
+	progress := perf.StartProgress(progressOut, meter, c.progress, "produce")
+	start := time.Now()
+	hist, perr := runPublishers(ctx, c, payload, false, start, meter)
+	elapsed := time.Since(start)
+	progress.Stop()
+	res := &perf.Result{Mode: "produce", Records: meter.Records(), Bytes: meter.Bytes(), Errors: meter.Errors(),
+		Latency: perf.LatencyOf(hist), Config: c.echo()}
+	res.SetElapsed(elapsed)
+	if perr != nil {
+		res.FirstError = perr.Error()
+	}
+	return res, ctx.Err()
+}
+
+// subscribe starts ordered consumers over the streams, dealt among
+// c.consumers connections, calling onMsg for every message: from the first
+// message, or from startSeq[i] for stream i when given. stop closes
+// everything it started.
+func subscribe(ctx context.Context, c *config, startSeq map[int]uint64,
+	onMsg func(jetstream.Msg)) (stop func(), err error) {
+	n := min(c.consumers, c.partitions)
+	var conns []*nats.Conn
+	var ccs []jetstream.ConsumeContext
+	stop = func() {
+		for _, cc := range ccs {
+			cc.Stop()
+		}
+		for _, nc := range conns {
+			nc.Close()
+		}
+	}
+	var opts []jetstream.PullConsumeOpt
+	if c.pullMaxMessages > 0 {
+		opts = append(opts, jetstream.PullMaxMessages(c.pullMaxMessages))
+	}
+	for i := range n {
+		nc, err := connect(c)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		conns = append(conns, nc)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("jetstream: %w", err)
+		}
+		for s := i; s < c.partitions; s += n {
+			cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+			if seq, ok := startSeq[s]; ok {
+				cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: seq}
+			}
+			cons, err := js.OrderedConsumer(ctx, c.streamName(s), cfg)
+			if err != nil {
+				stop()
+				return nil, fmt.Errorf("ordered consumer on %s: %w", c.streamName(s), err)
+			}
+			cc, err := cons.Consume(onMsg, opts...)
+			if err != nil {
+				stop()
+				return nil, fmt.Errorf("consuming %s: %w", c.streamName(s), err)
+			}
+			ccs = append(ccs, cc)
+		}
+	}
+	return stop, nil
+}
+
+func consume(ctx context.Context, c *config, progressOut io.Writer) (*perf.Result, error) {
+	meter := new(perf.Meter)
+	var total atomic.Int64
+	var doneAt atomic.Int64
+	done := make(chan struct{})
+	var once sync.Once
+	progress := perf.StartProgress(progressOut, meter, c.progress, "consume")
+	start := time.Now()
+	stop, err := subscribe(ctx, c, nil, func(m jetstream.Msg) {
+		meter.Add(1, int64(len(m.Data())))
+		if total.Add(1) >= c.numRecords {
+			doneAt.CompareAndSwap(0, int64(time.Since(start)))
+			once.Do(func() { close(done) })
+		}
+	})
+	if err != nil {
+		progress.Stop()
+		return nil, err
+	}
+	cause := waitDone(ctx, done, meter, c.idleTimeout)
+	stop()
+	progress.Stop()
+	elapsed := time.Duration(doneAt.Load())
+	if elapsed == 0 {
+		elapsed = time.Since(start)
+	}
+	res := &perf.Result{Mode: "consume", Records: meter.Records(), Bytes: meter.Bytes(), Config: c.echo()}
+	res.SetElapsed(elapsed)
+	if res.Records < c.numRecords {
+		res.FirstError = fmt.Sprintf("read %d of %d records: %v", res.Records, c.numRecords, cause)
+	}
+	return res, ctx.Err()
+}
+
+// waitDone waits for done, ctx, or idle without a new record; it returns
+// why it stopped waiting when that was not done.
+func waitDone(ctx context.Context, done <-chan struct{}, meter *perf.Meter, idle time.Duration) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	last, lastChange := meter.Records(), time.Now()
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-t.C:
+			if cur := meter.Records(); cur != last {
+				last, lastChange = cur, now
+			} else if now.Sub(lastChange) >= idle {
+				return fmt.Errorf("no message arrived within %v", idle)
+			}
+		}
+	}
+}
+
+func endToEnd(ctx context.Context, c *config, progressOut io.Writer) (*perf.Result, error) {
+	if err := ensureStreams(ctx, c); err != nil {
+		return nil, err
+	}
+	payload, err := perf.NewPayload(c.payload, c.recordSize, 1)
+	if err != nil {
+		return nil, err
+	}
+	// Start each stream's consumer just past its current last message, so
+	// streams that already hold data are not replayed.
+	startSeq, err := nextSeqs(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	consMeter, prodMeter := new(perf.Meter), new(perf.Meter)
+	consRec := consMeter.NewRecorder()
+	var (
+		mu       sync.Mutex // the consume callbacks of several streams may run at once
+		seen     atomic.Int64
+		target   atomic.Int64
+		lastRecv atomic.Int64 // Unix nanoseconds of the latest receipt
+		once     sync.Once
+	)
+	target.Store(1<<63 - 1)
+	done := make(chan struct{})
+	stop, err := subscribe(ctx, c, startSeq, func(m jetstream.Msg) {
+		now := time.Now()
+		sent, ok := perf.SendTime(m.Data())
+		if !ok {
+			return
+		}
+		mu.Lock()
+		consRec.Record(len(m.Data()), time.Duration(now.UnixNano()-sent), now)
+		mu.Unlock()
+		lastRecv.Store(now.UnixNano())
+		if seen.Add(1) >= target.Load() {
+			once.Do(func() { close(done) })
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	progress := perf.StartProgress(progressOut, consMeter, c.progress, "e2e")
+	start := time.Now()
+	prodHist, perr := runPublishers(ctx, c, payload, true, start, prodMeter)
+	target.Store(prodMeter.Records())
+	if seen.Load() >= target.Load() {
+		once.Do(func() { close(done) })
+	}
+	cause := waitDone(ctx, done, consMeter, c.idleTimeout)
+	stop()
+	mu.Lock()
+	consRec.Flush()
+	mu.Unlock()
+	progress.Stop()
+	res := &perf.Result{Mode: "e2e", Records: seen.Load(), Bytes: consMeter.Bytes(), Errors: prodMeter.Errors(),
+		Latency: perf.LatencyOf(consRec.Hist), ProduceLatency: perf.LatencyOf(prodHist), Config: c.echo()}
+	if last := lastRecv.Load(); last > start.UnixNano() {
+		res.SetElapsed(time.Duration(last - start.UnixNano()))
+	}
+	switch {
+	case perr != nil:
+		res.FirstError = "publishing: " + perr.Error()
+	case res.Records < prodMeter.Records():
+		res.FirstError = fmt.Sprintf("received %d of %d acknowledged messages: %v", res.Records, prodMeter.Records(), cause)
+	}
+	return res, ctx.Err()
+}
+
+// nextSeqs returns, for each stream, the sequence its next message will get.
+func nextSeqs(ctx context.Context, c *config) (map[int]uint64, error) {
+	nc, err := connect(c)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	out := make(map[int]uint64, c.partitions)
+	for i := range c.partitions {
+		st, err := js.Stream(ctx, c.streamName(i))
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", c.streamName(i), err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s info: %w", c.streamName(i), err)
+		}
+		out[i] = info.State.LastSeq + 1
+	}
+	return out, nil
+}
+
+type firstError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *firstError) set(err error) {
+	f.mu.Lock()
+	if f.err == nil {
+		f.err = err
+	}
+	f.mu.Unlock()
+}
+
+func (f *firstError) get() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// natsClientVersion names the nats.go module this binary was built with.
+func natsClientVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range bi.Deps {
+			if m.Path == "github.com/nats-io/nats.go" {
+				return "nats.go " + m.Version
+			}
+		}
+	}
+	return "nats.go (unknown version)"
+}

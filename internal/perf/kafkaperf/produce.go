@@ -1,0 +1,176 @@
+package kafkaperf
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/perf"
+)
+
+// Produce writes cfg.NumRecords records of cfg.RecordSize random bytes to
+// the topic (creating it when missing) from cfg.Producers clients, and
+// reports throughput and the send-to-acknowledgement latency of every
+// record. Records that fail are counted in Result.Errors; the error
+// returned is for a run that could not start or was cancelled.
+func Produce(ctx context.Context, cfg ProduceConfig) (*perf.Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := ensureTopic(ctx, &cfg.Common, cfg.Partitions, cfg.ReplicationFactor); err != nil {
+		return nil, err
+	}
+	payload, err := perf.NewPayload(cfg.Payload, cfg.RecordSize, 1)
+	if err != nil {
+		return nil, err
+	}
+	meter := new(perf.Meter)
+	recs := make([]*perf.Recorder, cfg.Producers)
+	for i := range recs {
+		recs[i] = meter.NewRecorder()
+	}
+	var fail firstError
+
+	progress := perf.StartProgress(cfg.Progress, meter, cfg.ProgressInterval, "produce")
+	start := time.Now()
+	runProducers(ctx, &cfg, payload, false, start, recs, meter, &fail)
+	elapsed := time.Since(start)
+	progress.Stop()
+
+	res := &perf.Result{
+		Mode:    "produce",
+		System:  "kafka",
+		Records: meter.Records(),
+		Bytes:   meter.Bytes(),
+		Errors:  meter.Errors(),
+		Latency: perf.LatencyOf(mergeHists(recs)),
+		Config:  cfg.echo(),
+	}
+	res.SetElapsed(elapsed)
+	if err := fail.get(); err != nil {
+		res.FirstError = err.Error()
+	}
+	return res, ctx.Err()
+}
+
+// runProducers splits cfg.NumRecords over cfg.Producers clients, each
+// paced to its share of cfg.Throughput from start, and returns when every
+// record has been acknowledged or has failed. With stamp, each record gets
+// its own copy of the payload with the send time in its first bytes (for
+// e2e); otherwise values alias the shared payload pool and nothing is
+// copied.
+func runProducers(ctx context.Context, cfg *ProduceConfig, payload *perf.Payload, stamp bool,
+	start time.Time, recs []*perf.Recorder, meter *perf.Meter, fail *firstError) {
+	var wg sync.WaitGroup
+	per := cfg.NumRecords / int64(cfg.Producers)
+	extra := cfg.NumRecords % int64(cfg.Producers)
+	first := int64(0)
+	for i := range cfg.Producers {
+		n := per
+		if int64(i) < extra {
+			n++
+		}
+		wg.Add(1)
+		go func(first, n int64, rec *perf.Recorder) {
+			defer wg.Done()
+			if err := produceN(ctx, cfg, payload, stamp, start, first, n, rec, meter); err != nil {
+				fail.set(err)
+			}
+		}(first, n, recs[i])
+		first += n
+	}
+	wg.Wait()
+}
+
+// produceN runs one producer client for records [first, first+n).
+func produceN(ctx context.Context, cfg *ProduceConfig, payload *perf.Payload, stamp bool,
+	start time.Time, first, n int64, rec *perf.Recorder, meter *perf.Meter) error {
+	cl, err := kgo.NewClient(cfg.producerOpts()...)
+	if err != nil {
+		return fmt.Errorf("creating producer: %w", err)
+	}
+	defer cl.Close()
+
+	// Records are recycled once their promise has run (the client does not
+	// touch a record after that), so a steady run allocates none of its
+	// own per record. Stamped records own their value buffer.
+	size := payload.Size()
+	pool := sync.Pool{New: func() any {
+		r := new(kgo.Record)
+		if stamp {
+			r.Value = make([]byte, 0, size)
+		}
+		return r
+	}}
+	var fail firstError
+	promise := func(r *kgo.Record, err error) {
+		now := time.Now()
+		if err != nil {
+			meter.AddError()
+			fail.set(err)
+		} else {
+			rec.Record(len(r.Key)+len(r.Value), now.Sub(r.Timestamp), now)
+		}
+		pool.Put(r)
+	}
+
+	pacer := perf.NewPacer(cfg.Throughput/float64(cfg.Producers), start)
+	for i := range n {
+		if err := pacer.Wait(ctx, i); err != nil {
+			break
+		}
+		r := pool.Get().(*kgo.Record)
+		v := payload.At(first + i)
+		if stamp {
+			buf := append(r.Value[:0], v...)
+			*r = kgo.Record{Value: buf}
+		} else {
+			*r = kgo.Record{Value: v}
+		}
+		r.Timestamp = time.Now()
+		if stamp && len(r.Value) >= perf.SendTimeBytes {
+			perf.PutSendTime(r.Value, r.Timestamp.UnixNano())
+		}
+		cl.Produce(ctx, r, promise)
+	}
+	flushErr := cl.Flush(ctx)
+	rec.Flush()
+	if err := fail.get(); err != nil {
+		return err
+	}
+	if flushErr != nil {
+		return fmt.Errorf("flushing producer: %w", flushErr)
+	}
+	return nil
+}
+
+func mergeHists(recs []*perf.Recorder) *perf.Histogram {
+	h := perf.NewHistogram()
+	for _, r := range recs {
+		h.Merge(r.Hist)
+	}
+	return h
+}
+
+// firstError keeps the first error set by any goroutine.
+type firstError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *firstError) set(err error) {
+	f.mu.Lock()
+	if f.err == nil {
+		f.err = err
+	}
+	f.mu.Unlock()
+}
+
+func (f *firstError) get() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
