@@ -10,7 +10,10 @@ LDFLAGS := -s -w -X github.com/sluice-io/sluice/internal/buildinfo.Version=$(VER
 # Debian packages the tests use: ZooKeeper for cluster tests, kcat and the
 # Python client (librdkafka) for compatibility tests, Chromium for browser
 # tests, rpm/dpkg tools and systemd-analyze for the packaging tests.
-TEST_DEBS := zookeeper kcat chromium python3-confluent-kafka rpm systemd lintian
+TEST_DEBS := zookeeper kcat chromium python3-confluent-kafka rpm systemd lintian nodejs curl ca-certificates
+# kafkajs (pure JavaScript, no dependencies) comes from the npm registry.
+KAFKAJS_VERSION := 2.2.4
+KAFKAJS_DIR ?= $(HOME)/.cache/sluice-test/kafkajs-$(KAFKAJS_VERSION)
 TEST_TIMEOUT ?= 14m
 FUZZTIME ?= 4s
 
@@ -38,6 +41,12 @@ test-deps:
 		export DEBIAN_FRONTEND=noninteractive; \
 		apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+	@if [ ! -f "$(KAFKAJS_DIR)/node_modules/kafkajs/package.json" ]; then \
+		echo "installing kafkajs $(KAFKAJS_VERSION) into $(KAFKAJS_DIR)"; \
+		mkdir -p "$(KAFKAJS_DIR)/node_modules/kafkajs" && \
+		curl -fsSL --retry 3 "https://registry.npmjs.org/kafkajs/-/kafkajs-$(KAFKAJS_VERSION).tgz" | \
+			tar -xz -C "$(KAFKAJS_DIR)/node_modules/kafkajs" --strip-components=1; \
+	fi
 
 vet:
 	$(GO) vet ./...
@@ -53,7 +62,7 @@ check-generated: generate
 test: test-deps build vet test-go test-fuzz
 
 test-go:
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	SLUICE_KAFKAJS_DIR=$(KAFKAJS_DIR) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # Every native fuzz target, a few seconds each (longer runs: make test-fuzz FUZZTIME=5m).
 test-fuzz:
