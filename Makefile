@@ -10,7 +10,7 @@ LDFLAGS := -s -w -X github.com/sluice-io/sluice/internal/buildinfo.Version=$(VER
 # Debian packages the tests use: ZooKeeper for cluster tests, kcat and the
 # Python client (librdkafka) for compatibility tests, Chromium for browser
 # tests, rpm/dpkg tools and systemd-analyze for the packaging tests.
-TEST_DEBS := zookeeper kcat chromium python3-confluent-kafka rpm systemd lintian nodejs curl ca-certificates
+TEST_DEBS := zookeeper kcat chromium python3-confluent-kafka rpm systemd lintian adduser nodejs curl ca-certificates
 # kafkajs (pure JavaScript, no dependencies) comes from the npm registry.
 KAFKAJS_VERSION := 2.2.4
 KAFKAJS_DIR ?= $(HOME)/.cache/sluice-test/kafkajs-$(KAFKAJS_VERSION)
