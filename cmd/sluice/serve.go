@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-io/sluice/appliance"
 	"github.com/sluice-io/sluice/internal/buildinfo"
+	"github.com/sluice-io/sluice/internal/sdnotify"
 )
 
 func init() {
@@ -70,7 +71,28 @@ func runServe(ctx context.Context, args []string) int {
 	if err != nil {
 		return errorExit("serve", err)
 	}
-	if err := app.Run(ctx); err != nil {
+	if err := app.Start(ctx); err != nil {
+		return errorExit("serve", err)
+	}
+	// Everything listens now (Start returns once the Kafka listeners and the
+	// components, the console among them, accept connections): tell systemd
+	// (Type=notify). Outside systemd these calls do nothing.
+	if err := sdnotify.Ready(); err != nil {
+		logger.Warn("sd_notify READY failed", "err", err)
+	}
+	watchdogDone := make(chan struct{})
+	go func() {
+		defer close(watchdogDone)
+		sdnotify.RunWatchdog(ctx, nil)
+	}()
+	<-ctx.Done()
+	logger.Info("shutting down")
+	if err := sdnotify.Stopping(); err != nil {
+		logger.Warn("sd_notify STOPPING failed", "err", err)
+	}
+	err = app.Close()
+	<-watchdogDone
+	if err != nil {
 		return errorExit("serve", err)
 	}
 	return 0
