@@ -1,0 +1,84 @@
+package consoledb
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// LagSample is the lag of one consumer group on one topic at one moment:
+// records behind (summed over the topic's partitions) and the largest time lag
+// of its partitions.
+type LagSample struct {
+	Group   string
+	Topic   string
+	Lag     int64
+	LagTime time.Duration
+}
+
+// LagPoint is a group's lag at one sample time, over all its topics (or one).
+type LagPoint struct {
+	At      time.Time
+	Lag     int64         // records behind, summed
+	LagTime time.Duration // the largest partition time lag
+}
+
+// InsertLagSamples stores samples taken at at, in one transaction.
+func (c *Console) InsertLagSamples(ctx context.Context, at time.Time, samples []LagSample) error {
+	if len(samples) == 0 {
+		return nil
+	}
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("insert lag samples: %w", err)
+	}
+	defer tx.Rollback()
+	st, err := tx.PrepareContext(ctx, `INSERT INTO lag_samples(group_name, topic, at, lag, lag_ms) VALUES(?,?,?,?,?)
+		ON CONFLICT(group_name, at, topic) DO UPDATE SET lag = excluded.lag, lag_ms = excluded.lag_ms`)
+	if err != nil {
+		return fmt.Errorf("insert lag samples: %w", err)
+	}
+	defer st.Close()
+	t := ms(at)
+	for _, s := range samples {
+		if _, err := st.ExecContext(ctx, s.Group, s.Topic, t, s.Lag, s.LagTime.Milliseconds()); err != nil {
+			return fmt.Errorf("insert lag samples: %w", err)
+		}
+	}
+	return tx.Commit()
+}
+
+// LagHistory returns the lag of group at every sample time in [since, until),
+// oldest first. With topic empty the lag is summed over the group's topics.
+func (c *Console) LagHistory(ctx context.Context, group, topic string, since, until time.Time) ([]LagPoint, error) {
+	q := `SELECT at, sum(lag), max(lag_ms) FROM lag_samples WHERE group_name = ? AND at >= ? AND at < ?`
+	args := []any{group, ms(since), ms(until)}
+	if topic != "" {
+		q += ` AND topic = ?`
+		args = append(args, topic)
+	}
+	q += ` GROUP BY at ORDER BY at`
+	rows, err := c.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read lag history of %s: %w", group, err)
+	}
+	defer rows.Close()
+	var out []LagPoint
+	for rows.Next() {
+		var at, lag, lagMS int64
+		if err := rows.Scan(&at, &lag, &lagMS); err != nil {
+			return nil, fmt.Errorf("read lag history of %s: %w", group, err)
+		}
+		out = append(out, LagPoint{At: fromMS(at), Lag: lag, LagTime: time.Duration(lagMS) * time.Millisecond})
+	}
+	return out, rows.Err()
+}
+
+// PruneLagSamples deletes samples older than before.
+func (c *Console) PruneLagSamples(ctx context.Context, before time.Time) (int64, error) {
+	res, err := c.db.ExecContext(ctx, `DELETE FROM lag_samples WHERE at < ?`, ms(before))
+	if err != nil {
+		return 0, fmt.Errorf("prune lag samples: %w", err)
+	}
+	return res.RowsAffected()
+}

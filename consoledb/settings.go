@@ -1,0 +1,47 @@
+package consoledb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Setting returns the value stored under key, or ErrNotFound.
+func (c *Console) Setting(ctx context.Context, key string) (string, error) {
+	var v string
+	err := c.db.QueryRowContext(ctx, `SELECT value FROM settings WHERE key = ?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("read setting %s: %w", key, err)
+	}
+	return v, nil
+}
+
+// SetSetting stores value under key.
+func (c *Console) SetSetting(ctx context.Context, key, value string) error {
+	_, err := c.db.ExecContext(ctx, `INSERT INTO settings(key, value, updated_at) VALUES(?,?,?)
+		ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`, key, value, ms(time.Now()))
+	if err != nil {
+		return fmt.Errorf("write setting %s: %w", key, err)
+	}
+	return nil
+}
+
+// SettingOrInit returns the value under key, storing and returning init()
+// when there is none yet. Concurrent callers all get the first stored value.
+func (c *Console) SettingOrInit(ctx context.Context, key string, init func() string) (string, error) {
+	if v, err := c.Setting(ctx, key); err == nil {
+		return v, nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return "", err
+	}
+	if _, err := c.db.ExecContext(ctx, `INSERT INTO settings(key, value, updated_at) VALUES(?,?,?) ON CONFLICT(key) DO NOTHING`,
+		key, init(), ms(time.Now())); err != nil {
+		return "", fmt.Errorf("write setting %s: %w", key, err)
+	}
+	return c.Setting(ctx, key)
+}

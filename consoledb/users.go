@@ -1,0 +1,395 @@
+package consoledb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/crypto/bcrypt"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Role is what a console user may do. Roles are ordered: each includes the
+// rights of the ones below it.
+type Role string
+
+const (
+	// RoleViewer reads everything: cluster, topics, messages, groups.
+	RoleViewer Role = "viewer"
+	// RoleOperator also changes the cluster: creates, alters and deletes
+	// topics, produces messages, resets group offsets.
+	RoleOperator Role = "operator"
+	// RoleAdmin also manages users and reads the audit log.
+	RoleAdmin Role = "admin"
+)
+
+// Roles lists the roles from least to most privileged.
+var Roles = []Role{RoleViewer, RoleOperator, RoleAdmin}
+
+// ParseRole returns the role named s.
+func ParseRole(s string) (Role, error) {
+	switch r := Role(strings.ToLower(strings.TrimSpace(s))); r {
+	case RoleViewer, RoleOperator, RoleAdmin:
+		return r, nil
+	}
+	return "", fmt.Errorf("unknown role %q (want viewer, operator or admin)", s)
+}
+
+// Rank orders roles: viewer 1, operator 2, admin 3; 0 for an unknown role.
+func (r Role) Rank() int {
+	switch r {
+	case RoleViewer:
+		return 1
+	case RoleOperator:
+		return 2
+	case RoleAdmin:
+		return 3
+	}
+	return 0
+}
+
+// Allows reports whether a user with role r may do what needs role need.
+func (r Role) Allows(need Role) bool { return r.Rank() > 0 && r.Rank() >= need.Rank() }
+
+// BcryptCost is the bcrypt work factor for new password hashes. Tests lower it.
+var BcryptCost = bcrypt.DefaultCost
+
+// MinPasswordLen is the shortest password accepted. bcrypt reads at most 72
+// bytes, so longer passwords are refused rather than silently truncated.
+const (
+	MinPasswordLen = 8
+	MaxPasswordLen = 72
+)
+
+// User is a console account.
+type User struct {
+	ID          int64
+	Name        string
+	Role        Role
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	LastLoginAt time.Time // zero when never signed in
+}
+
+// Errors returned by user operations; check with errors.Is.
+var (
+	ErrUserExists      = errors.New("a user with that name already exists")
+	ErrBadCredentials  = errors.New("wrong user name or password")
+	ErrLastAdmin       = errors.New("the last admin cannot be removed or demoted")
+	errInvalidUsername = errors.New("user name must be 1-64 characters: letters, digits, and . _ @ -")
+)
+
+// ValidateUsername checks a user name: 1-64 characters of letters, digits
+// and . _ @ -.
+func ValidateUsername(name string) error {
+	if name == "" || len(name) > 64 {
+		return errInvalidUsername
+	}
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '@', r == '-':
+		default:
+			return errInvalidUsername
+		}
+	}
+	return nil
+}
+
+// ValidatePassword checks a new password's length.
+func ValidatePassword(pw string) error {
+	if utf8.RuneCountInString(pw) < MinPasswordLen {
+		return fmt.Errorf("password must be at least %d characters", MinPasswordLen)
+	}
+	if len(pw) > MaxPasswordLen {
+		return fmt.Errorf("password must be at most %d bytes", MaxPasswordLen)
+	}
+	return nil
+}
+
+func hashPassword(pw string) (string, error) {
+	if err := ValidatePassword(pw); err != nil {
+		return "", err
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(pw), BcryptCost)
+	if err != nil {
+		return "", fmt.Errorf("hash password: %w", err)
+	}
+	return string(h), nil
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+func isUniqueViolation(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+}
+
+// CreateUser adds a user with a bcrypt hash of password.
+func (c *Console) CreateUser(ctx context.Context, name string, role Role, password string) (User, error) {
+	if err := ValidateUsername(name); err != nil {
+		return User{}, err
+	}
+	if role.Rank() == 0 {
+		return User{}, fmt.Errorf("unknown role %q", role)
+	}
+	hash, err := hashPassword(password)
+	if err != nil {
+		return User{}, err
+	}
+	now := time.Now()
+	res, err := c.db.ExecContext(ctx, `INSERT INTO users(name, role, password_hash, created_at, updated_at) VALUES(?,?,?,?,?)`,
+		name, string(role), hash, ms(now), ms(now))
+	if err != nil {
+		if isUniqueViolation(err) {
+			return User{}, ErrUserExists
+		}
+		return User{}, fmt.Errorf("create user %s: %w", name, err)
+	}
+	id, _ := res.LastInsertId()
+	return User{ID: id, Name: name, Role: role, CreatedAt: fromMS(ms(now)), UpdatedAt: fromMS(ms(now))}, nil
+}
+
+// CreateFirstAdmin creates an admin only while no admin exists, in one
+// transaction, so two racing setup requests cannot both succeed.
+func (c *Console) CreateFirstAdmin(ctx context.Context, name, password string) (User, error) {
+	if err := ValidateUsername(name); err != nil {
+		return User{}, err
+	}
+	hash, err := hashPassword(password)
+	if err != nil {
+		return User{}, err
+	}
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return User{}, fmt.Errorf("create admin: %w", err)
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE role = 'admin'`).Scan(&n); err != nil {
+		return User{}, fmt.Errorf("create admin: %w", err)
+	}
+	if n > 0 {
+		return User{}, errors.New("an admin already exists")
+	}
+	now := time.Now()
+	res, err := tx.ExecContext(ctx, `INSERT INTO users(name, role, password_hash, created_at, updated_at) VALUES(?,?,?,?,?)`,
+		name, string(RoleAdmin), hash, ms(now), ms(now))
+	if err != nil {
+		if isUniqueViolation(err) {
+			return User{}, ErrUserExists
+		}
+		return User{}, fmt.Errorf("create admin: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return User{}, fmt.Errorf("create admin: %w", err)
+	}
+	id, _ := res.LastInsertId()
+	return User{ID: id, Name: name, Role: RoleAdmin, CreatedAt: fromMS(ms(now)), UpdatedAt: fromMS(ms(now))}, nil
+}
+
+const userCols = `id, name, role, created_at, updated_at, last_login_at`
+
+func scanUser(row interface{ Scan(...any) error }) (User, error) {
+	var u User
+	var role string
+	var created, updated, last int64
+	if err := row.Scan(&u.ID, &u.Name, &role, &created, &updated, &last); err != nil {
+		return User{}, err
+	}
+	u.Role = Role(role)
+	u.CreatedAt, u.UpdatedAt, u.LastLoginAt = fromMS(created), fromMS(updated), fromMS(last)
+	return u, nil
+}
+
+// UserByName looks a user up by name (case-insensitive).
+func (c *Console) UserByName(ctx context.Context, name string) (User, error) {
+	u, err := scanUser(c.db.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE name = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return User{}, ErrNotFound
+	}
+	return u, err
+}
+
+// UserByID looks a user up by id.
+func (c *Console) UserByID(ctx context.Context, id int64) (User, error) {
+	u, err := scanUser(c.db.QueryRowContext(ctx, `SELECT `+userCols+` FROM users WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return User{}, ErrNotFound
+	}
+	return u, err
+}
+
+// Users lists every user by name.
+func (c *Console) Users(ctx context.Context) ([]User, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT `+userCols+` FROM users ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list users: %w", err)
+	}
+	defer rows.Close()
+	var out []User
+	for rows.Next() {
+		u, err := scanUser(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list users: %w", err)
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}
+
+// AdminCount is the number of admins.
+func (c *Console) AdminCount(ctx context.Context) (int, error) {
+	var n int
+	err := c.db.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE role = 'admin'`).Scan(&n)
+	return n, err
+}
+
+// dummyHash is compared against when the user does not exist, so a failed
+// sign-in takes as long for unknown names as for wrong passwords.
+// It is made on first use with the cost in force then.
+var dummyHash = sync.OnceValue(func() []byte {
+	h, _ := bcrypt.GenerateFromPassword([]byte("sluice-timing-equaliser"), BcryptCost)
+	return h
+})
+
+// Authenticate checks name and password and records the sign-in time. It
+// returns ErrBadCredentials for an unknown user or a wrong password alike.
+func (c *Console) Authenticate(ctx context.Context, name, password string) (User, error) {
+	var hash string
+	var u User
+	var role string
+	var created, updated, last int64
+	err := c.db.QueryRowContext(ctx, `SELECT id, name, role, created_at, updated_at, last_login_at, password_hash FROM users WHERE name = ?`, name).
+		Scan(&u.ID, &u.Name, &role, &created, &updated, &last, &hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		bcrypt.CompareHashAndPassword(dummyHash(), []byte(password))
+		return User{}, ErrBadCredentials
+	}
+	if err != nil {
+		return User{}, fmt.Errorf("authenticate: %w", err)
+	}
+	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) != nil {
+		return User{}, ErrBadCredentials
+	}
+	u.Role = Role(role)
+	u.CreatedAt, u.UpdatedAt = fromMS(created), fromMS(updated)
+	now := time.Now()
+	u.LastLoginAt = fromMS(ms(now))
+	if _, err := c.db.ExecContext(ctx, `UPDATE users SET last_login_at = ? WHERE id = ?`, ms(now), u.ID); err != nil {
+		return User{}, fmt.Errorf("authenticate: %w", err)
+	}
+	return u, nil
+}
+
+// CheckPassword reports whether password is the user's current password.
+func (c *Console) CheckPassword(ctx context.Context, id int64, password string) (bool, error) {
+	var hash string
+	if err := c.db.QueryRowContext(ctx, `SELECT password_hash FROM users WHERE id = ?`, id).Scan(&hash); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, ErrNotFound
+		}
+		return false, err
+	}
+	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) == nil, nil
+}
+
+// SetPassword replaces a user's password and ends all of the user's sessions.
+func (c *Console) SetPassword(ctx context.Context, id int64, password string) error {
+	hash, err := hashPassword(password)
+	if err != nil {
+		return err
+	}
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("set password: %w", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?`, hash, ms(time.Now()), id)
+	if err != nil {
+		return fmt.Errorf("set password: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, id); err != nil {
+		return fmt.Errorf("set password: %w", err)
+	}
+	return tx.Commit()
+}
+
+// SetRole changes a user's role. Demoting the last admin is refused. A role
+// change ends the user's sessions so the new rights apply at the next sign-in
+// as well as immediately (sessions read the role from users on every request).
+func (c *Console) SetRole(ctx context.Context, id int64, role Role) error {
+	if role.Rank() == 0 {
+		return fmt.Errorf("unknown role %q", role)
+	}
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("set role: %w", err)
+	}
+	defer tx.Rollback()
+	var cur string
+	if err := tx.QueryRowContext(ctx, `SELECT role FROM users WHERE id = ?`, id).Scan(&cur); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		return fmt.Errorf("set role: %w", err)
+	}
+	if Role(cur) == RoleAdmin && role != RoleAdmin {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE role = 'admin'`).Scan(&n); err != nil {
+			return fmt.Errorf("set role: %w", err)
+		}
+		if n <= 1 {
+			return ErrLastAdmin
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE users SET role = ?, updated_at = ? WHERE id = ?`, string(role), ms(time.Now()), id); err != nil {
+		return fmt.Errorf("set role: %w", err)
+	}
+	return tx.Commit()
+}
+
+// DeleteUser removes a user and their sessions. Removing the last admin is
+// refused.
+func (c *Console) DeleteUser(ctx context.Context, id int64) error {
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("delete user: %w", err)
+	}
+	defer tx.Rollback()
+	var cur string
+	if err := tx.QueryRowContext(ctx, `SELECT role FROM users WHERE id = ?`, id).Scan(&cur); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		return fmt.Errorf("delete user: %w", err)
+	}
+	if Role(cur) == RoleAdmin {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE role = 'admin'`).Scan(&n); err != nil {
+			return fmt.Errorf("delete user: %w", err)
+		}
+		if n <= 1 {
+			return ErrLastAdmin
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM users WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("delete user: %w", err)
+	}
+	return tx.Commit()
+}

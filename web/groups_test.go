@@ -1,0 +1,187 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/consoledb"
+)
+
+// consume starts a group member on topic that reads n records and commits
+// them; the caller closes it to leave the group.
+func consume(t *testing.T, brokers []string, group, topic string, n int) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.FetchMaxBytes(1<<10), kgo.ClientID("lag-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	read := 0
+	for read < n {
+		fs := cl.PollRecords(ctx, n-read)
+		if err := ctx.Err(); err != nil {
+			cl.Close()
+			t.Fatalf("consumed %d of %d: %v", read, n, err)
+		}
+		read += fs.NumRecords()
+	}
+	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+		cl.Close()
+		t.Fatal(err)
+	}
+	return cl
+}
+
+func produceRecords(t *testing.T, brokers []string, topic string, n int) {
+	t.Helper()
+	cl := kgoClient(t, brokers)
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Value: []byte("v")}
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGroupsLagDetailAndReset(t *testing.T) {
+	ts := newTestServer(t)
+	createTopic(t, ts, "orders", 1)
+	produceRecords(t, ts.brokers, "orders", 100)
+	member := consume(t, ts.brokers, "billing", "orders", 40)
+	defer member.Close()
+
+	v := ts.signedIn(t, "vic", RoleViewer)
+	r := v.get("/groups")
+	expectStatus(t, r, http.StatusOK)
+	expectContains(t, r, "billing", "Stable", ">60 <")
+	r = v.get("/groups?state=Empty")
+	expectContains(t, r, "No group matches")
+	r = v.get("/groups/billing")
+	expectStatus(t, r, http.StatusOK)
+	expectContains(t, r, "lag-test", "orders", ">40<", "Lag history") // committed 40
+	v.accept = "application/json"
+	r = v.get("/groups/billing")
+	var gj struct {
+		Group struct {
+			TotalLag int64 `json:"total_lag"`
+			State    string
+		}
+	}
+	if err := json.Unmarshal([]byte(r.body), &gj); err != nil || gj.Group.TotalLag != 60 || gj.Group.State != "Stable" {
+		t.Fatalf("group json: %v %s", err, snippet(r.body))
+	}
+	v.accept = ""
+	expectStatus(t, v.get("/groups/no-such-group"), http.StatusNotFound)
+	if strings.Contains(v.get("/groups/billing").body, "Preview reset") {
+		t.Fatal("a viewer is offered the reset form")
+	}
+
+	op := ts.signedIn(t, "olga", RoleOperator)
+	page := "/groups/billing"
+	// Validation.
+	r = op.post(page, page+"/reset", url.Values{"mode": {"offset"}, "offset": {"-3"}})
+	expectStatus(t, r, http.StatusUnprocessableEntity)
+	expectContains(t, r, "Enter an offset of 0 or more")
+	r = op.post(page, page+"/reset", url.Values{"mode": {"timestamp"}})
+	expectStatus(t, r, http.StatusUnprocessableEntity)
+	expectContains(t, r, "Enter the time to reset to")
+	// Preview while the group is active: no apply button.
+	r = op.post(page, page+"/reset", url.Values{"mode": {"earliest"}})
+	expectStatus(t, r, http.StatusOK)
+	expectContains(t, r, "not empty", ">40<")
+	if strings.Contains(r.body, "Apply:") {
+		t.Fatal("apply offered for an active group")
+	}
+	// Forcing the apply while active is refused and changes nothing.
+	r = op.post(page, page+"/reset", url.Values{"mode": {"earliest"}, "apply": {"1"}, "off:orders:0": {"0"}})
+	expectStatus(t, r, http.StatusConflict)
+	expectContains(t, r, "stop its consumers first")
+
+	member.Close()
+	checkFor(t, 10*time.Second, func() bool {
+		d, err := ts.kc.Group(context.Background(), "billing")
+		return err == nil && d.Lag.State == "Empty"
+	})
+	r = op.post(page, page+"/reset", url.Values{"mode": {"offset"}, "offset": {"90"}})
+	expectStatus(t, r, http.StatusOK)
+	expectContains(t, r, "Apply: commit these 1 offsets", ">90<")
+	form := url.Values{"mode": {"offset"}, "offset": {"90"}, "apply": {"1"}, "off:orders:0": {"90"}}
+	r = op.post(page, page+"/reset", form)
+	expectStatus(t, r, http.StatusSeeOther)
+	r = op.get(page)
+	expectContains(t, r, "Committed new offsets for 1 partitions", ">90<")
+	lags, _ := ts.kc.Lag(context.Background(), "billing")
+	if len(lags) != 1 || lags[0].TotalLag != 10 {
+		t.Fatalf("lag after reset: %+v", lags)
+	}
+	// Offsets past the end are clamped to it.
+	r = op.post(page, page+"/reset", url.Values{"mode": {"latest"}, "apply": {"1"}, "off:orders:0": {"100000"}})
+	expectStatus(t, r, http.StatusSeeOther)
+	lags, _ = ts.kc.Lag(context.Background(), "billing")
+	if lags[0].TotalLag != 0 {
+		t.Fatalf("lag after reset to a clamped offset: %d", lags[0].TotalLag)
+	}
+	entries, _, _ := ts.store.Audit(context.Background(), consoledb.AuditFilter{Action: "group.reset-offsets"})
+	if len(entries) != 3 || entries[2].Outcome == "ok" || entries[1].Outcome != "ok" {
+		t.Fatalf("audit of resets: %+v", entries)
+	}
+}
+
+// The sampler stores every group's lag; the group page draws it.
+func TestLagHistoryIsSampledAndDrawn(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) { c.LagSampleInterval = 200 * time.Millisecond })
+	createTopic(t, ts, "in", 2)
+	produceRecords(t, ts.brokers, "in", 50)
+	member := consume(t, ts.brokers, "reader", "in", 20)
+	member.Close()
+	if err := ts.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 10*time.Second, func() bool {
+		pts, err := ts.store.LagHistory(context.Background(), "reader", "", time.Now().Add(-time.Minute), time.Now().Add(time.Second))
+		return err == nil && len(pts) >= 3 && pts[len(pts)-1].Lag == 30
+	})
+	v := ts.signedIn(t, "v", RoleViewer)
+	r := v.get("/groups/reader?range=1h")
+	expectContains(t, r, `<svg class="chart"`, `<path class="line" d="M`, "records behind", "Samples as a table")
+	r = v.get("/groups/reader?range=bogus")
+	expectContains(t, r, `aria-current="true">6h`)
+	// The overview lists the group among the most lagging.
+	r = v.get("/")
+	expectContains(t, r, "Consumer groups with the most lag", "reader")
+}
+
+func checkFor(t *testing.T, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Group names may hold any character; links escape them.
+func TestGroupNamesWithAnyCharacter(t *testing.T) {
+	ts := newTestServer(t)
+	createTopic(t, ts, "t", 1)
+	produceRecords(t, ts.brokers, "t", 10)
+	m := consume(t, ts.brokers, "team a/b?x", "t", 5)
+	defer m.Close()
+	v := ts.signedIn(t, "vic", RoleViewer)
+	expectContains(t, v.get("/groups"), `href="/groups/team%20a%2Fb%3Fx"`)
+	r := v.get("/groups/team%20a%2Fb%3Fx")
+	expectStatus(t, r, http.StatusOK)
+	expectContains(t, r, "team a/b?x", ">5 <")
+}

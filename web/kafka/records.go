@@ -1,0 +1,646 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Header is one record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Record is a record read from (or written to) a partition.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Timestamp time.Time
+	Key       []byte
+	Value     []byte
+	KeyNull   bool
+	ValueNull bool
+	Headers   []Header
+}
+
+// From is where a read starts.
+type From string
+
+const (
+	FromEarliest  From = "earliest"
+	FromLatest    From = "latest"
+	FromOffset    From = "offset"
+	FromTimestamp From = "timestamp"
+)
+
+// Field is what a search looks at.
+type Field string
+
+const (
+	FieldNone   Field = ""
+	FieldKey    Field = "key"
+	FieldValue  Field = "value"
+	FieldHeader Field = "header"
+)
+
+// Filter selects records server side. The zero Filter matches everything.
+type Filter struct {
+	Field Field
+	// Text is the needle: a substring of the key or value (or the whole
+	// key or value with Exact), or of the value of header Header.
+	Text string
+	// Header is the header name for FieldHeader; with Text empty a record
+	// matches when it has the header at all.
+	Header string
+	// Exact compares the whole key, value or header value instead of
+	// looking for a substring.
+	Exact bool
+}
+
+// Active reports whether f filters anything.
+func (f Filter) Active() bool { return f.Field != FieldNone }
+
+// Match reports whether r passes f. It does not allocate.
+func (f Filter) Match(r *kgo.Record) bool {
+	switch f.Field {
+	case FieldNone:
+		return true
+	case FieldKey:
+		return f.matchBytes(r.Key)
+	case FieldValue:
+		return f.matchBytes(r.Value)
+	case FieldHeader:
+		for i := range r.Headers {
+			if r.Headers[i].Key != f.Header {
+				continue
+			}
+			if f.Text == "" || f.matchBytes(r.Headers[i].Value) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (f Filter) matchBytes(b []byte) bool {
+	if f.Exact {
+		return string(b) == f.Text // the conversion does not allocate in a comparison
+	}
+	return bytes.Contains(b, []byte(f.Text))
+}
+
+// Query describes a read of one topic: where to start, how many records to
+// return, an optional server-side filter and the bounds of the scan.
+type Query struct {
+	Topic     string
+	Partition int32 // -1 for every partition
+	From      From
+	Offset    int64     // FromOffset
+	Time      time.Time // FromTimestamp
+	// Cursor, when set, gives the start offset per partition and overrides
+	// From (the "next page" and "continue search" links).
+	Cursor map[int32]int64
+	Limit  int // records to return (default 50, at most 1000)
+	Filter Filter
+	// MaxScan bounds the records a filtered read examines (default 1,000,000).
+	MaxScan int64
+	// Timeout bounds the whole read (default 10s); a search that runs out
+	// of time returns what it found with Stopped set.
+	Timeout time.Duration
+}
+
+// Result is what a read found.
+type Result struct {
+	Records    []Record
+	Partitions []int32 // partitions read
+	Scanned    int64   // records examined
+	InRange    int64   // records between the start positions and the end offsets: the M of "scanned N of M"
+	Available  int64   // records the read partitions hold (end - log start), wherever the read started
+	Next       map[int32]int64
+	More       bool   // records remain after Next (within the end offsets at query time)
+	Stopped    string // why a read ended before covering its range: "time limit", "scan limit", or ""
+	Elapsed    time.Duration
+	Newest     bool     // records are newest first (From latest without a filter)
+	Warnings   []string // partitions that could not be read completely, and why
+}
+
+func (r *Result) addWarning(w string) {
+	for _, have := range r.Warnings {
+		if have == w {
+			return
+		}
+	}
+	if len(r.Warnings) < 20 {
+		r.Warnings = append(r.Warnings, w)
+	}
+}
+
+// Limits of a read.
+const (
+	DefaultLimit   = 50
+	MaxLimit       = 1000
+	DefaultMaxScan = 1_000_000
+	DefaultTimeout = 10 * time.Second
+)
+
+// ErrUnknownTopic is returned for reads of a topic that does not exist.
+var ErrUnknownTopic = errors.New("no such topic")
+
+// partState is one partition being read.
+type partState struct {
+	p      int32
+	lo     int64 // log start offset at query time
+	leader int32
+	pos    int64 // next offset to fetch
+	stop   int64 // end offset at query time: the read covers [pos, stop)
+	got    []Record
+	done   bool
+	stuck  int // rounds without progress
+}
+
+// Read runs q: a page of records, or a bounded search.
+func (c *Client) Read(ctx context.Context, q Query) (*Result, error) {
+	start := time.Now()
+	if q.Limit <= 0 {
+		q.Limit = DefaultLimit
+	}
+	q.Limit = min(q.Limit, MaxLimit)
+	if q.MaxScan <= 0 {
+		q.MaxScan = DefaultMaxScan
+	}
+	if q.Timeout <= 0 {
+		q.Timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, q.Timeout)
+	defer cancel()
+
+	tm, parts, err := c.plan(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Next: make(map[int32]int64, len(parts)), Newest: q.From == FromLatest && !q.Filter.Active() && q.Cursor == nil}
+	for _, ps := range parts {
+		res.Partitions = append(res.Partitions, ps.p)
+		if ps.stop > ps.pos {
+			res.InRange += ps.stop - ps.pos
+		}
+		if ps.stop > ps.lo {
+			res.Available += ps.stop - ps.lo
+		}
+	}
+	matched := 0
+	timedOut := false
+	perPartitionCap := q.Limit // without a filter each partition contributes at most Limit records
+	for {
+		active := activeParts(parts)
+		if len(active) == 0 {
+			break
+		}
+		if q.Filter.Active() && (matched >= q.Limit || res.Scanned >= q.MaxScan) {
+			if res.Scanned >= q.MaxScan && matched < q.Limit {
+				res.Stopped = "scan limit"
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			res.Stopped = "time limit"
+			break
+		}
+		errs := c.fetchRound(ctx, tm, active, q.Filter.Active(), func(ps *partState, r *kgo.Record) verdict {
+			// A fetch round decodes megabytes; look at the clock inside it
+			// too, so a search answers close to its time bound.
+			if timedOut || res.Scanned&1023 == 0 && ctx.Err() != nil {
+				timedOut = true
+				return leave
+			}
+			res.Scanned++
+			if !q.Filter.Match(r) {
+				if q.Filter.Active() && res.Scanned >= q.MaxScan {
+					return takeStop
+				}
+				return take
+			}
+			ps.got = append(ps.got, copyRecord(r))
+			matched++
+			if q.Filter.Active() {
+				if matched < q.Limit && res.Scanned < q.MaxScan {
+					return take
+				}
+				return takeStop
+			}
+			if len(ps.got) < perPartitionCap {
+				return take
+			}
+			return takeStop
+		})
+		if timedOut {
+			res.Stopped = "time limit"
+			break
+		}
+		if len(errs) > 0 {
+			if ctx.Err() != nil {
+				res.Stopped = "time limit"
+				break
+			}
+			for _, err := range errs {
+				res.addWarning(err.Error())
+			}
+			// Back off briefly before retrying partitions that failed; a
+			// partition that keeps failing is given up after a few rounds.
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if !q.Filter.Active() {
+			for _, ps := range parts {
+				if len(ps.got) >= perPartitionCap {
+					ps.done = true
+				}
+			}
+		}
+	}
+
+	// Merge: by time (newest first for "latest"), then partition, offset.
+	var all []Record
+	for _, ps := range parts {
+		all = append(all, ps.got...)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		a, b := &all[i], &all[j]
+		if !a.Timestamp.Equal(b.Timestamp) {
+			return a.Timestamp.Before(b.Timestamp)
+		}
+		if a.Partition != b.Partition {
+			return a.Partition < b.Partition
+		}
+		return a.Offset < b.Offset
+	})
+	if res.Newest {
+		if len(all) > q.Limit {
+			all = all[len(all)-q.Limit:]
+		}
+		for i, j := 0, len(all)-1; i < j; i, j = i+1, j-1 {
+			all[i], all[j] = all[j], all[i]
+		}
+	} else if len(all) > q.Limit {
+		all = all[:q.Limit]
+	}
+	res.Records = all
+
+	// Next page: after the last shown record of each partition; where the
+	// read stopped for partitions that showed nothing; with a filter, where
+	// the scan stopped.
+	lastShown := make(map[int32]int64)
+	for _, r := range all {
+		if o, ok := lastShown[r.Partition]; !ok || r.Offset > o {
+			lastShown[r.Partition] = r.Offset
+		}
+	}
+	for _, ps := range parts {
+		next := ps.pos
+		if !q.Filter.Active() {
+			if o, ok := lastShown[ps.p]; ok {
+				next = o + 1
+			} else if len(ps.got) > 0 {
+				// Read but merged away: start again at its first record.
+				next = ps.got[0].Offset
+			}
+		} else if o, ok := lastShown[ps.p]; ok && len(ps.got) > 0 && ps.got[len(ps.got)-1].Offset > o {
+			next = o + 1
+		}
+		res.Next[ps.p] = next
+		if next < ps.stop {
+			res.More = true
+		}
+	}
+	if res.Stopped == "" && q.Filter.Active() && res.More && matched < q.Limit {
+		res.Stopped = "scan limit"
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+func activeParts(parts []*partState) []*partState {
+	var out []*partState
+	for _, ps := range parts {
+		if !ps.done && ps.pos < ps.stop {
+			out = append(out, ps)
+		}
+	}
+	return out
+}
+
+func copyRecord(r *kgo.Record) Record {
+	out := Record{
+		Topic:     r.Topic,
+		Partition: r.Partition,
+		Offset:    r.Offset,
+		Timestamp: r.Timestamp,
+		KeyNull:   r.Key == nil,
+		ValueNull: r.Value == nil,
+	}
+	// Copy so a kept record does not pin the whole fetch response.
+	if r.Key != nil {
+		out.Key = bytes.Clone(r.Key)
+	}
+	if r.Value != nil {
+		out.Value = bytes.Clone(r.Value)
+	}
+	for _, h := range r.Headers {
+		out.Headers = append(out.Headers, Header{Key: h.Key, Value: bytes.Clone(h.Value)})
+	}
+	return out
+}
+
+// plan resolves the topic, the partitions to read and their [pos, stop).
+func (c *Client) plan(ctx context.Context, q Query) (TopicMeta, []*partState, error) {
+	tm, err := c.TopicMetadata(ctx, q.Topic)
+	if err != nil {
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return tm, nil, fmt.Errorf("%w: %s", ErrUnknownTopic, q.Topic)
+		}
+		return tm, nil, err
+	}
+	var parts []*partState
+	for _, p := range tm.Partitions {
+		if q.Partition >= 0 && p.Partition != q.Partition {
+			continue
+		}
+		parts = append(parts, &partState{p: p.Partition, leader: p.Leader})
+	}
+	if len(parts) == 0 {
+		return tm, nil, fmt.Errorf("topic %s has no partition %d", q.Topic, q.Partition)
+	}
+	starts, err := c.adm.ListStartOffsets(ctx, q.Topic)
+	if err != nil && len(starts) == 0 {
+		return tm, nil, fmt.Errorf("list start offsets of %s: %w", q.Topic, err)
+	}
+	ends, err := c.adm.ListEndOffsets(ctx, q.Topic)
+	if err != nil && len(ends) == 0 {
+		return tm, nil, fmt.Errorf("list end offsets of %s: %w", q.Topic, err)
+	}
+	var atTime map[int32]int64
+	if q.From == FromTimestamp && q.Cursor == nil {
+		lo, err := c.adm.ListOffsetsAfterMilli(ctx, q.Time.UnixMilli(), q.Topic)
+		if err != nil && len(lo) == 0 {
+			return tm, nil, fmt.Errorf("list offsets of %s after %s: %w", q.Topic, q.Time.Format(time.RFC3339), err)
+		}
+		atTime = make(map[int32]int64)
+		for p, o := range lo[q.Topic] {
+			if o.Err == nil {
+				atTime[p] = o.Offset
+			}
+		}
+	}
+	n := int64(len(parts))
+	for _, ps := range parts {
+		so, ok1 := starts.Lookup(q.Topic, ps.p)
+		eo, ok2 := ends.Lookup(q.Topic, ps.p)
+		if !ok1 || !ok2 || so.Err != nil || eo.Err != nil {
+			ps.done = true // leaderless or failing partition: skipped, shown by the topic page
+			continue
+		}
+		lo, hi := so.Offset, eo.Offset
+		ps.lo, ps.stop = lo, hi
+		clamp := func(o int64) int64 { return max(lo, min(o, hi)) }
+		switch {
+		case q.Cursor != nil:
+			o, ok := q.Cursor[ps.p]
+			if !ok {
+				o = hi
+			}
+			ps.pos = clamp(o)
+		case q.From == FromLatest && q.Filter.Active():
+			ps.pos = clamp(hi - max(1, q.MaxScan/n))
+		case q.From == FromLatest:
+			ps.pos = clamp(hi - int64(min(q.Limit, MaxLimit)))
+		case q.From == FromOffset:
+			ps.pos = clamp(q.Offset)
+		case q.From == FromTimestamp:
+			o, ok := atTime[ps.p]
+			if !ok || o < 0 {
+				o = hi
+			}
+			ps.pos = clamp(o)
+		default:
+			ps.pos = lo
+		}
+	}
+	return tm, parts, nil
+}
+
+// verdict is what a record handler tells fetchRound.
+type verdict int8
+
+const (
+	take     verdict = iota // handled; go on
+	takeStop                // handled; stop this partition for the round
+	leave                   // not handled; stop, and keep the position at this record
+)
+
+// fetchRound sends one Fetch per leader for the active partitions, in
+// parallel, and hands every record at or after each partition's position and
+// before its stop to fn, in offset order per partition, from one goroutine.
+// Positions advance past the records fn handled; partitions that reach their
+// stop are done.
+func (c *Client) fetchRound(ctx context.Context, tm TopicMeta, active []*partState, search bool, fn func(*partState, *kgo.Record) verdict) []error {
+	partBytes, reqBytes := int32(512<<10), int32(4<<20)
+	if search {
+		// Big enough to keep the broker busy, small enough that one round
+		// (decoded whole before the handler sees a record) stays well under
+		// a search's time bound.
+		partBytes, reqBytes = 1<<20, 8<<20
+	}
+	byLeader := make(map[int32][]*partState)
+	for _, ps := range active {
+		byLeader[ps.leader] = append(byLeader[ps.leader], ps)
+	}
+	type answer struct {
+		resp *kmsg.FetchResponse
+		ps   []*partState
+		err  error
+	}
+	answers := make([]answer, 0, len(byLeader))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for leader, pss := range byLeader {
+		if leader < 0 {
+			for _, ps := range pss {
+				ps.stuck++
+			}
+			continue
+		}
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID = -1
+		req.MaxWaitMillis = 0
+		req.MinBytes = 1
+		req.MaxBytes = reqBytes
+		req.SessionID = 0
+		req.SessionEpoch = -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = tm.Name
+		rt.TopicID = tm.ID
+		for _, ps := range pss {
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition = ps.p
+			rp.FetchOffset = ps.pos
+			rp.PartitionMaxBytes = partBytes
+			if ps.stuck > 0 {
+				// Kafka returns at least one whole batch only for the first
+				// partition of a request; a partition whose next batch is
+				// larger than its share gets a bigger share.
+				rp.PartitionMaxBytes = reqBytes
+			}
+			rp.CurrentLeaderEpoch = -1
+			rp.LogStartOffset = -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		wg.Add(1)
+		go func(leader int32, pss []*partState) {
+			defer wg.Done()
+			resp, err := req.RequestWith(ctx, c.cl.Broker(int(leader)))
+			mu.Lock()
+			answers = append(answers, answer{resp, pss, err})
+			mu.Unlock()
+		}(leader, pss)
+	}
+	wg.Wait()
+	var errs []error
+	needMeta := false
+	for _, a := range answers {
+		if a.err == nil {
+			a.err = kerr.ErrorForCode(a.resp.ErrorCode)
+		}
+		if a.err != nil {
+			errs = append(errs, a.err)
+			needMeta = true
+			for _, ps := range a.ps {
+				ps.stuck++
+			}
+			continue
+		}
+		byP := make(map[int32]*partState, len(a.ps))
+		for _, ps := range a.ps {
+			byP[ps.p] = ps
+		}
+		seen := make(map[int32]bool, len(a.ps))
+		for ti := range a.resp.Topics {
+			rt := &a.resp.Topics[ti]
+			for pi := range rt.Partitions {
+				rp := &rt.Partitions[pi]
+				ps, ok := byP[rp.Partition]
+				if !ok {
+					continue
+				}
+				seen[ps.p] = true
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					switch {
+					case errors.Is(err, kerr.OffsetOutOfRange):
+						// Retention removed what we were about to read: jump
+						// to the new log start.
+						if rp.LogStartOffset > ps.pos {
+							ps.pos = rp.LogStartOffset
+						} else {
+							ps.done = true
+						}
+					case errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.UnknownLeaderEpoch),
+						errors.Is(err, kerr.FencedLeaderEpoch), errors.Is(err, kerr.LeaderNotAvailable),
+						errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
+						needMeta = true
+						ps.stuck++
+					default:
+						errs = append(errs, fmt.Errorf("partition %d: %w", ps.p, err))
+						ps.done = true
+					}
+					continue
+				}
+				before := ps.pos
+				fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+					KeepControlRecords: true,
+					Offset:             ps.pos,
+					Topic:              tm.Name,
+					Partition:          ps.p,
+				}, rp, c.dec, nil)
+				if fp.Err != nil {
+					errs = append(errs, fmt.Errorf("partition %d: %w", ps.p, fp.Err))
+					ps.done = true
+					continue
+				}
+				for _, r := range fp.Records {
+					if r.Offset < ps.pos {
+						continue
+					}
+					if r.Offset >= ps.stop {
+						ps.pos = ps.stop
+						break
+					}
+					if r.Attrs.IsControl() {
+						ps.pos = r.Offset + 1
+						continue
+					}
+					v := fn(ps, r)
+					if v == leave {
+						ps.pos = r.Offset
+						break
+					}
+					ps.pos = r.Offset + 1
+					if v == takeStop {
+						break
+					}
+				}
+				if ps.pos >= ps.stop {
+					ps.done = true
+				}
+				if ps.pos == before && !ps.done {
+					// No records came back although the partition has more
+					// below its stop: a compacted or aborted range the batch
+					// headers skip over, or a batch too large for our share.
+					// Move past skipped ranges using the high watermark.
+					if len(fp.Records) == 0 && rp.HighWatermark <= ps.pos {
+						ps.done = true
+					}
+					ps.stuck++
+				} else {
+					ps.stuck = 0
+				}
+			}
+		}
+		for _, ps := range a.ps {
+			if !seen[ps.p] {
+				ps.stuck++
+			}
+		}
+	}
+	for _, ps := range active {
+		if ps.stuck > 3 {
+			// Give up on a partition that made no progress for several
+			// rounds rather than spin until the deadline.
+			ps.done = true
+			errs = append(errs, fmt.Errorf("partition %d made no progress at offset %d", ps.p, ps.pos))
+		}
+	}
+	if needMeta {
+		if tm2, err := c.TopicMetadata(ctx, tm.Name); err == nil {
+			leaders := make(map[int32]int32, len(tm2.Partitions))
+			for _, p := range tm2.Partitions {
+				leaders[p.Partition] = p.Leader
+			}
+			for _, ps := range active {
+				ps.leader = leaders[ps.p]
+			}
+		}
+	}
+	return errs
+}

@@ -1,0 +1,13 @@
+package web
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/web/kafka"
+)
+
+func isUnknownTopic(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kafka.ErrUnknownTopic)
+}

@@ -1,0 +1,106 @@
+package web
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/sluice-io/sluice/templates"
+	"github.com/sluice-io/sluice/web/kafka"
+)
+
+// GET /topics/:name/messages/tail: a server-sent-events stream of the
+// topic's new records, rendered as table rows (event "records"), with the
+// messages page's search applied. At most 50 records a second are sent; the
+// others are counted (event "dropped"). The stream ends when the browser
+// goes away, or the console closes (event "end").
+
+type recordTailer interface {
+	Tail(ctx context.Context, topic string, partition int32, filter kafka.Filter, maxPerSecond int, fn func([]kafka.Record, int64) error) error
+}
+
+type messagesTail struct {
+	kc   recordTailer
+	base context.Context // the server's lifetime
+}
+
+const tailRate = 50
+
+func (h messagesTail) get(c *fiber.Ctx) error {
+	name, err := param(c, "name")
+	if err != nil {
+		return err
+	}
+	mq, q, err := parseMessageQuery(c, name)
+	if err != nil {
+		return err
+	}
+	info := requestInfo(c) // the handler's locals are gone once streaming starts
+	c.Set(fiber.HeaderContentType, "text/event-stream")
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Set(fiber.HeaderConnection, "keep-alive")
+	c.Set("X-Accel-Buffering", "no")
+	base := h.base
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		ctx, cancel := context.WithCancel(base)
+		defer cancel()
+		rctx := templates.WithRequest(context.Background(), info)
+		lastWrite := time.Now()
+		send := func(event, data string) error {
+			fmt.Fprintf(w, "event: %s\n", event)
+			for _, line := range strings.Split(data, "\n") {
+				fmt.Fprintf(w, "data: %s\n", line)
+			}
+			w.WriteString("\n")
+			lastWrite = time.Now()
+			return w.Flush()
+		}
+		if err := send("note", "Live · waiting for new records of "+name); err != nil {
+			return
+		}
+		var buf bytes.Buffer
+		err := h.kc.Tail(ctx, name, q.Partition, q.Filter, tailRate, func(recs []kafka.Record, dropped int64) error {
+			if len(recs) > 0 {
+				// Newest first, as the page prepends.
+				for i, j := 0, len(recs)-1; i < j; i, j = i+1, j-1 {
+					recs[i], recs[j] = recs[j], recs[i]
+				}
+				buf.Reset()
+				if err := templates.MessageRows(recs, mq.Format, true).Render(rctx, &buf); err != nil {
+					return err
+				}
+				if err := send("records", strings.ReplaceAll(buf.String(), "\n", " ")); err != nil {
+					return err
+				}
+			}
+			if dropped > 0 {
+				if err := send("dropped", fmt.Sprint(dropped)); err != nil {
+					return err
+				}
+			}
+			if time.Since(lastWrite) > 15*time.Second {
+				// A comment keeps proxies from closing an idle stream and
+				// tells us when the browser has gone.
+				w.WriteString(": keep-alive\n\n")
+				lastWrite = time.Now()
+				return w.Flush()
+			}
+			return nil
+		})
+		switch {
+		case errors.Is(err, kafka.ErrTooManyTails):
+			send("end", err.Error())
+		case err != nil && ctx.Err() == nil:
+			send("end", "The tail stopped: "+err.Error())
+		case base.Err() != nil:
+			send("end", "The console is shutting down.")
+		}
+	})
+	return nil
+}

@@ -1,0 +1,413 @@
+// Package web is the console's HTTP layer: a Fiber v2 app whose pages are
+// templ components (package templates), whose state lives in SQLite (package
+// consoledb) and whose view of the cluster is a Kafka client (package
+// web/kafka). It never reads storage files.
+//
+// One file per route (topics_list.go, topic_create.go, ...): each declares
+// the narrow interface it consumes, so it can be tested with a fake and the
+// Kafka adapter stays one type. Shared plumbing lives in auth.go (sessions,
+// roles), csrf.go, audit.go, render.go (HTML/JSON/fragments), errors.go and
+// extend.go (how other page groups plug in).
+package web
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/web/kafka"
+)
+
+// Config configures the console. Listen, DataDir and Brokers are required;
+// everything else has a default.
+type Config struct {
+	// Listen is console.listen: host:port to serve on (default ":8080").
+	Listen string
+	// DataDir is console.data.dir; console.db lives there.
+	DataDir string
+	// TLSCert and TLSKey are console.tls.cert / console.tls.key: PEM files.
+	// With both set the console serves HTTPS and marks cookies Secure.
+	TLSCert, TLSKey string
+	// BaseURL is the console's public URL (console.base.url), used in the
+	// setup link printed at start. Default: derived from Listen.
+	BaseURL string
+	// Brokers are the bootstrap brokers of the cluster (host:port).
+	Brokers []string
+	// KafkaOptions are extra kgo options for the cluster connection (TLS,
+	// SASL).
+	KafkaOptions []kgo.Opt
+	// Logger receives the console's logs (default: discarded).
+	Logger *slog.Logger
+	// Metrics, when set, is served at MetricsPath without signing in.
+	Metrics http.Handler
+	// MetricsPath is where Metrics is served (default "/metrics").
+	MetricsPath string
+	// Extra are page groups added by other packages (alerts, comparisons):
+	// their nav entries, routes and background work. See PageGroup.
+	Extra []PageGroup
+
+	// LagSampleInterval is how often every group's lag is stored for the
+	// history charts (console.lag.sample.interval, default 30s).
+	LagSampleInterval time.Duration
+	// LagRetention is how long lag samples are kept (default 7 days).
+	LagRetention time.Duration
+	// SessionIdle ends a session after this long without a request
+	// (default 12h); SessionMaxAge ends it regardless (default 7 days).
+	SessionIdle, SessionMaxAge time.Duration
+	// TrustedProxies are addresses of reverse proxies whose
+	// X-Forwarded-For is believed for the client address (audit, rate
+	// limits). Empty: the TCP peer is the client.
+	TrustedProxies []string
+	// Leader, when set, says whether this console does the background
+	// work of the cluster (lag sampling, and what page groups' Run does
+	// when they ask IsLeader). Nil: always.
+	Leader func() bool
+	// BytesOutTotal, when set, returns a cumulative count of bytes the
+	// brokers sent to consumers (e.g. from the broker metrics) and a label
+	// of its scope; the overview shows its rate. ok=false when unknown.
+	BytesOutTotal func() (total int64, scope string, ok bool)
+}
+
+// Defaults of Config.
+const (
+	DefaultListen            = ":8080"
+	DefaultMetricsPath       = "/metrics"
+	DefaultLagSampleInterval = 30 * time.Second
+	DefaultLagRetention      = 7 * 24 * time.Hour
+	DefaultSessionIdle       = 12 * time.Hour
+	DefaultSessionMaxAge     = 7 * 24 * time.Hour
+)
+
+func (c *Config) ensureDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.MetricsPath == "" {
+		c.MetricsPath = DefaultMetricsPath
+	}
+	if c.LagSampleInterval <= 0 {
+		c.LagSampleInterval = DefaultLagSampleInterval
+	}
+	if c.LagRetention <= 0 {
+		c.LagRetention = DefaultLagRetention
+	}
+	if c.SessionIdle <= 0 {
+		c.SessionIdle = DefaultSessionIdle
+	}
+	if c.SessionMaxAge <= 0 {
+		c.SessionMaxAge = DefaultSessionMaxAge
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("console.data.dir is empty"))
+	}
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("no bootstrap brokers for the console"))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("console.tls.cert and console.tls.key must be set together"))
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("console.listen %q: %w", c.Listen, err))
+	}
+	if c.BaseURL != "" {
+		if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("console.base.url %q: want http(s)://host[:port]", c.BaseURL))
+		}
+	}
+	if !strings.HasPrefix(c.MetricsPath, "/") {
+		errs = append(errs, fmt.Errorf("metrics path %q must start with /", c.MetricsPath))
+	}
+	return errors.Join(errs...)
+}
+
+// Server is the console. New builds it, Start serves, Close stops.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	app   *fiber.App
+	db    *consoledb.DB
+	store *consoledb.Console
+	kc    *kafka.Client
+	tls   *tls.Config
+
+	csrfSecret []byte
+	limiter    *limiter
+	sampler    *sampler
+	nav        []NavItem
+
+	// ctx is cancelled by Close; streams and background loops watch it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu         sync.Mutex
+	ln         net.Listener
+	setupToken string // one-time first-admin token; "" once used or when an admin exists
+	started    bool
+	closed     bool
+	serveErr   chan error
+}
+
+// New opens the console database, applies its migrations, creates the
+// cluster client (which connects lazily) and builds the routes. It does not
+// listen; Start does.
+func New(cfg Config) (*Server, error) {
+	cfg.ensureDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "console")}
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("console: load console.tls.cert/key: %w", err)
+		}
+		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.ctx, s.cancel = ctx, cancel
+	octx, ocancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ocancel()
+	db, store, err := consoledb.OpenConsole(octx, cfg.DataDir)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("console: open %s: %w", filepath.Join(cfg.DataDir, consoledb.FileName), err)
+	}
+	s.db, s.store = db, store
+	secret, err := store.SettingOrInit(octx, "csrf_secret", consoledb.NewToken)
+	if err != nil {
+		s.closeResources()
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	s.csrfSecret = []byte(secret)
+	kc, err := kafka.New(cfg.Brokers, s.log, kafka.Options{Extra: cfg.KafkaOptions})
+	if err != nil {
+		s.closeResources()
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	s.kc = kc
+	s.limiter = newLimiter(10*time.Minute, 10, 5)
+	s.sampler = newSampler(s.kc, s.store, s.log, cfg.LagSampleInterval, cfg.LagRetention, s.IsLeader, cfg.BytesOutTotal)
+	s.app = fiber.New(fiber.Config{
+		AppName:                 "sluice-console",
+		DisableStartupMessage:   true,
+		ErrorHandler:            s.handleError,
+		ReadTimeout:             30 * time.Second,
+		IdleTimeout:             120 * time.Second,
+		BodyLimit:               4 << 20,
+		ProxyHeader:             proxyHeader(cfg.TrustedProxies),
+		EnableTrustedProxyCheck: len(cfg.TrustedProxies) > 0,
+		TrustedProxies:          cfg.TrustedProxies,
+	})
+	if err := s.routes(); err != nil {
+		s.closeResources()
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	return s, nil
+}
+
+func proxyHeader(trusted []string) string {
+	if len(trusted) == 0 {
+		return ""
+	}
+	return fiber.HeaderXForwardedFor
+}
+
+// Start listens on Config.Listen and serves in the background; it returns
+// once the socket is bound. It also starts the lag sampler and the page
+// groups' background work, and logs the setup link when no admin exists.
+func (s *Server) Start(ctx context.Context) error {
+	if err := s.listen(ctx); err != nil {
+		return err
+	}
+	s.log.Info("console listening", "url", s.URL(), "tls", s.tls != nil, "brokers", strings.Join(s.cfg.Brokers, ","))
+	s.announceSetup(ctx)
+	return nil
+}
+
+func (s *Server) listen(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("console: Start after Close")
+	}
+	if s.started {
+		return errors.New("console: started twice")
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("console: listen on %s: %w", s.cfg.Listen, err)
+	}
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
+	}
+	s.ln = ln
+	s.started = true
+	s.serveErr = make(chan error, 1)
+	go func() {
+		err := s.app.Listener(ln)
+		s.serveErr <- err
+	}()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.sampler.run(s.ctx)
+	}()
+	for _, g := range s.cfg.Extra {
+		if g.Run == nil {
+			continue
+		}
+		s.wg.Add(1)
+		go func(g PageGroup) {
+			defer s.wg.Done()
+			if err := g.Run(s.ctx, s); err != nil && !errors.Is(err, context.Canceled) {
+				s.log.Error("page group stopped", "group", g.Name, "err", err)
+			}
+		}(g)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.pruneSessions(s.ctx)
+	}()
+	return nil
+}
+
+// Addr is the address the console listens on (after Start).
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// URL is the console's base URL: Config.BaseURL, or one made from the
+// listening address.
+func (s *Server) URL() string {
+	if s.cfg.BaseURL != "" {
+		return strings.TrimSuffix(s.cfg.BaseURL, "/")
+	}
+	scheme := "http"
+	if s.tls != nil {
+		scheme = "https"
+	}
+	host := s.cfg.Listen
+	if a := s.Addr(); a != nil {
+		host = a.String()
+	}
+	h, p, err := net.SplitHostPort(host)
+	if err == nil && (h == "" || h == "0.0.0.0" || h == "::") {
+		host = net.JoinHostPort("127.0.0.1", p)
+	}
+	return scheme + "://" + host
+}
+
+// Close stops serving: it ends live streams and background work, waits for
+// in-flight requests (up to 10 s), then closes the cluster client and the
+// database. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	started := s.started
+	s.mu.Unlock()
+	s.cancel()
+	var errs []error
+	if started {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := s.app.ShutdownWithContext(sctx); err != nil {
+			errs = append(errs, fmt.Errorf("console: shutdown: %w", err))
+		}
+		cancel()
+		// Shutdown only stops a Serve that already runs; closing the
+		// listener also ends one that was about to start.
+		s.ln.Close()
+		if err := <-s.serveErr; err != nil && !errors.Is(err, net.ErrClosed) && !isClosedErr(err) {
+			errs = append(errs, fmt.Errorf("console: serve: %w", err))
+		}
+	}
+	s.wg.Wait()
+	errs = append(errs, s.closeResources())
+	return errors.Join(errs...)
+}
+
+func (s *Server) closeResources() error {
+	s.cancel()
+	if s.kc != nil {
+		s.kc.Close()
+	}
+	if s.db != nil {
+		return s.db.Close()
+	}
+	return nil
+}
+
+// App is the Fiber app, for tests (app.Test) and for mounting under another
+// server.
+func (s *Server) App() *fiber.App { return s.app }
+
+// DB is the console database, shared with page groups (each applies its
+// own migration component with DB().Migrate).
+func (s *Server) DB() *consoledb.DB { return s.db }
+
+// Store is the console's users, sessions, audit log and settings.
+func (s *Server) Store() *consoledb.Console { return s.store }
+
+// Kafka is the console's cluster client.
+func (s *Server) Kafka() *kafka.Client { return s.kc }
+
+// Logger is the console's logger.
+func (s *Server) Logger() *slog.Logger { return s.log }
+
+// IsLeader reports whether this console does the cluster's background work.
+func (s *Server) IsLeader() bool {
+	if s.cfg.Leader == nil {
+		return true
+	}
+	return s.cfg.Leader()
+}
+
+func (s *Server) pruneSessions(ctx context.Context) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if _, err := s.store.PruneSessions(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("prune sessions", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func isClosedErr(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "use of closed network connection")
+}

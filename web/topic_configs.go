@@ -1,0 +1,114 @@
+package web
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/sluice-io/sluice/templates"
+	"github.com/sluice-io/sluice/web/kafka"
+)
+
+// POST /topics/:name/configs: save changed topic configs. The form carries
+// each config's value as shown ("was.") next to the edited one ("cfg."),
+// so only what the user changed is sent (IncrementalAlterConfigs), and a
+// concurrent change to another config is not overwritten.
+
+type topicConfigAlterer interface {
+	AlterTopicConfigs(ctx context.Context, name string, changes []kafka.ConfigChange) error
+}
+
+type topicConfigs struct {
+	kc   topicConfigAlterer
+	show topicShow
+}
+
+func (h topicConfigs) post(c *fiber.Ctx) error {
+	name, err := param(c, "name")
+	if err != nil {
+		return err
+	}
+	f := templates.NewForm()
+	var changes []kafka.ConfigChange
+	args := c.Request().PostArgs()
+	resets := map[string]bool{}
+	args.VisitAll(func(k, v []byte) {
+		key := string(k)
+		if cfg, ok := strings.CutPrefix(key, "reset."); ok && string(v) != "" {
+			resets[cfg] = true
+		}
+	})
+	args.VisitAll(func(k, v []byte) {
+		key := string(k)
+		cfg, ok := strings.CutPrefix(key, "cfg.")
+		if !ok {
+			return
+		}
+		val := strings.TrimSpace(string(v))
+		f.Set(key, val)
+		if resets[cfg] {
+			return
+		}
+		if was := string(args.Peek("was." + cfg)); val != was {
+			changes = append(changes, kafka.ConfigChange{Name: cfg, Value: val})
+		}
+	})
+	for cfg := range resets {
+		changes = append(changes, kafka.ConfigChange{Name: cfg, Reset: true})
+	}
+	sort.Slice(changes, func(i, j int) bool { return changes[i].Name < changes[j].Name })
+	v, err := h.show.view(c, name)
+	if err != nil {
+		return err
+	}
+	known := make(map[string]kafka.ConfigEntry, len(v.Detail.Configs))
+	for _, e := range v.Detail.Configs {
+		known[e.Name] = e
+	}
+	var bad []string
+	for _, ch := range changes {
+		e, ok := known[ch.Name]
+		switch {
+		case !ok:
+			bad = append(bad, "the broker does not describe a config named "+ch.Name)
+		case e.ReadOnly:
+			f.Fail(ch.Name, ch.Name+" is read-only.")
+			bad = append(bad, ch.Name+" is read-only")
+		}
+	}
+	if len(bad) > 0 {
+		f.Err = "Not saved: " + strings.Join(bad, "; ") + "."
+		v.ConfigForm = f
+		v.ShowDefaults = c.FormValue("all") == "1"
+		return h.show.render(c, fiber.StatusUnprocessableEntity, v)
+	}
+	if len(changes) == 0 {
+		Flash(c, "info", "Nothing changed.")
+		return SeeOther(c, templates.TopicURL(name)+"#configs")
+	}
+	var desc []string
+	for _, ch := range changes {
+		if ch.Reset {
+			desc = append(desc, ch.Name+" reset to default")
+		} else {
+			desc = append(desc, ch.Name+"="+ch.Value)
+		}
+	}
+	err = h.kc.AlterTopicConfigs(requestCtx(c), name, changes)
+	Audit(c, "topic.configs", name, strings.Join(desc, ", "), err)
+	if err != nil {
+		f.Err = "Not saved: " + err.Error()
+		for _, ch := range changes {
+			if strings.Contains(err.Error(), ch.Name) {
+				f.Fail(ch.Name, "The broker refused this value.")
+			}
+		}
+		v.ConfigForm = f
+		v.ShowDefaults = c.FormValue("all") == "1"
+		return h.show.render(c, fiber.StatusUnprocessableEntity, v)
+	}
+	Flash(c, "ok", "Saved: "+strings.Join(desc, ", ")+".")
+	return SeeOther(c, templates.TopicURL(name)+"#configs")
+}

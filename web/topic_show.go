@@ -1,0 +1,73 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/sluice-io/sluice/templates"
+	"github.com/sluice-io/sluice/web/kafka"
+)
+
+// GET /topics/:name: partitions with leaders, replicas, ISR, offsets and
+// sizes; configs with their defaults (editable by operators); add
+// partitions; delete behind a typed confirmation.
+
+type topicDescriber interface {
+	Topic(ctx context.Context, name string) (*kafka.TopicDetail, error)
+}
+
+type topicShow struct {
+	kc  topicDescriber
+	lag recentLag
+}
+
+func (h topicShow) get(c *fiber.Ctx) error {
+	name, err := param(c, "name")
+	if err != nil {
+		return err
+	}
+	v, err := h.view(c, name)
+	if err != nil {
+		return err
+	}
+	v.ShowDefaults = c.Query("configs") == "all"
+	if WantsJSON(c) {
+		return JSON(c, v.Detail)
+	}
+	return h.render(c, fiber.StatusOK, v)
+}
+
+// view describes the topic; a missing topic is a 404.
+func (h topicShow) view(c *fiber.Ctx, name string) (templates.TopicView, error) {
+	d, err := h.kc.Topic(requestCtx(c), name)
+	if err != nil {
+		if errors.Is(err, kafka.ErrUnknownTopic) || isUnknownTopic(err) {
+			return templates.TopicView{}, NotFound("topic "+name, "It may have been deleted. The Topics page lists the ones that exist.")
+		}
+		return templates.TopicView{}, Unavailable(err)
+	}
+	v := templates.TopicView{Detail: d, ConfigForm: templates.NewForm(), PartForm: templates.NewForm(), DeleteForm: templates.NewForm()}
+	if h.lag != nil {
+		if groups, _, ok := h.lag.latestLag(10 * time.Minute); ok {
+			for _, g := range groups {
+				for _, p := range g.Partitions {
+					if p.Topic == name {
+						v.Groups = append(v.Groups, g.Group)
+						break
+					}
+				}
+			}
+			sort.Strings(v.Groups)
+		}
+	}
+	return v, nil
+}
+
+func (h topicShow) render(c *fiber.Ctx, status int, v templates.TopicView) error {
+	p := PageFor(c, v.Detail.Meta.Name, templates.Crumb{Label: "Topics", Href: "/topics"})
+	return Render(c, status, templates.TopicPage(p, v))
+}
