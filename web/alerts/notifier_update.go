@@ -1,0 +1,55 @@
+package alerts
+
+import (
+	"context"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/sluice-io/sluice/alerting"
+	views "github.com/sluice-io/sluice/templates/alerts"
+	"github.com/sluice-io/sluice/web"
+)
+
+// POST /alerts/notifiers/:id: change a notifier. An empty key field keeps
+// the stored key; "Remove the stored token" clears a webhook's token.
+
+type notifierUpdater interface {
+	Notifier(ctx context.Context, id int64) (alerting.Notifier, error)
+	UpdateNotifier(ctx context.Context, id int64, in alerting.NotifierInput) (alerting.Notifier, error)
+}
+
+type notifierUpdate struct {
+	eng  notifierUpdater
+	show notifierShow // renders a rejected edit
+}
+
+func (h notifierUpdate) post(c *fiber.Ctx) error {
+	id, err := pathID(c, "notifier")
+	if err != nil {
+		return err
+	}
+	stored, err := h.eng.Notifier(c.UserContext(), id)
+	if err != nil {
+		return engineError(err, "notifier "+c.Params("id"))
+	}
+	in, f := parseNotifier(c)
+	n, err := h.eng.UpdateNotifier(c.UserContext(), id, in)
+	web.Audit(c, "alert.notifier.update", stored.Name, describeNotifier(in, false), err)
+	if err == nil {
+		if web.WantsJSON(c) {
+			return web.JSON(c, fiber.Map{"notifier": n})
+		}
+		web.Flash(c, "ok", "Notifier "+n.Name+" saved.")
+		return web.SeeOther(c, views.NotifierURL(id))
+	}
+	if isNotFound(err) {
+		return engineError(err, "notifier "+c.Params("id"))
+	}
+	if !applyValidation(&f, err) {
+		return engineError(err, "notifier")
+	}
+	if web.WantsJSON(c) {
+		return jsonFormError(c, fiber.StatusUnprocessableEntity, f)
+	}
+	return h.show.render(c, fiber.StatusUnprocessableEntity, stored, f)
+}
