@@ -23,6 +23,9 @@ func (s *Server) routes() error {
 		return err
 	}
 	app := s.app
+	if s.cfg.ObserveHTTP != nil {
+		app.Use(s.observeHTTP)
+	}
 	app.Use(s.recoverPanic)
 	app.Use(s.securityHeaders)
 	app.Use(compress.New(compress.Config{

@@ -79,6 +79,10 @@ type Config struct {
 	// brokers sent to consumers (e.g. from the broker metrics) and a label
 	// of its scope; the overview shows its rate. ok=false when unknown.
 	BytesOutTotal func() (total int64, scope string, ok bool)
+	// ObserveHTTP, when set, is called once per request with the method,
+	// the matched route pattern (bounded: "/topics/:name", never the raw
+	// path), the status and the duration: the console's own HTTP metrics.
+	ObserveHTTP func(method, route string, status int, d time.Duration)
 }
 
 // Defaults of Config.
