@@ -19,6 +19,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/protocol"
@@ -277,6 +280,14 @@ func (a *App) Start(ctx context.Context) (err error) {
 		OffsetsTopicReplicationFactor: cfg.OffsetsTopicReplicationFactor,
 		OffsetsTopicSegmentBytes:      cfg.OffsetsTopicSegmentBytes,
 		AdoptStrayLogs:                cfg.ZookeeperConnect == "",
+		ReplicaLagTimeMax:             time.Duration(cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
+		ReplicaFetchWaitMax:           time.Duration(cfg.ReplicaFetchWaitMaxMs) * time.Millisecond,
+		ReplicaFetchMinBytes:          cfg.ReplicaFetchMinBytes,
+		ReplicaFetchMaxBytes:          cfg.ReplicaFetchMaxBytes,
+		ReplicaFetchResponseMaxBytes:  cfg.ReplicaFetchResponseMaxBytes,
+		ReplicaFetchBackoff:           time.Duration(cfg.ReplicaFetchBackoffMs) * time.Millisecond,
+		ReplicaSocketTimeout:          time.Duration(cfg.ReplicaSocketTimeoutMs) * time.Millisecond,
+		InterBrokerListener:           cfg.InterBrokerListenerName,
 	})
 	if err != nil {
 		bound.Close()
@@ -295,11 +306,15 @@ func (a *App) Start(ctx context.Context) (err error) {
 		bound.SetGroups(a.groups)
 	}
 	a.controller = cluster.NewController(cluster.ControllerConfig{
-		Coordinator:           a.coord,
-		BrokerID:              a.brokerID,
-		Logger:                a.logger,
-		UncleanLeaderElection: cfg.UncleanLeaderElectionEnable,
+		Coordinator:                        a.coord,
+		BrokerID:                           a.brokerID,
+		Logger:                             a.logger,
+		UncleanLeaderElection:              cfg.UncleanLeaderElectionEnable,
+		AutoLeaderRebalance:                cfg.AutoLeaderRebalanceEnable,
+		LeaderImbalanceCheckInterval:       time.Duration(cfg.LeaderImbalanceCheckIntervalSecs) * time.Second,
+		LeaderImbalancePerBrokerPercentage: int(cfg.LeaderImbalancePerBrokerPercentage),
 	})
+	bound.SetController(a.controller)
 	// One controller pass before serving, so partitions without a leader
 	// yet (new, adopted, or led by a broker that went away) are led when
 	// the first client arrives; afterwards the controller follows changes.
@@ -365,6 +380,11 @@ func (a *App) Close() error {
 				errs = append(errs, fmt.Errorf("%s: %w", a.extra[i].name, err))
 			}
 		}
+		// Cluster mode: leadership moves to other brokers while this one
+		// still serves, so clients and followers go over before it stops.
+		if a.server != nil && a.cfg.ZookeeperConnect != "" && a.cfg.ControlledShutdownEnable {
+			a.controlledShutdown()
+		}
 		if a.server != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 			if err := a.server.Shutdown(ctx); err != nil {
@@ -400,6 +420,69 @@ func (a *App) Close() error {
 		a.logger.Info("stopped", "err", a.closeErr)
 	})
 	return a.closeErr
+}
+
+// controlledShutdown asks the controller (itself, or another broker over the
+// inter-broker listener) to move leadership away, retrying up to
+// controlled.shutdown.max.retries times, then stops replication. A broker
+// that cannot reach the controller shuts down anyway: its partitions then
+// fail over when its ZooKeeper session ends.
+func (a *App) controlledShutdown() {
+	log := a.logger.With("component", "controlled-shutdown")
+	retries := int(a.cfg.ControlledShutdownMaxRetries)
+	backoff := time.Duration(a.cfg.ControlledShutdownRetryBackoffMs) * time.Millisecond
+	deadline := time.Now().Add(time.Duration(retries+1) * (backoff + 30*time.Second))
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	defer a.brk.StopReplication()
+	for attempt := 0; attempt <= retries; attempt++ {
+		if attempt > 0 {
+			time.Sleep(backoff)
+		}
+		if err := a.brk.Sync(ctx); err != nil {
+			log.Warn("metadata refresh failed", "err", err)
+		}
+		remaining, err := a.askControlledShutdown(ctx)
+		if err != nil {
+			log.Warn("controlled shutdown attempt failed", "attempt", attempt+1, "err", err)
+			continue
+		}
+		if len(remaining) == 0 {
+			log.Info("controlled shutdown done: this broker leads no replicated partition")
+			// Let clients and followers see the new leaders.
+			_ = a.brk.Sync(ctx)
+			return
+		}
+		log.Warn("controlled shutdown: partitions still led here", "attempt", attempt+1, "count", len(remaining), "first", remaining[0])
+	}
+	log.Warn("controlled shutdown incomplete; shutting down anyway")
+}
+
+func (a *App) askControlledShutdown(ctx context.Context) ([]cluster.TopicPartitionID, error) {
+	ctrl := a.brk.Image().Controller
+	if ctrl < 0 {
+		return nil, errors.New("no controller")
+	}
+	if ctrl == a.brokerID {
+		return a.controller.ControlledShutdown(ctx, a.brokerID)
+	}
+	req := kmsg.NewPtrControlledShutdownRequest()
+	req.Version = 3
+	req.BrokerID = a.brokerID
+	req.BrokerEpoch = -1
+	kresp, err := a.brk.RequestBroker(ctx, ctrl, req)
+	if err != nil {
+		return nil, err
+	}
+	resp := kresp.(*kmsg.ControlledShutdownResponse)
+	if resp.ErrorCode != 0 {
+		return nil, fmt.Errorf("controller %d: %w", ctrl, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	var out []cluster.TopicPartitionID
+	for _, p := range resp.PartitionsRemaining {
+		out = append(out, cluster.TopicPartitionID{Topic: p.Topic, Partition: p.Partition})
+	}
+	return out, nil
 }
 
 // Run starts the appliance, serves until ctx is done (SIGTERM/SIGINT), and

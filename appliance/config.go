@@ -80,6 +80,20 @@ type Config struct {
 	UncleanLeaderElectionEnable  bool   // unclean.leader.election.enable
 	AutoLeaderRebalanceEnable    bool   // auto.leader.rebalance.enable
 
+	// Replication and controller (cluster mode).
+	ReplicaFetchWaitMaxMs              int32  // replica.fetch.wait.max.ms
+	ReplicaFetchMinBytes               int32  // replica.fetch.min.bytes
+	ReplicaFetchMaxBytes               int32  // replica.fetch.max.bytes
+	ReplicaFetchResponseMaxBytes       int32  // replica.fetch.response.max.bytes
+	ReplicaFetchBackoffMs              int32  // replica.fetch.backoff.ms
+	ReplicaSocketTimeoutMs             int32  // replica.socket.timeout.ms
+	InterBrokerListenerName            string // inter.broker.listener.name; "" = the first listener
+	ControlledShutdownEnable           bool   // controlled.shutdown.enable
+	ControlledShutdownMaxRetries       int32  // controlled.shutdown.max.retries
+	ControlledShutdownRetryBackoffMs   int64  // controlled.shutdown.retry.backoff.ms
+	LeaderImbalanceCheckIntervalSecs   int64  // leader.imbalance.check.interval.seconds
+	LeaderImbalancePerBrokerPercentage int32  // leader.imbalance.per.broker.percentage
+
 	// Console and metrics.
 	ConsoleListen  string // console.listen; "" disables the console
 	ConsoleDataDir string // console.data.dir
@@ -88,6 +102,10 @@ type Config struct {
 	ConsoleBaseURL string // console.base.url
 	MetricsListen  string // metrics.listen; "" = served by the console listener
 	MetricsPath    string // metrics.path
+
+	// Background work of the console (lag sampling, alert evaluation).
+	ConsoleLagSampleInterval   time.Duration // console.lag.sample.interval.ms
+	AlertingEvaluationInterval time.Duration // alerting.evaluation.interval.ms
 
 	// Given holds every key set explicitly (file or --override) with its
 	// value as written, for DescribeConfigs' STATIC_BROKER_CONFIG source.
@@ -161,6 +179,18 @@ var keys = []keyDef{
 	{"replica.lag.time.max.ms", "30000", "a follower this far behind leaves the ISR", func(c *Config, v string) error { return parseInt64(v, &c.ReplicaLagTimeMaxMs) }},
 	{"unclean.leader.election.enable", "false", "let a replica outside the ISR become leader when no ISR member is alive", func(c *Config, v string) error { return parseBool(v, &c.UncleanLeaderElectionEnable) }},
 	{"auto.leader.rebalance.enable", "true", "move leadership back to preferred replicas", func(c *Config, v string) error { return parseBool(v, &c.AutoLeaderRebalanceEnable) }},
+	{"leader.imbalance.check.interval.seconds", "300", "how often the controller checks leader balance (auto.leader.rebalance.enable)", func(c *Config, v string) error { return parseInt64(v, &c.LeaderImbalanceCheckIntervalSecs) }},
+	{"leader.imbalance.per.broker.percentage", "10", "share of a broker's preferred partitions led elsewhere that triggers a rebalance", func(c *Config, v string) error { return parseInt32(v, &c.LeaderImbalancePerBrokerPercentage) }},
+	{"replica.fetch.wait.max.ms", "500", "how long a follower's fetch waits at the leader for new records", func(c *Config, v string) error { return parseInt32(v, &c.ReplicaFetchWaitMaxMs) }},
+	{"replica.fetch.min.bytes", "1", "bytes a follower's fetch waits for at the leader", func(c *Config, v string) error { return parseInt32(v, &c.ReplicaFetchMinBytes) }},
+	{"replica.fetch.max.bytes", "1048576", "bytes a follower fetches per partition per request (at least one batch)", func(c *Config, v string) error { return parseInt32(v, &c.ReplicaFetchMaxBytes) }},
+	{"replica.fetch.response.max.bytes", "10485760", "bytes a follower fetches per request", func(c *Config, v string) error { return parseInt32(v, &c.ReplicaFetchResponseMaxBytes) }},
+	{"replica.fetch.backoff.ms", "1000", "pause of a follower after a failed fetch", func(c *Config, v string) error { return parseInt32(v, &c.ReplicaFetchBackoffMs) }},
+	{"replica.socket.timeout.ms", "30000", "network timeout of broker-to-broker requests", func(c *Config, v string) error { return parseInt32(v, &c.ReplicaSocketTimeoutMs) }},
+	{"inter.broker.listener.name", "", "listener followers fetch from and brokers talk to each other on; empty = the first listener", func(c *Config, v string) error { c.InterBrokerListenerName = v; return nil }},
+	{"controlled.shutdown.enable", "true", "on shutdown, ask the controller to move leadership away first", func(c *Config, v string) error { return parseBool(v, &c.ControlledShutdownEnable) }},
+	{"controlled.shutdown.max.retries", "3", "attempts at a controlled shutdown before stopping anyway", func(c *Config, v string) error { return parseInt32(v, &c.ControlledShutdownMaxRetries) }},
+	{"controlled.shutdown.retry.backoff.ms", "5000", "pause between controlled shutdown attempts", func(c *Config, v string) error { return parseInt64(v, &c.ControlledShutdownRetryBackoffMs) }},
 	{"console.listen", ":8080", "address of the web console; empty disables it", func(c *Config, v string) error { c.ConsoleListen = v; return nil }},
 	{"console.data.dir", "./data/console", "directory of the console's SQLite database", func(c *Config, v string) error { c.ConsoleDataDir = v; return nil }},
 	{"console.tls.cert", "", "PEM certificate for HTTPS on the console (with console.tls.key)", func(c *Config, v string) error { c.ConsoleTLSCert = v; return nil }},
@@ -168,6 +198,8 @@ var keys = []keyDef{
 	{"console.base.url", "", "external URL of the console, used in links sent by alerts", func(c *Config, v string) error { c.ConsoleBaseURL = v; return nil }},
 	{"metrics.listen", "", "address of the Prometheus endpoint; empty = served by the console listener", func(c *Config, v string) error { c.MetricsListen = v; return nil }},
 	{"metrics.path", "/metrics", "path of the Prometheus endpoint", func(c *Config, v string) error { c.MetricsPath = v; return nil }},
+	{"console.lag.sample.interval.ms", "30000", "how often the console samples every group's lag (history charts, exported lag metrics)", func(c *Config, v string) error { return parseDurationMs(v, &c.ConsoleLagSampleInterval) }},
+	{"alerting.evaluation.interval.ms", "30000", "how often the console doing the background work evaluates the alert rules", func(c *Config, v string) error { return parseDurationMs(v, &c.AlertingEvaluationInterval) }},
 }
 
 // Key is a configuration key with its default and a one-line description,
@@ -441,6 +473,43 @@ func (c *Config) EnsureDefaults() {
 	if c.ZookeeperConnectionTimeoutMs == 0 {
 		c.ZookeeperConnectionTimeoutMs = c.ZookeeperSessionTimeoutMs
 	}
+	if c.ReplicaFetchWaitMaxMs == 0 {
+		c.ReplicaFetchWaitMaxMs = d.ReplicaFetchWaitMaxMs
+	}
+	if c.ReplicaFetchMinBytes == 0 {
+		c.ReplicaFetchMinBytes = d.ReplicaFetchMinBytes
+	}
+	if c.ReplicaFetchMaxBytes == 0 {
+		c.ReplicaFetchMaxBytes = d.ReplicaFetchMaxBytes
+	}
+	if c.ReplicaFetchResponseMaxBytes == 0 {
+		c.ReplicaFetchResponseMaxBytes = d.ReplicaFetchResponseMaxBytes
+	}
+	if c.ReplicaFetchBackoffMs == 0 {
+		c.ReplicaFetchBackoffMs = d.ReplicaFetchBackoffMs
+	}
+	if c.ReplicaSocketTimeoutMs == 0 {
+		c.ReplicaSocketTimeoutMs = d.ReplicaSocketTimeoutMs
+	}
+	if c.LeaderImbalanceCheckIntervalSecs == 0 {
+		c.LeaderImbalanceCheckIntervalSecs = d.LeaderImbalanceCheckIntervalSecs
+	}
+	if c.LeaderImbalancePerBrokerPercentage == 0 {
+		c.LeaderImbalancePerBrokerPercentage = d.LeaderImbalancePerBrokerPercentage
+	}
+	if c.ControlledShutdownMaxRetries == 0 {
+		if _, ok := c.Given["controlled.shutdown.max.retries"]; !ok {
+			c.ControlledShutdownMaxRetries = d.ControlledShutdownMaxRetries
+		}
+	}
+	if c.ControlledShutdownRetryBackoffMs == 0 {
+		if _, ok := c.Given["controlled.shutdown.retry.backoff.ms"]; !ok {
+			c.ControlledShutdownRetryBackoffMs = d.ControlledShutdownRetryBackoffMs
+		}
+	}
+	if _, ok := c.Given["controlled.shutdown.enable"]; !ok && !c.ControlledShutdownEnable {
+		c.ControlledShutdownEnable = d.ControlledShutdownEnable
+	}
 	if c.ReplicaLagTimeMaxMs == 0 {
 		c.ReplicaLagTimeMaxMs = d.ReplicaLagTimeMaxMs
 	}
@@ -449,6 +518,12 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.MetricsPath == "" {
 		c.MetricsPath = d.MetricsPath
+	}
+	if c.ConsoleLagSampleInterval == 0 {
+		c.ConsoleLagSampleInterval = d.ConsoleLagSampleInterval
+	}
+	if c.AlertingEvaluationInterval == 0 {
+		c.AlertingEvaluationInterval = d.AlertingEvaluationInterval
 	}
 }
 
@@ -584,6 +659,35 @@ func (c *Config) Validate() error {
 	if c.ReplicaLagTimeMaxMs < 1 {
 		bad("replica.lag.time.max.ms", "%d: must be at least 1", c.ReplicaLagTimeMaxMs)
 	}
+	for _, k := range []struct {
+		name string
+		v    int64
+	}{
+		{"replica.fetch.wait.max.ms", int64(c.ReplicaFetchWaitMaxMs)},
+		{"replica.fetch.min.bytes", int64(c.ReplicaFetchMinBytes)},
+		{"replica.fetch.max.bytes", int64(c.ReplicaFetchMaxBytes)},
+		{"replica.fetch.response.max.bytes", int64(c.ReplicaFetchResponseMaxBytes)},
+		{"replica.fetch.backoff.ms", int64(c.ReplicaFetchBackoffMs)},
+		{"replica.socket.timeout.ms", int64(c.ReplicaSocketTimeoutMs)},
+		{"leader.imbalance.check.interval.seconds", c.LeaderImbalanceCheckIntervalSecs},
+		{"leader.imbalance.per.broker.percentage", int64(c.LeaderImbalancePerBrokerPercentage)},
+	} {
+		if k.v < 1 {
+			bad(k.name, "%d: must be at least 1", k.v)
+		}
+	}
+	if c.ReplicaFetchWaitMaxMs >= c.ReplicaSocketTimeoutMs {
+		bad("replica.fetch.wait.max.ms", "%d: must be below replica.socket.timeout.ms (%d)", c.ReplicaFetchWaitMaxMs, c.ReplicaSocketTimeoutMs)
+	}
+	if c.ControlledShutdownMaxRetries < 0 {
+		bad("controlled.shutdown.max.retries", "%d: must not be negative", c.ControlledShutdownMaxRetries)
+	}
+	if c.ControlledShutdownRetryBackoffMs < 0 {
+		bad("controlled.shutdown.retry.backoff.ms", "%d: must not be negative", c.ControlledShutdownRetryBackoffMs)
+	}
+	if c.InterBrokerListenerName != "" && !names[c.InterBrokerListenerName] {
+		bad("inter.broker.listener.name", "%q names no listener in listeners", c.InterBrokerListenerName)
+	}
 	if c.ConsoleListen != "" {
 		if _, _, err := net.SplitHostPort(c.ConsoleListen); err != nil {
 			bad("console.listen", "%q: want host:port or :port", c.ConsoleListen)
@@ -599,6 +703,12 @@ func (c *Config) Validate() error {
 	}
 	if !strings.HasPrefix(c.MetricsPath, "/") {
 		bad("metrics.path", "%q: must start with /", c.MetricsPath)
+	}
+	if c.ConsoleLagSampleInterval < time.Second {
+		bad("console.lag.sample.interval.ms", "%d: must be at least 1000", c.ConsoleLagSampleInterval.Milliseconds())
+	}
+	if c.AlertingEvaluationInterval < 100*time.Millisecond {
+		bad("alerting.evaluation.interval.ms", "%d: must be at least 100", c.AlertingEvaluationInterval.Milliseconds())
 	}
 	return errors.Join(errs...)
 }

@@ -12,7 +12,7 @@
 // (what Metadata answers from), and opens, leads, follows or deletes the
 // local partitions accordingly.
 //
-// Lock order: Broker.refreshMu, then Broker.mu, then Partition.mu, then
+// Lock order: Broker.refreshMu, then Broker.publishMu, then Broker.mu, then Partition.mu, then
 // Partition.hwMu, then Partition.watchMu.
 package broker
 
@@ -67,6 +67,18 @@ type Config struct {
 	// coordinator at a time (Kafka: 1000).
 	ProducerIDBlockSize int64
 
+	// Replication (several brokers). Zero values take Kafka's defaults.
+	ReplicaLagTimeMax            time.Duration // replica.lag.time.max.ms, 30s: a follower this far behind leaves the ISR
+	ReplicaFetchWaitMax          time.Duration // replica.fetch.wait.max.ms, 500ms
+	ReplicaFetchMinBytes         int32         // replica.fetch.min.bytes, 1
+	ReplicaFetchMaxBytes         int32         // replica.fetch.max.bytes, 1 MiB per partition
+	ReplicaFetchResponseMaxBytes int32         // replica.fetch.response.max.bytes, 10 MiB
+	ReplicaFetchBackoff          time.Duration // replica.fetch.backoff.ms, 1s
+	ReplicaSocketTimeout         time.Duration // replica.socket.timeout.ms, 30s
+	// InterBrokerListener (inter.broker.listener.name) is the listener
+	// followers fetch from; default: the first advertised listener.
+	InterBrokerListener string
+
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
 }
@@ -99,6 +111,11 @@ type PartitionImage struct {
 	Leader      int32 // -1 when none
 	LeaderEpoch int32
 	ISR         []int32
+	// Adding and Removing are the replicas an ongoing reassignment adds and
+	// removes (nil when none).
+	Adding, Removing []int32
+	// StateVersion is the store version of the partition state read.
+	StateVersion int32
 }
 
 // Topic returns a topic by name.
@@ -150,11 +167,14 @@ type Broker struct {
 	log *slog.Logger
 	now func() time.Time
 
-	image     atomic.Pointer[Image]
+	image     atomic.Pointer[Image] // published: what Metadata answers from
+	applied   atomic.Pointer[Image] // the last image applied to the local partitions
+	applyWake chan struct{}         // a newer image was published (cap 1)
 	imageMu   sync.Mutex
 	imageWake chan struct{} // closed and replaced on every new image
 
-	refreshMu sync.Mutex // serialises refresh and listener registration
+	refreshMu sync.Mutex // serialises applying images and listener registration
+	publishMu sync.Mutex // serialises reading and publishing images (a later read wins)
 
 	mu         sync.RWMutex
 	partitions map[storage.TopicPartition]*Partition
@@ -164,6 +184,9 @@ type Broker struct {
 	pidMu    sync.Mutex
 	pidBlock cluster.ProducerIDBlock
 	pidNext  int64
+
+	fetchers *replicaFetchers // follower side of replication
+	isr      *isrManager      // leader side: ISR changes
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -196,6 +219,27 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.ProducerIDBlockSize <= 0 {
 		cfg.ProducerIDBlockSize = 1000
 	}
+	if cfg.ReplicaLagTimeMax <= 0 {
+		cfg.ReplicaLagTimeMax = 30 * time.Second
+	}
+	if cfg.ReplicaFetchWaitMax <= 0 {
+		cfg.ReplicaFetchWaitMax = 500 * time.Millisecond
+	}
+	if cfg.ReplicaFetchMinBytes <= 0 {
+		cfg.ReplicaFetchMinBytes = 1
+	}
+	if cfg.ReplicaFetchMaxBytes <= 0 {
+		cfg.ReplicaFetchMaxBytes = 1 << 20
+	}
+	if cfg.ReplicaFetchResponseMaxBytes <= 0 {
+		cfg.ReplicaFetchResponseMaxBytes = 10 << 20
+	}
+	if cfg.ReplicaFetchBackoff <= 0 {
+		cfg.ReplicaFetchBackoff = time.Second
+	}
+	if cfg.ReplicaSocketTimeout <= 0 {
+		cfg.ReplicaSocketTimeout = 30 * time.Second
+	}
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
@@ -205,11 +249,14 @@ func New(cfg Config) (*Broker, error) {
 		log:        cfg.Logger.With("component", "broker"),
 		now:        now,
 		imageWake:  make(chan struct{}),
+		applyWake:  make(chan struct{}, 1),
 		partitions: make(map[storage.TopicPartition]*Partition),
 		listeners:  make(map[int]func(PartitionChange)),
 		pidNext:    -1,
 	}
 	b.image.Store(&Image{Controller: -1, Topics: map[string]*TopicImage{}, byID: map[cluster.TopicID]*TopicImage{}})
+	b.fetchers = newReplicaFetchers(b)
+	b.isr = newISRManager(b, cfg.ReplicaLagTimeMax)
 	return b, nil
 }
 
@@ -241,13 +288,17 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
+	b.isr.start()
 	changes := co.Watch(runCtx)
 	if err := b.refresh(ctx); err != nil {
 		cancel()
+		b.fetchers.close()
+		b.isr.stop()
 		return fmt.Errorf("broker: load metadata: %w", err)
 	}
-	b.wg.Add(1)
+	b.wg.Add(2)
 	go b.run(runCtx, changes)
+	go b.applyLoop(runCtx)
 	return nil
 }
 
@@ -267,13 +318,35 @@ func (b *Broker) run(ctx context.Context, changes <-chan cluster.Change) {
 		case <-retry:
 		}
 		retry = nil
-		if err := b.refresh(ctx); err != nil {
+		if err := b.publish(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			b.log.Warn("metadata refresh failed; retrying", "err", err)
 			retry = time.After(time.Second)
 		}
+	}
+}
+
+// applyLoop applies the latest published image to the local partitions
+// whenever one is published: apart from run, so that Metadata stays
+// current while thousands of local logs are being created.
+func (b *Broker) applyLoop(ctx context.Context) {
+	defer b.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.applyWake:
+		}
+		b.refreshMu.Lock()
+		img := b.image.Load()
+		if img != b.applied.Load() {
+			b.applyLocal(img)
+			b.applied.Store(img)
+			b.wakeImageWaiters()
+		}
+		b.refreshMu.Unlock()
 	}
 }
 
@@ -287,12 +360,21 @@ func (b *Broker) Close() error {
 		b.cancel()
 	}
 	b.wg.Wait()
+	b.StopReplication()
 	b.mu.RLock()
 	for _, p := range b.partitions {
 		p.notify()
 	}
 	b.mu.RUnlock()
 	return nil
+}
+
+// StopReplication stops fetching from leaders and writing ISR changes (a
+// broker about to shut down, after its controlled shutdown moved leadership
+// away). Close calls it too.
+func (b *Broker) StopReplication() {
+	b.fetchers.close()
+	b.isr.stop()
 }
 
 // handleStrayLogs deals with logs on disk whose topic the coordinator does
@@ -342,17 +424,49 @@ func (b *Broker) Sync(ctx context.Context) error { return b.refresh(ctx) }
 func (b *Broker) refresh(ctx context.Context) error {
 	b.refreshMu.Lock()
 	defer b.refreshMu.Unlock()
+	b.publishMu.Lock()
 	img, err := b.readImage(ctx)
 	if err != nil {
+		b.publishMu.Unlock()
 		return err
 	}
-	b.applyLocal(img)
 	b.image.Store(img)
+	b.publishMu.Unlock()
+	b.wakeImageWaiters()
+	b.applyLocal(img)
+	b.applied.Store(img)
+	b.wakeImageWaiters()
+	return nil
+}
+
+// publish reads the metadata and publishes it as the image Metadata
+// answers from, then hands it to applyLoop. Publishing does not wait for
+// the local partitions: Metadata names the cluster's current leaders even
+// while this broker is still creating thousands of new local logs (a client
+// sent here too early gets NOT_LEADER_OR_FOLLOWER and retries), as Kafka's
+// metadata cache is updated apart from its replica manager.
+func (b *Broker) publish(ctx context.Context) error {
+	b.publishMu.Lock()
+	img, err := b.readImage(ctx)
+	if err != nil {
+		b.publishMu.Unlock()
+		return err
+	}
+	b.image.Store(img)
+	b.publishMu.Unlock()
+	b.wakeImageWaiters()
+	select {
+	case b.applyWake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (b *Broker) wakeImageWaiters() {
 	b.imageMu.Lock()
 	close(b.imageWake)
 	b.imageWake = make(chan struct{})
 	b.imageMu.Unlock()
-	return nil
 }
 
 func (b *Broker) readImage(ctx context.Context) (*Image, error) {
@@ -398,14 +512,15 @@ func (b *Broker) readImage(ctx context.Context) (*Image, error) {
 			Configs: cfgs, Version: t.Version,
 		}
 		for p, replicas := range t.Replicas {
-			pi := PartitionImage{Partition: int32(p), Replicas: replicas, Leader: -1, LeaderEpoch: -1}
+			pi := PartitionImage{Partition: int32(p), Replicas: replicas, Leader: -1, LeaderEpoch: -1,
+				Adding: t.Adding[int32(p)], Removing: t.Removing[int32(p)]}
 			st, err := co.PartitionState(ctx, name, int32(p))
 			switch {
 			case errors.Is(err, cluster.ErrNoState):
 			case err != nil:
 				return nil, err
 			default:
-				pi.Leader, pi.LeaderEpoch, pi.ISR = st.Leader, st.LeaderEpoch, st.ISR
+				pi.Leader, pi.LeaderEpoch, pi.ISR, pi.StateVersion = st.Leader, st.LeaderEpoch, st.ISR, st.Version
 			}
 			ti.Partitions = append(ti.Partitions, pi)
 		}
@@ -416,7 +531,7 @@ func (b *Broker) readImage(ctx context.Context) (*Image, error) {
 }
 
 // applyLocal opens, leads, follows and deletes local partitions to match
-// img. Only refresh calls it (refreshMu held).
+// img. refreshMu should be held (refresh, applyLoop).
 func (b *Broker) applyLocal(img *Image) {
 	type want struct {
 		topic *TopicImage
@@ -459,29 +574,111 @@ func (b *Broker) applyLocal(img *Image) {
 		events = append(events, PartitionChange{Topic: p.tp.Topic, Partition: p.tp.Partition, Deleted: true})
 	}
 
-	for tp, w := range wanted {
-		b.mu.RLock()
-		p := b.partitions[tp]
-		b.mu.RUnlock()
-		settings, err := b.settings(w.topic.Configs)
-		if err != nil {
-			b.log.Error("bad topic config; using broker defaults", "topic", tp.Topic, "err", err)
-			settings, _ = b.settings(nil)
-		}
-		if p == nil {
-			l, err := b.cfg.Logs.GetOrCreateLog(tp, settings.log)
+	settingsByTopic := map[string]topicSettings{}
+	settingsOf := func(tp storage.TopicPartition, t *TopicImage) topicSettings {
+		settings, ok := settingsByTopic[tp.Topic]
+		if !ok {
+			var err error
+			settings, err = b.settings(t.Configs)
 			if err != nil {
-				b.log.Error("open log", "partition", tp.String(), "err", err)
-				continue
+				b.log.Error("bad topic config; using broker defaults", "topic", tp.Topic, "err", err)
+				settings, _ = b.settings(nil)
 			}
-			p = newPartition(b, tp, w.topic.ID, l)
-			b.mu.Lock()
-			b.partitions[tp] = p
-			b.mu.Unlock()
+			settingsByTopic[tp.Topic] = settings
 		}
-		if ev, changed := p.apply(w.part, settings); changed {
-			events = append(events, ev)
+		return settings
+	}
+
+	// apply brings the local partitions of tps in line with the image (in
+	// parallel: becoming leader writes the leader-epoch-checkpoint, an
+	// fsync, and a failover brings thousands at once), records the ones to
+	// follow, and hands the fetchers the partitions followed so far.
+	follow := map[storage.TopicPartition]followTarget{}
+	var evMu sync.Mutex
+	start := time.Now()
+	applied := 0
+	apply := func(tps []storage.TopicPartition) {
+		type pending struct {
+			p        *Partition
+			part     PartitionImage
+			settings topicSettings
 		}
+		var changes []pending
+		for _, tp := range tps {
+			w := wanted[tp]
+			b.mu.RLock()
+			p := b.partitions[tp]
+			b.mu.RUnlock()
+			if p == nil {
+				continue // its log could not be opened
+			}
+			settings := settingsOf(tp, w.topic)
+			if !p.current(w.part, settings) {
+				// Changed; unchanged ones (most, on most refreshes)
+				// are left alone.
+				changes = append(changes, pending{p, w.part, settings})
+			}
+			if w.part.Leader >= 0 && w.part.Leader != b.cfg.BrokerID {
+				follow[tp] = followTarget{p: p, leader: w.part.Leader, epoch: w.part.LeaderEpoch}
+			}
+		}
+		parallelDo(len(changes), 8, func(i int) {
+			c := changes[i]
+			if ev, changed := c.p.apply(c.part, c.settings); changed {
+				evMu.Lock()
+				events = append(events, ev)
+				evMu.Unlock()
+			}
+		})
+		applied += len(changes)
+		b.fetchers.update(follow)
+	}
+
+	var existing, fresh []storage.TopicPartition
+	b.mu.RLock()
+	for tp := range wanted {
+		if b.partitions[tp] == nil {
+			fresh = append(fresh, tp)
+		} else {
+			existing = append(existing, tp)
+		}
+	}
+	b.mu.RUnlock()
+	apply(existing)
+
+	// New local replicas (a new topic, a broker joining, a reassignment):
+	// their logs are created in chunks, each followed as soon as it
+	// exists, so leaders do not see thousands of followers go silent while
+	// the rest are created.
+	const chunk = 256
+	for len(fresh) > 0 {
+		n := min(chunk, len(fresh))
+		part := fresh[:n]
+		fresh = fresh[n:]
+		logs := make([]*storage.Log, len(part))
+		cfgs := make([]storage.LogConfig, len(part))
+		for i, tp := range part {
+			cfgs[i] = settingsOf(tp, wanted[tp].topic).log
+		}
+		parallelDo(len(part), 8, func(i int) {
+			l, err := b.cfg.Logs.GetOrCreateLog(part[i], cfgs[i])
+			if err != nil {
+				b.log.Error("open log", "partition", part[i].String(), "err", err)
+				return
+			}
+			logs[i] = l
+		})
+		b.mu.Lock()
+		for i, tp := range part {
+			if logs[i] != nil {
+				b.partitions[tp] = newPartition(b, tp, wanted[tp].topic.ID, logs[i])
+			}
+		}
+		b.mu.Unlock()
+		apply(part)
+	}
+	if d := time.Since(start); d > time.Second {
+		b.log.Info("applied metadata", "partitions_changed", applied, "took", d)
 	}
 
 	if len(events) == 0 {
@@ -495,6 +692,26 @@ func (b *Broker) applyLocal(img *Image) {
 			fn(ev)
 		}
 	}
+}
+
+// parallelDo runs fn(0..n-1) on up to workers goroutines and waits.
+func parallelDo(n, workers int, fn func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				fn(i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // OnPartitionChange registers fn to learn when this broker starts or stops
@@ -590,13 +807,19 @@ func (b *Broker) waitImageFor(ctx context.Context, wait time.Duration, cond func
 	return b.waitImage(ctx, cond)
 }
 
-// waitImage blocks until cond holds for the current image or ctx is done.
+// waitImage blocks until cond holds for the image this broker has applied
+// to its local partitions (so a topic waited for is served here) or ctx is
+// done.
 func (b *Broker) waitImage(ctx context.Context, cond func(*Image) bool) error {
 	for {
 		b.imageMu.Lock()
 		wake := b.imageWake
 		b.imageMu.Unlock()
-		if cond(b.Image()) {
+		img := b.applied.Load()
+		if img == nil {
+			img = b.Image()
+		}
+		if cond(img) {
 			return nil
 		}
 		select {

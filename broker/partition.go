@@ -32,7 +32,10 @@ type Partition struct {
 	leaderEpoch int32
 	replicas    []int32
 	isr         []int32
+	isrVersion  int32                   // store version of the state the ISR came from
 	followers   map[int32]*replicaState // leader only: other replicas
+	epochStart  int64                   // leader only: the log end when this leader epoch began
+	removed     bool                    // resigned before deletion: no more appends of any kind
 	settings    topicSettings
 
 	hwMu sync.Mutex // serialises high watermark moves so it only rises
@@ -43,9 +46,13 @@ type Partition struct {
 
 // replicaState is what the leader knows of a follower.
 type replicaState struct {
-	leo          int64     // log end offset from its last fetch
+	leo          int64     // log end offset from its last fetch (-1: none yet)
 	lastFetch    time.Time // time of its last fetch
-	lastCaughtUp time.Time // last time it had fetched up to the leader's log end
+	lastCaughtUp time.Time // last time it was caught up with the leader (Kafka's rule, see UpdateFollower)
+	// The leader's log end offset at the follower's previous fetch, and
+	// that fetch's time.
+	prevLeaderLEO int64
+	prevFetch     time.Time
 }
 
 func newPartition(b *Broker, tp storage.TopicPartition, id cluster.TopicID, l *storage.Log) *Partition {
@@ -89,6 +96,16 @@ func (p *Partition) State() State {
 	return State{p.leader, p.leaderEpoch, slices.Clone(p.replicas), slices.Clone(p.isr)}
 }
 
+// current reports whether the partition already holds exactly pi and
+// settings, so apply would change nothing (a refresh then leaves it alone:
+// no lock taken for writing, no waiter woken).
+func (p *Partition) current(pi PartitionImage, settings topicSettings) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return !p.removed && p.leader == pi.Leader && p.leaderEpoch == pi.LeaderEpoch && p.settings == settings &&
+		slices.Equal(p.replicas, pi.Replicas) && (slices.Equal(p.isr, pi.ISR) || pi.StateVersion < p.isrVersion)
+}
+
 // apply takes the coordinator's view of the partition. It returns the event
 // to report when this broker's role or epoch changed.
 func (p *Partition) apply(pi PartitionImage, settings topicSettings) (PartitionChange, bool) {
@@ -101,25 +118,44 @@ func (p *Partition) apply(pi PartitionImage, settings topicSettings) (PartitionC
 	}
 	p.settings = settings
 	p.replicas = slices.Clone(pi.Replicas)
-	p.isr = slices.Clone(pi.ISR)
+	// The ISR as the store has it. A leader's own ISR change that the
+	// image does not show yet (setISR ran after the image was read) is
+	// not undone: the newer store version wins.
+	if !(wasLeader && pi.Leader == self && oldEpoch == pi.LeaderEpoch && pi.StateVersion < p.isrVersion) {
+		p.isr = slices.Clone(pi.ISR)
+		p.isrVersion = pi.StateVersion
+	}
 	p.leader = pi.Leader
 	p.leaderEpoch = pi.LeaderEpoch
 	isLeader := pi.Leader == self
+	now := p.b.now()
 	if isLeader && (!wasLeader || oldEpoch != pi.LeaderEpoch) {
 		// Becoming leader (KIP-101): the new epoch starts at the current
-		// log end; followers will be told where earlier epochs end.
-		if err := p.log.AssignEpochStartOffset(pi.LeaderEpoch, p.log.LogEndOffset()); err != nil {
+		// log end; followers will be told where earlier epochs end, and
+		// join the ISR only once they reach it.
+		leo := p.log.LogEndOffset()
+		if err := p.log.AssignEpochStartOffset(pi.LeaderEpoch, leo); err != nil {
 			p.b.log.Error("assign leader epoch", "partition", p.tp.String(), "epoch", pi.LeaderEpoch, "err", err)
 		}
-		now := p.b.now()
+		p.epochStart = leo
 		p.followers = map[int32]*replicaState{}
+	}
+	if isLeader {
+		// Every other replica is a follower (replicas added by a
+		// reassignment included); what is known of one is kept.
+		fs := make(map[int32]*replicaState, len(p.replicas))
 		for _, r := range p.replicas {
-			if r != self {
-				p.followers[r] = &replicaState{leo: -1, lastCaughtUp: now}
+			if r == self {
+				continue
+			}
+			if f, ok := p.followers[r]; ok {
+				fs[r] = f
+			} else {
+				fs[r] = &replicaState{leo: -1, lastCaughtUp: now, prevLeaderLEO: -1}
 			}
 		}
-	}
-	if !isLeader {
+		p.followers = fs
+	} else {
 		p.followers = map[int32]*replicaState{}
 	}
 	p.mu.Unlock()
@@ -143,6 +179,7 @@ func (p *Partition) resign() bool {
 	p.mu.Lock()
 	was := p.leader == p.b.cfg.BrokerID
 	p.leader = -1
+	p.removed = true
 	p.mu.Unlock()
 	p.notify()
 	return was
@@ -238,6 +275,12 @@ func (p *Partition) maybeAdvanceHighWatermark() {
 // UpdateFollower records a follower's fetch at fetchOffset (its log end
 // offset) and moves the high watermark. For replication; a single node has
 // no followers.
+//
+// A follower counts as caught up (Kafka's Replica.updateFetchState) when it
+// fetches at the leader's log end, or at or past the log end the leader had
+// at its previous fetch — then it was caught up at that previous fetch's
+// time. A follower outside the ISR that reaches the high watermark and the
+// start of the current leader epoch is proposed for the ISR.
 func (p *Partition) UpdateFollower(replicaID int32, fetchOffset int64) error {
 	p.mu.Lock()
 	if p.leader != p.b.cfg.BrokerID {
@@ -247,31 +290,169 @@ func (p *Partition) UpdateFollower(replicaID int32, fetchOffset int64) error {
 	f, ok := p.followers[replicaID]
 	if !ok {
 		p.mu.Unlock()
-		return errorf(kerr.UnknownTopicOrPartition, "broker %d is not a replica of %s", replicaID, p.tp)
+		return errorf(kerr.NotLeaderForPartition, "broker %d is not a replica of %s (yet)", replicaID, p.tp)
 	}
 	now := p.b.now()
-	f.leo, f.lastFetch = fetchOffset, now
-	if fetchOffset >= p.log.LogEndOffset() {
+	leo := p.log.LogEndOffset()
+	switch {
+	case fetchOffset >= leo:
 		f.lastCaughtUp = now
+	case f.prevLeaderLEO >= 0 && fetchOffset >= f.prevLeaderLEO && f.prevFetch.After(f.lastCaughtUp):
+		f.lastCaughtUp = f.prevFetch
+	}
+	f.prevLeaderLEO, f.prevFetch = leo, now
+	f.leo, f.lastFetch = fetchOffset, now
+	expand := !slices.Contains(p.isr, replicaID) && fetchOffset >= p.log.HighWatermark() && fetchOffset >= p.epochStart
+	p.mu.Unlock()
+	if expand && p.b.isr != nil {
+		p.b.isr.schedule(p)
+	}
+	p.maybeAdvanceHighWatermark()
+	return nil
+}
+
+// wantISR is the ISR this leader wants, starting from the store's state st:
+// followers that were not caught up within lagMax leave, followers that
+// reached the high watermark and the start of the leader epoch join. It
+// returns false when nothing should change or st is not this broker's
+// leadership at the current epoch.
+func (p *Partition) wantISR(st cluster.PartitionState, now time.Time, lagMax time.Duration) ([]int32, bool) {
+	self := p.b.cfg.BrokerID
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.removed || p.leader != self || st.Leader != self || st.LeaderEpoch != p.leaderEpoch {
+		return nil, false
+	}
+	hw := p.log.HighWatermark()
+	out := make([]int32, 0, len(p.replicas))
+	for _, r := range st.ISR {
+		if r == self {
+			out = append(out, r)
+			continue
+		}
+		f, ok := p.followers[r]
+		if !ok || now.Sub(f.lastCaughtUp) > lagMax {
+			continue // not a replica any more, or lagging
+		}
+		out = append(out, r)
+	}
+	for _, r := range p.replicas {
+		f, ok := p.followers[r]
+		if !ok || slices.Contains(out, r) {
+			continue
+		}
+		if f.leo >= 0 && f.leo >= hw && f.leo >= p.epochStart && now.Sub(f.lastFetch) <= lagMax {
+			out = append(out, r)
+		}
+	}
+	if slices.Equal(out, st.ISR) {
+		return nil, false
+	}
+	return out, true
+}
+
+// lagging reports whether an ISR follower has not caught up within lagMax
+// (the leader should shrink the ISR).
+func (p *Partition) lagging(now time.Time, lagMax time.Duration) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.removed || p.leader != p.b.cfg.BrokerID {
+		return false
+	}
+	for _, r := range p.isr {
+		if f, ok := p.followers[r]; ok && now.Sub(f.lastCaughtUp) > lagMax {
+			return true
+		}
+	}
+	return false
+}
+
+// setISR records an ISR this leader wrote to the store at version, then
+// moves the high watermark (a shrink can let it advance).
+func (p *Partition) setISR(epoch int32, isr []int32, version int32) {
+	p.mu.Lock()
+	if p.leader == p.b.cfg.BrokerID && p.leaderEpoch == epoch && version > p.isrVersion {
+		p.isr, p.isrVersion = slices.Clone(isr), version
 	}
 	p.mu.Unlock()
 	p.maybeAdvanceHighWatermark()
+}
+
+// errStaleFollower: the partition's role or epoch changed under a fetch.
+var errStaleFollower = errors.New("broker: the partition is no longer followed at that epoch")
+
+// appendAsFollower appends batches fetched from the leader at epoch (with the
+// leader's offsets), then sets the high watermark to min(leader's, log end)
+// and moves the log start up to the leader's.
+func (p *Partition) appendAsFollower(epoch int32, records []byte, leaderHW, leaderLogStart int64) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.removed || p.leader == p.b.cfg.BrokerID || p.leaderEpoch != epoch {
+		return errStaleFollower
+	}
+	if len(records) > 0 {
+		if _, err := p.log.AppendAsFollower(records); err != nil {
+			return err
+		}
+	}
+	if hw := min(leaderHW, p.log.LogEndOffset()); hw > p.log.HighWatermark() {
+		p.log.SetHighWatermark(hw)
+	}
+	if leaderLogStart > p.log.LogStartOffset() && leaderLogStart <= p.log.HighWatermark() {
+		if _, err := p.log.DeleteRecordsBefore(leaderLogStart); err != nil {
+			p.b.log.Warn("follower: move log start", "partition", p.tp.String(), "to", leaderLogStart, "err", err)
+		}
+	}
+	p.notify()
 	return nil
+}
+
+// truncateAsFollower removes offsets >= to (a divergent tail) while
+// following at epoch.
+func (p *Partition) truncateAsFollower(epoch int32, to int64) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.removed || p.leader == p.b.cfg.BrokerID || p.leaderEpoch != epoch {
+		return errStaleFollower
+	}
+	if to >= p.log.LogEndOffset() {
+		return nil
+	}
+	p.b.log.Info("follower truncating divergent log", "partition", p.tp.String(), "leader_epoch", epoch,
+		"to", to, "log_end", p.log.LogEndOffset())
+	return p.log.Truncate(to)
+}
+
+// restartAsFollower empties the log and starts it at offset (the leader's
+// log starts after this follower's log end).
+func (p *Partition) restartAsFollower(epoch int32, offset int64) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.removed || p.leader == p.b.cfg.BrokerID || p.leaderEpoch != epoch {
+		return errStaleFollower
+	}
+	p.b.log.Info("follower behind the leader's log start; starting over", "partition", p.tp.String(), "at", offset)
+	return p.log.TruncateFullyAndStartAt(offset)
 }
 
 // WaitForHighWatermark blocks until the high watermark reaches offset
 // (acks=all: every ISR member has the data), leadership is lost
 // (NOT_LEADER_OR_FOLLOWER), or ctx is done (REQUEST_TIMED_OUT).
+//
+// When the high watermark passes offset but the ISR has shrunk below
+// min.insync.replicas meanwhile, the answer is
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND: the records are written, but on fewer
+// replicas than the producer asked for.
 func (p *Partition) WaitForHighWatermark(ctx context.Context, offset int64) error {
 	if p.log.HighWatermark() >= offset {
-		return nil
+		return p.checkEnoughReplicasAfterAppend()
 	}
 	w := NewWaiter()
 	p.Watch(w)
 	defer p.Unwatch(w)
 	for {
 		if p.log.HighWatermark() >= offset {
-			return nil
+			return p.checkEnoughReplicasAfterAppend()
 		}
 		if leader, _ := p.Leader(); !leader {
 			return errNotLeader
@@ -282,6 +463,16 @@ func (p *Partition) WaitForHighWatermark(ctx context.Context, offset int64) erro
 		case <-w.C():
 		}
 	}
+}
+
+func (p *Partition) checkEnoughReplicasAfterAppend() error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if int32(len(p.isr)) < p.settings.minISR {
+		return errorf(kerr.NotEnoughReplicasAfterAppend,
+			"The size of the current ISR %v is insufficient to satisfy the min.isr requirement of %d for partition %s", p.isr, p.settings.minISR, p.tp)
+	}
+	return nil
 }
 
 // Waiter is a delayed operation's wake-up: registered with one or more
@@ -397,8 +588,15 @@ func (p *Partition) ListOffset(timestamp int64, currentLeaderEpoch int32) (offse
 		return 0, 0, 0, err
 	}
 	epoch = p.leaderEpoch
+	epochStart := p.epochStart
 	p.mu.RUnlock()
 	hw := p.log.HighWatermark()
+	if timestamp != -2 && hw < epochStart {
+		// KIP-207: a new leader whose high watermark has not yet reached
+		// the start of its epoch (its followers have not fetched from it)
+		// would answer with an offset below records already committed.
+		return 0, 0, 0, errorf(kerr.OffsetNotAvailable, "the leader's high watermark %d has not reached the start of its epoch %d", hw, epochStart)
+	}
 	switch timestamp {
 	case -2:
 		return p.log.LogStartOffset(), -1, epoch, nil

@@ -33,6 +33,16 @@ type CreatedTopic struct {
 	Configs           []ConfigEntry
 }
 
+// liveBrokers returns the live brokers (at least this one, before the
+// first refresh).
+func (b *Broker) liveBrokers() []cluster.Broker {
+	img := b.Image()
+	if len(img.Brokers) == 0 {
+		return []cluster.Broker{{ID: b.cfg.BrokerID, Rack: b.cfg.Rack}}
+	}
+	return img.Brokers
+}
+
 func (b *Broker) liveBrokerIDs() []int32 {
 	img := b.Image()
 	ids := make([]int32, 0, len(img.Brokers))
@@ -114,7 +124,7 @@ func (b *Broker) prepareTopic(spec TopicSpec) (cluster.Topic, CreatedTopic, erro
 			return cluster.Topic{}, created, errorf(kerr.InvalidReplicationFactor, "Replication factor: %d larger than available brokers: %d.", rf, len(live))
 		}
 		var err error
-		if assignment, err = cluster.AssignReplicas(live, int(n), int(rf), 0, nil); err != nil {
+		if assignment, err = cluster.Assign(b.liveBrokers(), int(n), int(rf), 0, nil); err != nil {
 			return cluster.Topic{}, created, errorf(kerr.InvalidReplicationFactor, "%v", err)
 		}
 	}
@@ -291,9 +301,14 @@ func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32,
 			}
 		} else {
 			var err error
-			assignment, err = cluster.AssignReplicas(live, add, rf, int(cur), nil)
+			assignment, err = cluster.Assign(b.liveBrokers(), add, rf, int(cur), nil)
 			if err != nil {
 				return errorf(kerr.InvalidReplicationFactor, "%v", err)
+			}
+		}
+		for _, p := range t.Partitions {
+			if len(p.Adding) > 0 || len(p.Removing) > 0 {
+				return errorf(kerr.ReassignmentInProgress, "A partition reassignment is in progress for topic '%s'.", name)
 			}
 		}
 		if validateOnly {

@@ -128,3 +128,102 @@ func ValidateAssignment(assignment [][]int32, known func(int32) bool) error {
 	}
 	return nil
 }
+
+// Assign spreads partitions over the live brokers: rack-aware when every
+// broker has broker.rack set (AssignReplicasRackAware), Kafka's
+// rack-unaware walk otherwise (a mix of brokers with and without racks is
+// treated as no racks, where Kafka would refuse to create the topic).
+func Assign(brokers []Broker, count, replicationFactor, startPartition int, rnd *rand.Rand) ([][]int32, error) {
+	ids := make([]int32, len(brokers))
+	racks := make(map[int32]string, len(brokers))
+	allRacks := len(brokers) > 0
+	for i, b := range brokers {
+		ids[i] = b.ID
+		racks[b.ID] = b.Rack
+		if b.Rack == "" {
+			allRacks = false
+		}
+	}
+	if allRacks {
+		return AssignReplicasRackAware(racks, count, replicationFactor, startPartition, rnd)
+	}
+	return AssignReplicas(ids, count, replicationFactor, startPartition, rnd)
+}
+
+// AssignReplicasRackAware is Kafka's rack-aware assignment
+// (AdminUtils.assignReplicasToBrokersRackAware): brokers are listed
+// alternating between racks (racks sorted, brokers sorted within each
+// rack); the first replica of each partition walks that list from a random
+// start, and each further replica is the next broker, after a shift that
+// grows every time the walk wraps, on a rack that holds no replica of the
+// partition yet (once every rack has one, any broker without one). So the
+// replicas of a partition span min(replicationFactor, racks) racks and
+// leaders and followers spread evenly.
+func AssignReplicasRackAware(racks map[int32]string, count, replicationFactor, startPartition int, rnd *rand.Rand) ([][]int32, error) {
+	n := len(racks)
+	if replicationFactor < 1 {
+		return nil, fmt.Errorf("%w: %d, it must be at least 1", ErrInvalidReplicationFactor, replicationFactor)
+	}
+	if replicationFactor > n {
+		return nil, fmt.Errorf("%w: %d is larger than the number of available brokers (%d)", ErrInvalidReplicationFactor, replicationFactor, n)
+	}
+	if count < 0 {
+		return nil, fmt.Errorf("partition count %d", count)
+	}
+	byRack := map[string][]int32{}
+	for id, r := range racks {
+		byRack[r] = append(byRack[r], id)
+	}
+	rackNames := make([]string, 0, len(byRack))
+	for r, ids := range byRack {
+		slices.Sort(ids)
+		rackNames = append(rackNames, r)
+	}
+	slices.Sort(rackNames)
+	numRacks := len(rackNames)
+	// The rack-alternated broker list.
+	arranged := make([]int32, 0, n)
+	next := make(map[string]int, numRacks)
+	for ri := 0; len(arranged) < n; ri = (ri + 1) % numRacks {
+		r := rackNames[ri]
+		if i := next[r]; i < len(byRack[r]) {
+			arranged = append(arranged, byRack[r][i])
+			next[r] = i + 1
+		}
+	}
+	intn := rand.IntN
+	if rnd != nil {
+		intn = rnd.IntN
+	}
+	startIndex := intn(n)
+	shift := intn(n)
+	out := make([][]int32, 0, count)
+	p := max(startPartition, 0)
+	for range count {
+		if p > 0 && p%n == 0 {
+			shift++
+		}
+		first := (p + startIndex) % n
+		leader := arranged[first]
+		replicas := []int32{leader}
+		racksWith := map[string]bool{racks[leader]: true}
+		brokersWith := map[int32]bool{leader: true}
+		k := 0
+		for range replicationFactor - 1 {
+			for {
+				b := arranged[replicaIndex(first, shift*numRacks, k, n)]
+				k++
+				r := racks[b]
+				if (!racksWith[r] || len(racksWith) == numRacks) && (!brokersWith[b] || len(brokersWith) == n) {
+					replicas = append(replicas, b)
+					racksWith[r] = true
+					brokersWith[b] = true
+					break
+				}
+			}
+		}
+		out = append(out, replicas)
+		p++
+	}
+	return out, nil
+}

@@ -99,3 +99,48 @@ func TestTopicNames(t *testing.T) {
 		t.Fatalf("a topic collides with itself: %q", c)
 	}
 }
+
+// TestAssignRackAware: with three racks and RF 3 every partition has one
+// replica per rack; with two racks and RF 2 both racks; leaders spread
+// evenly over the brokers.
+func TestAssignRackAware(t *testing.T) {
+	racks := map[int32]string{1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	as, err := AssignReplicasRackAware(racks, 60, 3, 0, rnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaders := map[int32]int{}
+	for p, rs := range as {
+		seen := map[string]bool{}
+		for _, b := range rs {
+			seen[racks[b]] = true
+		}
+		if len(rs) != 3 || len(seen) != 3 {
+			t.Fatalf("partition %d: replicas %v span racks %v", p, rs, seen)
+		}
+		leaders[rs[0]]++
+	}
+	for b, n := range leaders {
+		if n != 10 {
+			t.Fatalf("broker %d leads %d of 60 partitions: %v", b, n, leaders)
+		}
+	}
+	as, err = AssignReplicasRackAware(map[int32]string{1: "x", 2: "x", 3: "y"}, 12, 2, 0, rnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, rs := range as {
+		if (rs[0] == 3) == (rs[1] == 3) {
+			t.Fatalf("partition %d: replicas %v on one rack", p, rs)
+		}
+	}
+	if _, err := AssignReplicasRackAware(map[int32]string{1: "x"}, 1, 2, 0, rnd); err == nil {
+		t.Fatal("replication factor above the broker count was accepted")
+	}
+	// Mixed: some brokers without a rack fall back to the plain walk.
+	as, err = Assign([]Broker{{ID: 1, Rack: "a"}, {ID: 2}, {ID: 3, Rack: "b"}}, 3, 3, 0, rnd)
+	if err != nil || len(as) != 3 || len(as[0]) != 3 {
+		t.Fatalf("mixed racks: %v %v", as, err)
+	}
+}

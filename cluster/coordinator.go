@@ -21,6 +21,11 @@
 //	PendingDeletions, DeleteTopic /admin/delete_topics/<t>
 //	AllocateProducerIDs           /latest_producer_id_block (CAS loop)
 //	Watch                         ZooKeeper watches on the nodes above
+//
+// Optional interfaces: StateBatcher (many partition states per ZooKeeper
+// transaction) and LegacyReassigner (/admin/reassign_partitions). A
+// coordinator that can fence refuses partition-state writes made under
+// WithControllerEpoch once that controller epoch is over.
 package cluster
 
 import (
@@ -84,8 +89,14 @@ type Topic struct {
 	ID   TopicID
 	// Replicas holds, for each partition (index = partition id), the broker
 	// ids of its replicas in preference order; the first is the preferred
-	// leader.
+	// leader. During a reassignment it is the union of the target and the
+	// original replicas (KIP-455).
 	Replicas [][]int32
+	// Adding and Removing are, for partitions being reassigned, the
+	// replicas being added and removed (the znode's adding_replicas and
+	// removing_replicas). The target replica set is Replicas minus
+	// Removing. Both are nil or empty when nothing is being reassigned.
+	Adding, Removing map[int32][]int32
 	// Version is the store's version of this record, for compare-and-set in
 	// SetTopicAssignment. Ignored by CreateTopic.
 	Version int32
@@ -98,7 +109,55 @@ func (t Topic) Clone() Topic {
 	for i, r := range t.Replicas {
 		c.Replicas[i] = slices.Clone(r)
 	}
+	c.Adding = cloneReplicaMap(t.Adding)
+	c.Removing = cloneReplicaMap(t.Removing)
 	return c
+}
+
+func cloneReplicaMap(m map[int32][]int32) map[int32][]int32 {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[int32][]int32, len(m))
+	for p, r := range m {
+		out[p] = slices.Clone(r)
+	}
+	return out
+}
+
+// Reassigning reports whether partition p is being reassigned.
+func (t Topic) Reassigning(p int32) bool { return len(t.Adding[p]) > 0 || len(t.Removing[p]) > 0 }
+
+// Target returns the replicas partition p ends up with: its replicas minus
+// those being removed.
+func (t Topic) Target(p int32) []int32 {
+	if int(p) >= len(t.Replicas) {
+		return nil
+	}
+	rm := t.Removing[p]
+	out := make([]int32, 0, len(t.Replicas[p]))
+	for _, r := range t.Replicas[p] {
+		if !slices.Contains(rm, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Original returns the replicas partition p had before its reassignment
+// began: its replicas minus those being added.
+func (t Topic) Original(p int32) []int32 {
+	if int(p) >= len(t.Replicas) {
+		return nil
+	}
+	add := t.Adding[p]
+	out := make([]int32, 0, len(t.Replicas[p]))
+	for _, r := range t.Replicas[p] {
+		if !slices.Contains(add, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // PartitionState is a partition's leadership
@@ -223,4 +282,77 @@ type Coordinator interface {
 	// Close ends the session (live registration and controllership go away)
 	// and releases resources.
 	Close() error
+}
+
+// StateWrite is one partition state write of WriteStates.
+type StateWrite struct {
+	Topic     string
+	Partition int32
+	// State is what to write. For an update, State.Version is the version
+	// it replaces (compare-and-set); for a create it is ignored.
+	State  PartitionState
+	Create bool
+}
+
+// StateBatcher is implemented by coordinators that write many partition
+// states in few round trips (zkcoord: a few ZooKeeper transactions for
+// thousands of states). Each write has the meaning of CreatePartitionState
+// or SetPartitionState; the result holds each write's new version or error.
+type StateBatcher interface {
+	WritePartitionStates(ctx context.Context, writes []StateWrite) ([]int32, []error)
+}
+
+// WriteStates writes the states with co's StateBatcher when it has one, one
+// at a time otherwise.
+func WriteStates(ctx context.Context, co Coordinator, writes []StateWrite) ([]int32, []error) {
+	if len(writes) == 0 {
+		return nil, nil
+	}
+	if b, ok := co.(StateBatcher); ok {
+		return b.WritePartitionStates(ctx, writes)
+	}
+	versions := make([]int32, len(writes))
+	errs := make([]error, len(writes))
+	for i, w := range writes {
+		if w.Create {
+			versions[i], errs[i] = co.CreatePartitionState(ctx, w.Topic, w.Partition, w.State)
+		} else {
+			versions[i], errs[i] = co.SetPartitionState(ctx, w.Topic, w.Partition, w.State)
+		}
+	}
+	return versions, errs
+}
+
+type controllerEpochKey struct{}
+
+// WithControllerEpoch marks the partition state writes made with ctx as the
+// controller's at epoch. A coordinator that can fence (zkcoord) refuses them
+// with ErrNotController unless its session holds that controller epoch and
+// the epoch has not moved on in the store, so a controller that lost its
+// role without noticing cannot overwrite its successor's decisions.
+func WithControllerEpoch(ctx context.Context, epoch int32) context.Context {
+	return context.WithValue(ctx, controllerEpochKey{}, epoch)
+}
+
+// ControllerEpochFrom returns the epoch WithControllerEpoch put in ctx.
+func ControllerEpochFrom(ctx context.Context) (int32, bool) {
+	e, ok := ctx.Value(controllerEpochKey{}).(int32)
+	return e, ok
+}
+
+// Reassignment is one partition's target replica list, as requested through
+// /admin/reassign_partitions (kafka-reassign-partitions.sh --zookeeper).
+type Reassignment struct {
+	Topic     string
+	Partition int32
+	Replicas  []int32
+}
+
+// LegacyReassigner is implemented by coordinators that hold reassignment
+// requests outside the topics (zkcoord: the /admin/reassign_partitions
+// znode). The controller moves them into the topics' Adding and Removing
+// and then clears them.
+type LegacyReassigner interface {
+	Reassignments(ctx context.Context) ([]Reassignment, error)
+	SetReassignments(ctx context.Context, rs []Reassignment) error
 }

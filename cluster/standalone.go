@@ -55,9 +55,37 @@ type standaloneState struct {
 }
 
 type storedTopic struct {
-	ID       string    `json:"topic_id"`
-	Replicas [][]int32 `json:"partitions"`
-	Version  int32     `json:"version"`
+	ID       string             `json:"topic_id"`
+	Replicas [][]int32          `json:"partitions"`
+	Adding   map[string][]int32 `json:"adding_replicas,omitempty"`
+	Removing map[string][]int32 `json:"removing_replicas,omitempty"`
+	Version  int32              `json:"version"`
+}
+
+func toStoredMap(m map[int32][]int32) map[string][]int32 {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string][]int32, len(m))
+	for p, r := range m {
+		if len(r) > 0 {
+			out[strconv.Itoa(int(p))] = slices.Clone(r)
+		}
+	}
+	return out
+}
+
+func fromStoredMap(m map[string][]int32) map[int32][]int32 {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[int32][]int32, len(m))
+	for k, r := range m {
+		if p, err := strconv.ParseInt(k, 10, 32); err == nil {
+			out[int32(p)] = slices.Clone(r)
+		}
+	}
+	return out
 }
 
 type storedState struct {
@@ -241,8 +269,11 @@ func (s *Standalone) check() error {
 // ClusterID implements Coordinator.
 func (s *Standalone) ClusterID(ctx context.Context) (string, error) {
 	s.mu.Lock()
-	id := s.state.ClusterID
+	id, closed := s.state.ClusterID, s.closed
 	s.mu.Unlock()
+	if closed {
+		return "", ErrClosed
+	}
 	if id != "" {
 		return id, nil
 	}
@@ -348,7 +379,7 @@ func (s *Standalone) CreateTopic(ctx context.Context, t Topic, configs map[strin
 		if _, ok := s.state.Topics[t.Name]; ok {
 			return fmt.Errorf("%w: %s", ErrTopicExists, t.Name)
 		}
-		st := &storedTopic{ID: t.ID.String(), Version: 0}
+		st := &storedTopic{ID: t.ID.String(), Version: 0, Adding: toStoredMap(t.Adding), Removing: toStoredMap(t.Removing)}
 		for _, r := range t.Replicas {
 			st.Replicas = append(st.Replicas, slices.Clone(r))
 		}
@@ -385,7 +416,7 @@ func (s *Standalone) Topic(ctx context.Context, name string) (Topic, error) {
 	if err != nil {
 		return Topic{}, fmt.Errorf("standalone coordinator: topic %s: %w", name, err)
 	}
-	t := Topic{Name: name, ID: id, Version: st.Version}
+	t := Topic{Name: name, ID: id, Version: st.Version, Adding: fromStoredMap(st.Adding), Removing: fromStoredMap(st.Removing)}
 	for _, r := range st.Replicas {
 		t.Replicas = append(t.Replicas, slices.Clone(r))
 	}
@@ -407,6 +438,7 @@ func (s *Standalone) SetTopicAssignment(ctx context.Context, t Topic) (int32, er
 		for _, r := range t.Replicas {
 			st.Replicas = append(st.Replicas, slices.Clone(r))
 		}
+		st.Adding, st.Removing = toStoredMap(t.Adding), toStoredMap(t.Removing)
 		st.Version++
 		v = st.Version
 		return nil

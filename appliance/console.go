@@ -1,0 +1,556 @@
+package appliance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-io/sluice/alerting"
+	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/lag"
+	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/migration"
+	"github.com/sluice-io/sluice/web"
+	alertpages "github.com/sluice-io/sluice/web/alerts"
+	"github.com/sluice-io/sluice/web/comparisons"
+)
+
+// The console component: the web console (console.listen) with the alert
+// and comparison pages, the alerting engine and the migration comparisons
+// behind them, consumer-group lag exported to Prometheus, and the metrics
+// endpoint (on metrics.listen, or on the console at metrics.path).
+//
+// Background work — alert evaluation, lag export, lag history, running
+// comparisons — is done by one console of a cluster at a time, the one
+// whose ConsoleLeader says so (see RegisterConsoleLeader); the pages work on
+// every console. On a single node the console always leads.
+//
+// Start returns once the console listens (App.Start, and so sd_notify
+// READY, wait for it). Close stops, in order: the background loops, the
+// console (in-flight requests finish), the alerting engine's notification
+// queues, the comparisons (each saves a checkpoint), the metrics endpoint,
+// the leadership, and the database; it waits for each.
+
+func init() { RegisterComponent("console", newConsole) }
+
+// ConsoleLeader decides whether this host's console does the cluster's
+// background work: alert evaluation, exporting consumer-group lag, storing
+// lag history and running migration comparisons. Exactly one console of a
+// cluster should lead at a time (their SQLite databases are separate), so
+// lag is exported once and a PagerDuty incident is opened once.
+type ConsoleLeader interface {
+	// IsLeader reports whether this console leads now. It is called every
+	// evaluation and sampling round and on page views, so it must answer
+	// from memory, without blocking (e.g. a flag kept by a ZooKeeper watch
+	// on an ephemeral node).
+	IsLeader() bool
+	// Close gives leadership up (deletes the ephemeral node) and stops
+	// whatever keeps it; the console calls it last, after its background
+	// work stopped.
+	Close() error
+}
+
+// ConsoleLeaderFactory builds the ConsoleLeader of a console that is about
+// to start (the broker is up, a.Coordinator() is usable).
+type ConsoleLeaderFactory func(a *App) (ConsoleLeader, error)
+
+var consoleLeaderFactory ConsoleLeaderFactory
+
+// RegisterConsoleLeader installs how consoles elect the one that does the
+// background work, e.g. an ephemeral ZooKeeper node when zookeeper.connect
+// is set (the factory may return nil for "always lead", as on a single
+// node). Without one, every console leads.
+func RegisterConsoleLeader(fn ConsoleLeaderFactory) { consoleLeaderFactory = fn }
+
+// alwaysLeader is the single node's leadership: it always leads.
+type alwaysLeader struct{}
+
+func (alwaysLeader) IsLeader() bool { return true }
+func (alwaysLeader) Close() error   { return nil }
+
+type consoleComponent struct {
+	a   *App
+	log *slog.Logger
+	reg *metrics.Registry
+
+	leader ConsoleLeader
+	db     *consoledb.DB
+	alerts *alerting.Service
+	mgr    *migration.Manager
+	srv    *web.Server
+	msrv   *metrics.Server // standalone metrics listener (metrics.listen)
+
+	migrationCollector prometheus.Collector // registered on reg; removed at Close
+
+	// kafkaReady is closed once srv exists: the lag and health sources use
+	// its cluster client.
+	kafkaReady chan struct{}
+	lag        *lagExport
+	localDisk  alerting.DiskSource // statfs of this broker's log.dirs
+	healthOnce sync.Once
+	health     alerting.HealthSource // KadmHealth over the console's client, built on first use
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newConsole(a *App) (Component, error) {
+	cfg := a.Config()
+	if cfg.ConsoleListen == "" && cfg.MetricsListen == "" {
+		return nil, nil
+	}
+	return &consoleComponent{a: a, log: a.Logger(), reg: metrics.Default(), kafkaReady: make(chan struct{}),
+		localDisk: alerting.LocalDisk(a.BrokerID(), cfg.LogDirs...)}, nil
+}
+
+// Start builds and starts everything; on error it undoes what it started.
+func (c *consoleComponent) Start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	cfg := c.a.Config()
+	if cfg.ConsoleListen == "" {
+		// No console: only the metrics endpoint (this broker's metrics).
+		return c.startMetricsListener()
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+
+	c.leader = alwaysLeader{}
+	if consoleLeaderFactory != nil {
+		l, err := consoleLeaderFactory(c.a)
+		if err != nil {
+			return fmt.Errorf("console leadership: %w", err)
+		}
+		if l != nil {
+			c.leader = l
+		}
+	} else if cfg.ZookeeperConnect != "" {
+		c.log.Warn("no console leadership in this build: this console does the background work (alert evaluation, lag export, comparisons) even if another host's console does too")
+	}
+
+	if err := os.MkdirAll(cfg.ConsoleDataDir, 0o750); err != nil {
+		return fmt.Errorf("console.data.dir: %w", err)
+	}
+	// The alerting engine and the comparisons need the database before
+	// web.New opens its own handle on the same file (their page groups are
+	// part of web.New's configuration); SQLite in WAL mode with a busy
+	// timeout serialises the two, as it does with `sluice console user`.
+	c.db, err = consoledb.Open(ctx, filepath.Join(cfg.ConsoleDataDir, consoledb.FileName))
+	if err != nil {
+		return err
+	}
+
+	store, err := migration.OpenStore(ctx, c.db)
+	if err != nil {
+		return fmt.Errorf("comparisons: %w", err)
+	}
+	c.mgr = migration.NewManager(store, migration.ManagerOptions{
+		Brokers: c.a.BootstrapAddrs(),
+		Logger:  c.log.With("component", "migration"),
+	})
+	col := migration.NewCollector(c.mgr)
+	if err := c.reg.Registerer().Register(col); err != nil {
+		c.log.Warn("comparison metrics not exported", "err", err)
+	} else {
+		c.migrationCollector = col
+	}
+
+	c.lag = &lagExport{out: c.reg.Lag()}
+	c.alerts, err = alerting.New(ctx, alerting.Config{
+		DB:       c.db,
+		KeyFile:  filepath.Join(cfg.ConsoleDataDir, "alerting.key"),
+		Interval: cfg.AlertingEvaluationInterval,
+		Sources: alerting.Sources{
+			Lag:         alerting.LagFunc(c.lagSource),
+			Health:      alerting.HealthFunc(c.healthSource),
+			Disk:        alerting.DiskFunc(c.diskSource),
+			Comparisons: alerting.ComparisonFunc(c.comparisonSource),
+		},
+		BaseURL: alertBaseURL(cfg),
+		Cluster: c.a.ClusterID(),
+		Logger:  c.log,
+		Metrics: c.reg.Alerting(),
+	})
+	if err != nil {
+		return err
+	}
+
+	wcfg := web.Config{
+		Listen:            cfg.ConsoleListen,
+		DataDir:           cfg.ConsoleDataDir,
+		TLSCert:           cfg.ConsoleTLSCert,
+		TLSKey:            cfg.ConsoleTLSKey,
+		BaseURL:           cfg.ConsoleBaseURL,
+		Brokers:           c.a.BootstrapAddrs(),
+		Logger:            c.log,
+		MetricsPath:       cfg.MetricsPath,
+		LagSampleInterval: cfg.ConsoleLagSampleInterval,
+		Leader:            c.leader.IsLeader,
+		BytesOutTotal:     c.bytesOutTotal,
+		ObserveHTTP:       c.reg.Console().ObserveHTTP,
+		Extra: []web.PageGroup{
+			alertpages.PageGroup(c.alerts, alertpages.Options{Interval: cfg.AlertingEvaluationInterval, Evaluating: c.leader.IsLeader}),
+			comparisons.PageGroup(c.mgr, comparisons.Options{}),
+		},
+	}
+	if cfg.MetricsListen == "" {
+		wcfg.Metrics = c.reg.Handler()
+	}
+	if c.srv, err = web.New(wcfg); err != nil {
+		return err
+	}
+	close(c.kafkaReady)
+	c.alerts.Start() // notification queues; evaluation is the loop below
+	if err := c.startMetricsListener(); err != nil {
+		return err
+	}
+	if err := c.srv.Start(ctx); err != nil {
+		return err
+	}
+	c.wg.Add(3)
+	go func() { defer c.wg.Done(); c.evaluate(bg, cfg.AlertingEvaluationInterval) }()
+	go func() { defer c.wg.Done(); c.exportLag(bg, cfg.ConsoleLagSampleInterval) }()
+	go func() { defer c.wg.Done(); c.runComparisons(bg) }()
+	c.log.Info("console ready", "url", c.srv.URL(), "metrics", c.metricsWhere(), "alert_evaluation_interval", cfg.AlertingEvaluationInterval, "leader", c.leader.IsLeader())
+	return nil
+}
+
+func (c *consoleComponent) startMetricsListener() error {
+	cfg := c.a.Config()
+	if cfg.MetricsListen == "" {
+		return nil
+	}
+	s, err := metrics.Listen(metrics.ServerConfig{Listen: cfg.MetricsListen, Path: cfg.MetricsPath}, c.reg.Handler(), c.log)
+	if err != nil {
+		return err
+	}
+	c.msrv = s
+	return nil
+}
+
+func (c *consoleComponent) metricsWhere() string {
+	cfg := c.a.Config()
+	if c.msrv != nil {
+		return c.msrv.Addr().String() + cfg.MetricsPath
+	}
+	return "console " + cfg.MetricsPath
+}
+
+// Close stops everything Start started, in order, and waits.
+func (c *consoleComponent) Close() error {
+	var errs []error
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.wg.Wait()
+	if c.srv != nil {
+		if err := c.srv.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.alerts != nil {
+		if err := c.alerts.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("alerting: %w", err))
+		}
+	}
+	if c.mgr != nil {
+		if err := c.mgr.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("comparisons: %w", err))
+		}
+	}
+	if c.migrationCollector != nil {
+		c.reg.Registerer().Unregister(c.migrationCollector)
+	}
+	if c.lag != nil {
+		c.lag.clear()
+	}
+	if c.msrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := c.msrv.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("metrics: %w", err))
+		}
+		cancel()
+	}
+	if c.leader != nil {
+		if err := c.leader.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("console leadership: %w", err))
+		}
+	}
+	if c.db != nil {
+		if err := c.db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("console database: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ---- background work (leader only) ----
+
+// evaluate runs an alert evaluation round every interval while this
+// console leads.
+func (c *consoleComponent) evaluate(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if c.leader.IsLeader() {
+			if err := c.alerts.EvaluateNow(ctx); err != nil && ctx.Err() == nil {
+				c.log.Error("alert evaluation failed", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// exportLag keeps sluice_consumergroup_lag_* fresh while this console
+// leads, sampling at most once per interval (an evaluation round that read
+// the lag for a lag rule counts), and withdraws it when leadership moves.
+func (c *consoleComponent) exportLag(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if !c.leader.IsLeader() {
+			c.lag.clear()
+		} else if time.Since(c.lag.last()) >= every/2 {
+			sctx, cancel := context.WithTimeout(ctx, every)
+			if _, err := c.lagSource(sctx); err != nil && ctx.Err() == nil {
+				c.log.Warn("lag export", "err", err)
+			}
+			cancel()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// runComparisons resumes the running comparisons once this console leads.
+func (c *consoleComponent) runComparisons(ctx context.Context) {
+	for !c.leader.IsLeader() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
+	if err := c.mgr.Start(ctx); err != nil && ctx.Err() == nil {
+		c.log.Error("resume comparisons", "err", err)
+	}
+}
+
+// ---- sources of the alert rules ----
+
+// lagSource reads every group's lag with package lag (over the console's
+// Kafka client, which shares its timestamp cache with the pages), exports
+// it, and hands it to the evaluator.
+func (c *consoleComponent) lagSource(ctx context.Context) ([]alerting.GroupLag, error) {
+	select {
+	case <-c.kafkaReady:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	groups, err := c.srv.Kafka().Lag(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.leader.IsLeader() {
+		c.lag.update(groups)
+	}
+	return alertingLag(groups), nil
+}
+
+func (c *consoleComponent) healthSource(ctx context.Context) (alerting.Health, error) {
+	select {
+	case <-c.kafkaReady:
+	case <-ctx.Done():
+		return alerting.Health{}, ctx.Err()
+	}
+	c.healthOnce.Do(func() {
+		known := []int32{c.a.BrokerID()}
+		if kb, err := c.srv.Store().KnownBrokers(ctx); err == nil {
+			for _, b := range kb {
+				known = append(known, b.ID)
+			}
+		}
+		c.health = alerting.KadmHealth(c.srv.Kafka().Admin(), known...)
+	})
+	return c.health.Health(ctx)
+}
+
+// diskSource is this broker's log dirs (statfs) and, in a cluster, the
+// other brokers' as they report them in DescribeLogDirs (free and total
+// bytes of each log dir's volume), so a disk rule on the leading console
+// watches every broker.
+func (c *consoleComponent) diskSource(ctx context.Context) ([]alerting.LogDir, error) {
+	dirs, err := c.localDisk.LogDirs(ctx)
+	if err != nil || c.a.Config().ZookeeperConnect == "" {
+		return dirs, err
+	}
+	select {
+	case <-c.kafkaReady:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	kc := c.srv.Kafka()
+	snap, err := kc.Metadata(ctx, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	infos, err := kc.BrokerInfos(ctx, snap)
+	if err != nil {
+		return nil, err
+	}
+	for _, bi := range infos {
+		if bi.ID == c.a.BrokerID() {
+			continue
+		}
+		for _, d := range bi.LogDirs {
+			if d.Err == "" && d.TotalBytes > 0 && d.FreeBytes >= 0 {
+				dirs = append(dirs, alerting.LogDir{Broker: bi.ID, Path: d.Dir, FreeBytes: uint64(d.FreeBytes), TotalBytes: uint64(d.TotalBytes)})
+			}
+		}
+	}
+	return dirs, nil
+}
+
+func (c *consoleComponent) comparisonSource(context.Context) ([]alerting.Comparison, error) {
+	sts := c.mgr.Statuses()
+	out := make([]alerting.Comparison, 0, len(sts))
+	for _, st := range sts {
+		k := st.Snapshot.Counters
+		cmp := alerting.Comparison{
+			ID: st.ID, Name: st.Name, SourceTopic: st.Spec.Left, TargetTopic: st.Spec.Right,
+			Compared: k.Compared(), Mismatched: k.Mismatched, MissingInTarget: k.MissingRight, MissingInSource: k.MissingLeft,
+			Running: st.State == migration.StateRunning,
+		}
+		if st.State == migration.StateFinished {
+			cmp.FinishedAt = st.UpdatedAt
+		}
+		out = append(out, cmp)
+	}
+	return out, nil
+}
+
+// bytesOutTotal sums sluice_broker_topic_bytes_out_total from the metrics
+// registry (this process's broker), for the overview's bytes-out rate.
+func (c *consoleComponent) bytesOutTotal() (int64, string, bool) {
+	fams, err := c.reg.Gatherer().Gather()
+	if err != nil && len(fams) == 0 {
+		return 0, "", false
+	}
+	for _, f := range fams {
+		if f.GetName() != "sluice_broker_topic_bytes_out_total" {
+			continue
+		}
+		var sum float64
+		for _, m := range f.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+		scope := "this broker's metrics"
+		if c.a.Config().ZookeeperConnect != "" {
+			scope = fmt.Sprintf("broker %d's metrics (this host only)", c.a.BrokerID())
+		}
+		return int64(sum), scope, true
+	}
+	return 0, "", false
+}
+
+func alertingLag(groups []lag.Group) []alerting.GroupLag {
+	out := make([]alerting.GroupLag, 0, len(groups))
+	for _, g := range groups {
+		ag := alerting.GroupLag{Group: g.Group, State: g.State, Members: g.Members, Err: g.Err}
+		for _, p := range g.Partitions {
+			if p.Err != nil {
+				continue
+			}
+			ag.Partitions = append(ag.Partitions, alerting.PartitionLag{
+				Topic: p.Topic, Partition: p.Partition, Committed: p.Committed, LogEnd: p.LogEnd, Lag: p.Lag, LagTime: p.LagTime,
+			})
+		}
+		out = append(out, ag)
+	}
+	return out
+}
+
+// lagExport feeds sluice_consumergroup_lag_* and remembers when.
+type lagExport struct {
+	out *metrics.Lag
+	mu  sync.Mutex
+	at  time.Time // Lock mu.
+}
+
+func (l *lagExport) update(groups []lag.Group) {
+	now := time.Now()
+	mg := make([]metrics.GroupLag, 0, len(groups))
+	for _, g := range groups {
+		m := metrics.GroupLag{Group: g.Group, Members: g.Members}
+		for _, p := range g.Partitions {
+			if p.Err != nil {
+				continue
+			}
+			m.Partitions = append(m.Partitions, metrics.PartitionLag{Topic: p.Topic, Partition: p.Partition, Lag: p.Lag, LagTime: p.LagTime})
+		}
+		mg = append(mg, m)
+	}
+	l.out.Update(mg, now)
+	l.mu.Lock()
+	l.at = now
+	l.mu.Unlock()
+}
+
+func (l *lagExport) last() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.at
+}
+
+// clear withdraws the exported lag (another console leads now).
+func (l *lagExport) clear() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.at.IsZero() {
+		l.out.Update(nil, time.Time{})
+		l.at = time.Time{}
+	}
+}
+
+// alertBaseURL is the console URL that notifications link to:
+// console.base.url, else one made from console.listen with the host name
+// for a wildcard address.
+func alertBaseURL(cfg *Config) string {
+	if cfg.ConsoleBaseURL != "" {
+		return strings.TrimRight(cfg.ConsoleBaseURL, "/")
+	}
+	host, port, err := net.SplitHostPort(cfg.ConsoleListen)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host, _ = os.Hostname()
+		if host == "" {
+			host = "127.0.0.1"
+		}
+	}
+	scheme := "http"
+	if cfg.ConsoleTLSCert != "" {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}

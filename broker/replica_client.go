@@ -1,0 +1,174 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// brokerConn is a broker-to-broker connection: requests go one at a time
+// (a replica fetcher is sequential), framed by kmsg. It is what Kafka's
+// NetworkClient is to its ReplicaFetcherThread; no client library sits in
+// between, so the fetch response's record bytes are appended to the
+// follower's log straight from the read buffer.
+type brokerConn struct {
+	conn    net.Conn
+	format  *kmsg.RequestFormatter
+	corr    int32
+	wbuf    []byte
+	rbuf    []byte
+	timeout time.Duration
+
+	closeOnce sync.Once
+}
+
+// maxResponseBytes bounds a response frame (a fetch response is bounded by
+// replica.fetch.response.max.bytes, plus framing).
+const maxResponseBytes = 256 << 20
+
+func dialBroker(ctx context.Context, addr, clientID string, timeout time.Duration) (*brokerConn, error) {
+	d := net.Dialer{Timeout: timeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	return &brokerConn{conn: c, format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)), timeout: timeout}, nil
+}
+
+// Close closes the connection (safe to call from another goroutine to
+// abort a request).
+func (c *brokerConn) Close() error {
+	var err error
+	c.closeOnce.Do(func() { err = c.conn.Close() })
+	return err
+}
+
+// request sends req and reads its response. extra widens the deadline for
+// requests that wait at the server (a fetch's max wait). The response may
+// reference the connection's read buffer: it is valid until the next
+// request.
+func (c *brokerConn) request(ctx context.Context, req kmsg.Request, extra time.Duration) (kmsg.Response, error) {
+	c.corr++
+	c.wbuf = c.format.AppendRequest(c.wbuf[:0], req, c.corr)
+	deadline := time.Now().Add(c.timeout + extra)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	c.conn.SetDeadline(deadline)
+	if _, err := c.conn.Write(c.wbuf); err != nil {
+		return nil, err
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c.conn, size[:]); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(size[:]))
+	if n < 4 || n > maxResponseBytes {
+		return nil, fmt.Errorf("response frame of %d bytes", n)
+	}
+	if cap(c.rbuf) < n {
+		c.rbuf = make([]byte, n)
+	}
+	body := c.rbuf[:n]
+	if _, err := io.ReadFull(c.conn, body); err != nil {
+		return nil, err
+	}
+	if corr := int32(binary.BigEndian.Uint32(body)); corr != c.corr {
+		return nil, fmt.Errorf("response correlation id %d, want %d", corr, c.corr)
+	}
+	body = body[4:]
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if resp.IsFlexible() && req.Key() != 18 { // ApiVersions responses have no header tags
+		var err error
+		if body, err = skipTags(body); err != nil {
+			return nil, err
+		}
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("decode %s response: %w", kmsg.NameForKey(req.Key()), err)
+	}
+	return resp, nil
+}
+
+// skipTags skips a flexible response header's tagged fields.
+func skipTags(b []byte) ([]byte, error) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 {
+		return nil, errors.New("bad response header tags")
+	}
+	b = b[w:]
+	for range n {
+		_, w := binary.Uvarint(b) // tag
+		if w <= 0 {
+			return nil, errors.New("bad response header tag")
+		}
+		b = b[w:]
+		size, w := binary.Uvarint(b)
+		if w <= 0 || uint64(len(b)-w) < size {
+			return nil, errors.New("bad response header tag size")
+		}
+		b = b[w+int(size):]
+	}
+	return b, nil
+}
+
+// RequestBroker sends one request to a live broker of the image over the
+// inter-broker listener and returns its response (a new connection each
+// time: for rare requests such as ControlledShutdown).
+func (b *Broker) RequestBroker(ctx context.Context, id int32, req kmsg.Request) (kmsg.Response, error) {
+	addr, err := b.brokerAddr(id)
+	if err != nil {
+		return nil, err
+	}
+	c, err := dialBroker(ctx, addr, b.clientID(), b.cfg.ReplicaSocketTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("broker %d at %s: %w", id, addr, err)
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	resp, err := c.request(ctx, req, 0)
+	if err != nil {
+		return nil, fmt.Errorf("broker %d at %s: %w", id, addr, err)
+	}
+	return resp, nil
+}
+
+// brokerAddr is a live broker's address on the inter-broker listener.
+func (b *Broker) brokerAddr(id int32) (string, error) {
+	br, ok := b.Image().Broker(id)
+	if !ok {
+		return "", fmt.Errorf("broker %d is not live", id)
+	}
+	ep, ok := br.Endpoint(b.interBrokerListener())
+	if !ok {
+		ep, ok = br.Endpoint("")
+	}
+	if !ok {
+		return "", fmt.Errorf("broker %d has no endpoint", id)
+	}
+	return net.JoinHostPort(ep.Host, fmt.Sprint(ep.Port)), nil
+}
+
+func (b *Broker) interBrokerListener() string {
+	if b.cfg.InterBrokerListener != "" {
+		return b.cfg.InterBrokerListener
+	}
+	if len(b.cfg.Endpoints) > 0 {
+		return b.cfg.Endpoints[0].Listener
+	}
+	return ""
+}
+
+func (b *Broker) clientID() string { return fmt.Sprintf("sluice-broker-%d", b.cfg.BrokerID) }

@@ -1,0 +1,490 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/storage"
+)
+
+// Replication, follower side: one fetcher goroutine per leader broker,
+// multiplexing every partition this broker follows on it (Kafka's
+// ReplicaFetcherThread with num.replica.fetchers=1). For each partition it
+// first truncates the log's divergent tail (OffsetForLeaderEpoch, KIP-101 and
+// KIP-279), then fetches from the log end with Fetch requests that carry
+// this broker's id as replica id, appends what comes back with the leader's
+// offsets, and takes the leader's high watermark (capped at its own log end)
+// and log start. The leader learns each follower's log end from these
+// fetches (Partition.UpdateFollower).
+
+// followTarget is one partition to follow: its leader and leader epoch.
+type followTarget struct {
+	p      *Partition
+	leader int32
+	epoch  int32
+}
+
+// replicaFetchers owns the fetcher goroutines.
+type replicaFetchers struct {
+	b   *Broker
+	log *slog.Logger
+
+	mu       sync.Mutex
+	closed   bool
+	bySource map[int32]*fetcher
+	wg       sync.WaitGroup
+}
+
+func newReplicaFetchers(b *Broker) *replicaFetchers {
+	return &replicaFetchers{b: b, log: b.log.With("component", "replica-fetcher"), bySource: map[int32]*fetcher{}}
+}
+
+// update makes the fetchers follow exactly targets: partitions whose leader
+// or epoch changed start again (with truncation) on the right fetcher;
+// fetchers left without partitions stop.
+func (r *replicaFetchers) update(targets map[storage.TopicPartition]followTarget) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	for src, f := range r.bySource {
+		f.mu.Lock()
+		for tp, st := range f.parts {
+			t, ok := targets[tp]
+			if !ok || t.leader != src || t.epoch != st.epoch || t.p != st.p {
+				delete(f.parts, tp)
+			}
+		}
+		f.mu.Unlock()
+	}
+	for tp, t := range targets {
+		f := r.bySource[t.leader]
+		if f == nil {
+			f = newFetcher(r, t.leader)
+			r.bySource[t.leader] = f
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				f.run()
+			}()
+		}
+		f.mu.Lock()
+		if _, ok := f.parts[tp]; !ok {
+			f.parts[tp] = &followState{p: t.p, epoch: t.epoch}
+		}
+		f.mu.Unlock()
+		f.poke()
+	}
+	for src, f := range r.bySource {
+		f.mu.Lock()
+		empty := len(f.parts) == 0
+		f.mu.Unlock()
+		if empty {
+			f.stop()
+			delete(r.bySource, src)
+		}
+	}
+}
+
+// close stops every fetcher and waits for them.
+func (r *replicaFetchers) close() {
+	r.mu.Lock()
+	r.closed = true
+	for src, f := range r.bySource {
+		f.stop()
+		delete(r.bySource, src)
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+// followState is a partition on a fetcher.
+type followState struct {
+	p         *Partition
+	epoch     int32
+	truncated bool      // the divergent tail is gone: fetch
+	retryAt   time.Time // after an error, wait until then
+}
+
+// fetcher follows the partitions led by one broker.
+type fetcher struct {
+	r      *replicaFetchers
+	source int32
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   chan struct{}
+
+	mu    sync.Mutex
+	parts map[storage.TopicPartition]*followState
+	conn  *brokerConn
+}
+
+func newFetcher(r *replicaFetchers, source int32) *fetcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &fetcher{r: r, source: source, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
+		parts: map[storage.TopicPartition]*followState{}}
+}
+
+func (f *fetcher) poke() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends the fetcher (an in-flight request is aborted by closing its
+// connection). r.mu should be held.
+func (f *fetcher) stop() {
+	f.cancel()
+	f.mu.Lock()
+	if f.conn != nil {
+		f.conn.Close()
+	}
+	f.mu.Unlock()
+}
+
+// sleep waits d, returning early when woken or stopped.
+func (f *fetcher) sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-f.ctx.Done():
+	case <-f.wake:
+	case <-t.C:
+	}
+}
+
+// current returns st when it is still the partition's follow state.
+func (f *fetcher) current(tp storage.TopicPartition, st *followState) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.parts[tp] == st
+}
+
+func (f *fetcher) run() {
+	b := f.r.b
+	log := f.r.log.With("leader", f.source)
+	defer func() {
+		f.mu.Lock()
+		if f.conn != nil {
+			f.conn.Close()
+			f.conn = nil
+		}
+		f.mu.Unlock()
+	}()
+	var lastErr string
+	for f.ctx.Err() == nil {
+		f.mu.Lock()
+		conn := f.conn
+		now := time.Now()
+		var truncate, fetch []storage.TopicPartition
+		var next time.Time
+		states := make(map[storage.TopicPartition]*followState, len(f.parts))
+		for tp, st := range f.parts {
+			states[tp] = st
+			if now.Before(st.retryAt) {
+				if next.IsZero() || st.retryAt.Before(next) {
+					next = st.retryAt
+				}
+				continue
+			}
+			if st.truncated {
+				fetch = append(fetch, tp)
+			} else {
+				truncate = append(truncate, tp)
+			}
+		}
+		f.mu.Unlock()
+		if len(truncate) == 0 && len(fetch) == 0 {
+			wait := time.Second
+			if !next.IsZero() {
+				wait = min(wait, time.Until(next))
+			}
+			f.sleep(wait)
+			continue
+		}
+		if conn == nil {
+			addr, err := b.brokerAddr(f.source)
+			if err == nil {
+				conn, err = dialBroker(f.ctx, addr, b.clientID(), b.cfg.ReplicaSocketTimeout)
+			}
+			if err != nil {
+				if msg := err.Error(); msg != lastErr {
+					log.Warn("cannot reach the leader; retrying", "err", err, "every", b.cfg.ReplicaFetchBackoff)
+					lastErr = msg
+				}
+				f.sleep(b.cfg.ReplicaFetchBackoff)
+				continue
+			}
+			f.mu.Lock()
+			if f.ctx.Err() != nil {
+				f.mu.Unlock()
+				conn.Close()
+				return
+			}
+			f.conn = conn
+			f.mu.Unlock()
+			lastErr = ""
+		}
+		var err error
+		if len(truncate) > 0 {
+			err = f.truncate(conn, truncate, states)
+		} else {
+			err = f.fetch(conn, fetch, states)
+		}
+		if err != nil {
+			if f.ctx.Err() != nil {
+				return
+			}
+			if msg := err.Error(); msg != lastErr {
+				log.Warn("replica fetch failed; reconnecting", "err", err)
+				lastErr = msg
+			}
+			f.mu.Lock()
+			f.conn.Close()
+			f.conn = nil
+			f.mu.Unlock()
+			f.sleep(b.cfg.ReplicaFetchBackoff)
+		}
+	}
+}
+
+// retry marks a partition to be retried after d.
+func (f *fetcher) retry(st *followState, d time.Duration) {
+	f.mu.Lock()
+	st.retryAt = time.Now().Add(d)
+	f.mu.Unlock()
+}
+
+func (f *fetcher) setTruncated(st *followState, v bool) {
+	f.mu.Lock()
+	st.truncated = v
+	st.retryAt = time.Time{}
+	f.mu.Unlock()
+}
+
+// notReady is how long a partition waits after the leader said it does
+// not lead it (yet) at that epoch: it learns of its leadership at about the
+// same time as this broker learns of it.
+const notReady = 100 * time.Millisecond
+
+// truncate asks the leader where each partition's latest epoch ends
+// (OffsetForLeaderEpoch) and cuts the log there (KIP-279: when the leader
+// answers with an older epoch, also no further than where that epoch ends
+// here).
+func (f *fetcher) truncate(conn *brokerConn, tps []storage.TopicPartition, states map[storage.TopicPartition]*followState) error {
+	b := f.r.b
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.Version = 3
+	req.ReplicaID = b.cfg.BrokerID
+	byTopic := map[string]int{}
+	asked := 0
+	for _, tp := range tps {
+		st := states[tp]
+		l := st.p.log
+		epoch, ok := l.LatestEpoch()
+		if !ok {
+			// No epochs: an empty log (nothing to cut) or one without
+			// leader epochs, cut back to the high watermark.
+			if err := st.p.truncateAsFollower(st.epoch, l.HighWatermark()); err != nil && !errors.Is(err, errStaleFollower) {
+				f.r.log.Warn("truncate", "partition", tp.String(), "err", err)
+			}
+			f.setTruncated(st, true)
+			continue
+		}
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[tp.Topic] = i
+			t := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			t.Topic = tp.Topic
+			req.Topics = append(req.Topics, t)
+		}
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition = tp.Partition
+		rp.CurrentLeaderEpoch = st.epoch
+		rp.LeaderEpoch = epoch
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		asked++
+	}
+	if asked == 0 {
+		return nil
+	}
+	resp, err := conn.request(f.ctx, req, 0)
+	if err != nil {
+		return err
+	}
+	for _, rt := range resp.(*kmsg.OffsetForLeaderEpochResponse).Topics {
+		for _, rp := range rt.Partitions {
+			tp := storage.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
+			st := states[tp]
+			if st == nil || !f.current(tp, st) {
+				continue
+			}
+			if rp.ErrorCode != 0 {
+				f.partitionError(tp, st, rp.ErrorCode, "offset for leader epoch")
+				continue
+			}
+			l := st.p.log
+			to := rp.EndOffset
+			mine, _ := l.LatestEpoch()
+			switch {
+			case rp.LeaderEpoch < 0 || rp.EndOffset < 0:
+				// The leader knows no epoch at or below ours: keep only
+				// what was committed.
+				to = l.HighWatermark()
+			case rp.LeaderEpoch < mine:
+				if e, end := l.EndOffsetForEpoch(rp.LeaderEpoch); e == rp.LeaderEpoch && end < to {
+					to = end
+				}
+			}
+			to = min(to, l.LogEndOffset())
+			if err := st.p.truncateAsFollower(st.epoch, to); err != nil {
+				if !errors.Is(err, errStaleFollower) {
+					f.r.log.Error("truncate", "partition", tp.String(), "to", to, "err", err)
+					f.retry(st, f.r.b.cfg.ReplicaFetchBackoff)
+				}
+				continue
+			}
+			f.setTruncated(st, true)
+		}
+	}
+	return nil
+}
+
+// fetch sends one Fetch for the partitions and applies the response.
+func (f *fetcher) fetch(conn *brokerConn, tps []storage.TopicPartition, states map[storage.TopicPartition]*followState) error {
+	b := f.r.b
+	cfg := &b.cfg
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 12
+	req.ReplicaID = cfg.BrokerID
+	req.MaxWaitMillis = int32(cfg.ReplicaFetchWaitMax.Milliseconds())
+	req.MinBytes = cfg.ReplicaFetchMinBytes
+	req.MaxBytes = cfg.ReplicaFetchResponseMaxBytes
+	req.SessionID, req.SessionEpoch = 0, -1
+	byTopic := map[string]int{}
+	for _, tp := range tps {
+		st := states[tp]
+		l := st.p.log
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[tp.Topic] = i
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = tp.Topic
+			req.Topics = append(req.Topics, t)
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = tp.Partition
+		rp.CurrentLeaderEpoch = st.epoch
+		rp.FetchOffset = l.LogEndOffset()
+		rp.LastFetchedEpoch = -1
+		if e, ok := l.LatestEpoch(); ok {
+			rp.LastFetchedEpoch = e
+		}
+		rp.LogStartOffset = l.LogStartOffset()
+		rp.PartitionMaxBytes = cfg.ReplicaFetchMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	resp, err := conn.request(f.ctx, req, cfg.ReplicaFetchWaitMax)
+	if err != nil {
+		return err
+	}
+	fr := resp.(*kmsg.FetchResponse)
+	if fr.ErrorCode != 0 {
+		return kerr.ErrorForCode(fr.ErrorCode)
+	}
+	for _, rt := range fr.Topics {
+		for _, rp := range rt.Partitions {
+			tp := storage.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
+			st := states[tp]
+			if st == nil || !f.current(tp, st) {
+				continue
+			}
+			if rp.ErrorCode != 0 {
+				if rp.ErrorCode == kerr.OffsetOutOfRange.Code {
+					f.outOfRange(tp, st, rp.LogStartOffset)
+					continue
+				}
+				f.partitionError(tp, st, rp.ErrorCode, "fetch")
+				continue
+			}
+			if rp.DivergingEpoch.Epoch >= 0 && rp.DivergingEpoch.EndOffset >= 0 {
+				// The leader saw our last epoch diverge (KIP-595): cut
+				// where it says, no further than our own end of that epoch.
+				to := rp.DivergingEpoch.EndOffset
+				if e, end := st.p.log.EndOffsetForEpoch(rp.DivergingEpoch.Epoch); e == rp.DivergingEpoch.Epoch && end < to {
+					to = end
+				}
+				if err := st.p.truncateAsFollower(st.epoch, to); err != nil && !errors.Is(err, errStaleFollower) {
+					f.r.log.Error("truncate", "partition", tp.String(), "to", to, "err", err)
+					f.retry(st, cfg.ReplicaFetchBackoff)
+				}
+				continue
+			}
+			records := wholeBatches(rp.RecordBatches)
+			if err := st.p.appendAsFollower(st.epoch, records, rp.HighWatermark, rp.LogStartOffset); err != nil {
+				if errors.Is(err, errStaleFollower) {
+					continue
+				}
+				// Records that do not follow the log end: find the
+				// divergence again.
+				f.r.log.Warn("append as follower failed; truncating again", "partition", tp.String(), "err", err)
+				f.setTruncated(st, false)
+				f.retry(st, cfg.ReplicaFetchBackoff)
+			}
+		}
+	}
+	return nil
+}
+
+// outOfRange handles OFFSET_OUT_OF_RANGE: behind the leader's log start,
+// start over there; otherwise the log runs past the leader's (an unclean
+// election), so truncate again.
+func (f *fetcher) outOfRange(tp storage.TopicPartition, st *followState, leaderLogStart int64) {
+	l := st.p.log
+	if leaderLogStart >= 0 && l.LogEndOffset() < leaderLogStart {
+		if err := st.p.restartAsFollower(st.epoch, leaderLogStart); err != nil && !errors.Is(err, errStaleFollower) {
+			f.r.log.Error("restart log", "partition", tp.String(), "at", leaderLogStart, "err", err)
+			f.retry(st, f.r.b.cfg.ReplicaFetchBackoff)
+		}
+		return
+	}
+	f.setTruncated(st, false)
+}
+
+// partitionError backs a partition off after an error from the leader: not
+// (yet) the leader at our epoch, or a stale epoch — this broker's metadata
+// will move it — or anything else, logged.
+func (f *fetcher) partitionError(tp storage.TopicPartition, st *followState, code int16, what string) {
+	switch code {
+	case kerr.NotLeaderForPartition.Code, kerr.FencedLeaderEpoch.Code, kerr.UnknownLeaderEpoch.Code,
+		kerr.UnknownTopicOrPartition.Code, kerr.LeaderNotAvailable.Code:
+		f.retry(st, notReady)
+	default:
+		f.r.log.Warn(what+" error from the leader", "partition", tp.String(), "err", kerr.ErrorForCode(code))
+		f.retry(st, f.r.b.cfg.ReplicaFetchBackoff)
+	}
+}
+
+// wholeBatches drops a trailing partial batch (a leader may cut a response
+// at its size limit mid-batch).
+func wholeBatches(b []byte) []byte {
+	n := 0
+	for len(b)-n >= storage.BatchHeaderSize {
+		h, err := storage.ParseBatchHeader(b[n:])
+		if err != nil || h.Size() > len(b)-n {
+			break
+		}
+		n += h.Size()
+	}
+	return b[:n]
+}

@@ -1,0 +1,175 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/storage"
+)
+
+// newLeaderBroker runs broker 1 leading "r" (replicas 1 and 2, both in the
+// ISR, min.insync.replicas=2) with a short replica.lag.time.max.ms; broker 2
+// is registered but played by the test, through UpdateFollower.
+func newLeaderBroker(t *testing.T, lag time.Duration) (*Broker, *cluster.Standalone, *Partition) {
+	t.Helper()
+	ctx := context.Background()
+	co, err := cluster.OpenStandalone(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, err := storage.OpenManager(storage.ManagerConfig{Dirs: []string{t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{BrokerID: 1, Logs: logs, Coordinator: co, ReplicaLagTimeMax: lag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := co.RegisterBroker(ctx, cluster.Broker{ID: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		b.Close()
+		logs.Close()
+		co.Close()
+	})
+	if err := co.CreateTopic(ctx, cluster.Topic{Name: "r", ID: cluster.NewUUID(), Replicas: [][]int32{{1, 2}}}, map[string]string{"min.insync.replicas": "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := co.CreatePartitionState(ctx, "r", 0, cluster.PartitionState{Leader: 1, LeaderEpoch: 1, ISR: []int32{1, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.LeaderPartition("r", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, co, p
+}
+
+func storedISR(t *testing.T, co cluster.Coordinator) []int32 {
+	st, err := co.PartitionState(context.Background(), "r", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.ISR
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestISRShrinkAndExpand: a follower that stops fetching leaves the ISR
+// after replica.lag.time.max.ms (written to the coordinator, then used for
+// the high watermark, which moves on); one that fetches up to the high
+// watermark again rejoins it.
+func TestISRShrinkAndExpand(t *testing.T) {
+	_, co, p := newLeaderBroker(t, 300*time.Millisecond)
+	info, err := p.AppendRecords(batchOf(t, 5), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The follower fetches everything: the high watermark follows.
+	if err := p.UpdateFollower(2, info.LastOffset+1); err != nil {
+		t.Fatal(err)
+	}
+	if hw := p.HighWatermark(); hw != info.LastOffset+1 {
+		t.Fatalf("high watermark %d after the follower caught up, want %d", hw, info.LastOffset+1)
+	}
+	// New records; the follower goes quiet.
+	info, err = p.AppendRecords(batchOf(t, 3), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hw := p.HighWatermark(); hw == info.LastOffset+1 {
+		t.Fatal("the high watermark passed records the ISR follower lacks")
+	}
+	eventually(t, "the lagging follower leaves the ISR", func() bool { return slices.Equal(storedISR(t, co), []int32{1}) })
+	eventually(t, "the high watermark moves on without it", func() bool { return p.HighWatermark() == info.LastOffset+1 })
+	// It comes back and catches up: back in the ISR.
+	if err := p.UpdateFollower(2, info.LastOffset+1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the follower rejoins the ISR", func() bool { return slices.Equal(storedISR(t, co), []int32{1, 2}) })
+	if st := p.State(); !slices.Equal(st.ISR, []int32{1, 2}) {
+		t.Fatalf("leader's ISR %v", st.ISR)
+	}
+}
+
+// TestNotEnoughReplicasAfterAppend: an acks=all append accepted with a full
+// ISR, whose high watermark is reached only after the ISR shrank below
+// min.insync.replicas, answers NOT_ENOUGH_REPLICAS_AFTER_APPEND; the next
+// acks=all append is refused up front with NOT_ENOUGH_REPLICAS.
+func TestNotEnoughReplicasAfterAppend(t *testing.T) {
+	_, _, p := newLeaderBroker(t, 300*time.Millisecond)
+	info, err := p.AppendRecords(batchOf(t, 2), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = p.WaitForHighWatermark(ctx, info.LastOffset+1)
+	if !errors.Is(err, kerr.NotEnoughReplicasAfterAppend) {
+		t.Fatalf("wait after the ISR shrank: %v", err)
+	}
+	if _, err := p.AppendRecords(batchOf(t, 1), -1); !errors.Is(err, kerr.NotEnoughReplicas) {
+		t.Fatalf("acks=all with a short ISR: %v", err)
+	}
+}
+
+// TestFollowerAppendFencedByEpoch: records fetched at an epoch the
+// partition no longer follows at are dropped, and a leader never takes
+// follower appends.
+func TestFollowerAppendFencedByEpoch(t *testing.T) {
+	_, _, p := newLeaderBroker(t, time.Minute)
+	if err := p.appendAsFollower(1, batchOf(t, 1), 1, 0); !errors.Is(err, errStaleFollower) {
+		t.Fatalf("follower append on the leader: %v", err)
+	}
+	if err := p.truncateAsFollower(1, 0); !errors.Is(err, errStaleFollower) {
+		t.Fatalf("follower truncation on the leader: %v", err)
+	}
+}
+
+func TestWholeBatches(t *testing.T) {
+	a, b := batchOf(t, 2), batchOf(t, 3)
+	all := append(append([]byte{}, a...), b...)
+	if got := wholeBatches(all); len(got) != len(all) {
+		t.Fatalf("two whole batches: %d of %d bytes", len(got), len(all))
+	}
+	if got := wholeBatches(all[:len(a)+10]); len(got) != len(a) {
+		t.Fatalf("a trailing partial batch must go: %d bytes, want %d", len(got), len(a))
+	}
+	if got := wholeBatches(all[:20]); len(got) != 0 {
+		t.Fatalf("a partial header: %d bytes", len(got))
+	}
+}
+
+func TestSkipTags(t *testing.T) {
+	// Two tags: (0, 1 byte), (5, 2 bytes), then the body.
+	in := []byte{2, 0, 1, 0xaa, 5, 2, 0xbb, 0xcc, 'b', 'o', 'd', 'y'}
+	out, err := skipTags(in)
+	if err != nil || string(out) != "body" {
+		t.Fatalf("%q %v", out, err)
+	}
+	if _, err := skipTags([]byte{1, 0, 9, 1}); err == nil {
+		t.Fatal("a tag longer than the buffer was accepted")
+	}
+}

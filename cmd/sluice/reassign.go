@@ -1,0 +1,585 @@
+package main
+
+// sluice reassign and sluice broker: moving partition replicas between
+// brokers (Kafka's kafka-reassign-partitions.sh), through the
+// AlterPartitionReassignments and ListPartitionReassignments APIs, so they
+// work against any broker of the cluster.
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+func init() {
+	registerVerbs("reassign", "move partition replicas between brokers (KIP-455 reassignments)", []*cliAction{
+		{name: "execute", args: "(--file plan.json | --topic T --partition P --replicas 1,2,3)", summary: "start reassignments", run: reassignExecute},
+		{name: "list", args: "[--topic T]", summary: "show the reassignments in progress", run: reassignList},
+		{name: "cancel", args: "(--file plan.json | --topic T --partition P)", summary: "cancel reassignments in progress (back to the original replicas)", run: reassignCancel},
+	})
+	registerVerbs("broker", "add a broker to the partitions' replicas, or drain one", []*cliAction{
+		{name: "add", args: "<broker-id> [--topics a,b]", summary: "move replicas onto a new broker until it holds its share", run: brokerAdd},
+		{name: "drain", args: "<broker-id> [--topics a,b]", summary: "move every replica off a broker (before removing it)", run: brokerDrain},
+	})
+}
+
+// reassignmentPlan is Kafka's reassignment JSON (kafka-reassign-partitions.sh
+// --reassignment-json-file).
+type reassignmentPlan struct {
+	Version    int                     `json:"version"`
+	Partitions []reassignmentPlanEntry `json:"partitions"`
+}
+
+type reassignmentPlanEntry struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Replicas  []int32 `json:"replicas,omitempty"`
+}
+
+func readPlan(path string) (reassignmentPlan, error) {
+	var p reassignmentPlan
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return p, err
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return p, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(p.Partitions) == 0 {
+		return p, fmt.Errorf("%s: no partitions", path)
+	}
+	for i, e := range p.Partitions {
+		if e.Topic == "" || e.Partition < 0 {
+			return p, fmt.Errorf("%s: entry %d needs a topic and a partition", path, i)
+		}
+	}
+	return p, nil
+}
+
+func parseIDs(s string) ([]int32, error) {
+	var out []int32
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(f, 10, 32)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a broker id", f)
+		}
+		out = append(out, int32(n))
+	}
+	return out, nil
+}
+
+// planFlags reads --file, or --topic/--partition[/--replicas].
+type planFlags struct {
+	file      string
+	topic     string
+	partition int
+	replicas  string
+	wait      bool
+}
+
+func (pf *planFlags) plan(withReplicas bool) (reassignmentPlan, error) {
+	if pf.file != "" {
+		if pf.topic != "" || pf.replicas != "" {
+			return reassignmentPlan{}, usagef("--file and --topic/--replicas exclude each other")
+		}
+		p, err := readPlan(pf.file)
+		if err != nil {
+			return p, usagef("%v", err)
+		}
+		return p, nil
+	}
+	if pf.topic == "" || pf.partition < 0 {
+		return reassignmentPlan{}, usagef("give --file, or --topic and --partition")
+	}
+	e := reassignmentPlanEntry{Topic: pf.topic, Partition: int32(pf.partition)}
+	if withReplicas {
+		ids, err := parseIDs(pf.replicas)
+		if err != nil {
+			return reassignmentPlan{}, usagef("--replicas: %v", err)
+		}
+		if len(ids) == 0 {
+			return reassignmentPlan{}, usagef("--replicas is empty")
+		}
+		e.Replicas = ids
+	}
+	return reassignmentPlan{Version: 1, Partitions: []reassignmentPlanEntry{e}}, nil
+}
+
+func reassignExecute(ctx context.Context, env *cliEnv, args []string) error {
+	var cf clientFlags
+	var pf planFlags
+	fs := newFlags(env, "reassign execute (--file plan.json | --topic T --partition P --replicas 1,2,3) [flags]",
+		"Start moving partitions to new replica lists. The new replicas copy the data from\n"+
+			"the leader while clients keep producing and consuming; the controller finishes\n"+
+			"each move once its new replicas are in sync (leadership moves into the new list\n"+
+			"and the replicas left out drop their copy). A list of another length changes the\n"+
+			"replication factor. The plan file is Kafka's reassignment JSON:\n"+
+			"  {\"version\":1,\"partitions\":[{\"topic\":\"orders\",\"partition\":0,\"replicas\":[2,3]}]}")
+	cf.register(fs, env, false)
+	fs.StringVar(&pf.file, "file", "", "reassignment plan (Kafka's JSON format)")
+	fs.StringVar(&pf.topic, "topic", "", "topic of a single partition to move")
+	fs.IntVar(&pf.partition, "partition", -1, "the partition to move")
+	fs.StringVar(&pf.replicas, "replicas", "", "its new replicas, preferred leader first: 1,2,3")
+	fs.BoolVar(&pf.wait, "wait", false, "wait until every move completed")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	if err := cf.validate(); err != nil {
+		return err
+	}
+	plan, err := pf.plan(true)
+	if err != nil {
+		return err
+	}
+	for _, e := range plan.Partitions {
+		if len(e.Replicas) == 0 {
+			return usagef("%s-%d: no replicas (use `sluice reassign cancel` to cancel)", e.Topic, e.Partition)
+		}
+	}
+	return submitPlan(ctx, env, &cf, plan, pf.wait)
+}
+
+// submitPlan starts the plan's reassignments and optionally waits for them.
+func submitPlan(ctx context.Context, env *cliEnv, cf *clientFlags, plan reassignmentPlan, wait bool) error {
+	actx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	adm, done, err := cf.admin(actx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	req := kadm.AlterPartitionAssignmentsReq{}
+	for _, e := range plan.Partitions {
+		req.Assign(e.Topic, e.Partition, e.Replicas)
+	}
+	rs, err := adm.AlterPartitionAssignments(actx, req)
+	if err != nil {
+		return errKafka("alter partition reassignments", err)
+	}
+	var failed []string
+	for _, r := range rs.Sorted() {
+		if r.Err != nil {
+			failed = append(failed, fmt.Sprintf("%s-%d: %v %s", r.Topic, r.Partition, r.Err, r.ErrMessage))
+		}
+	}
+	fmt.Fprintf(env.stdout, "started %d of %d reassignments\n", len(plan.Partitions)-len(failed), len(plan.Partitions))
+	if len(failed) > 0 {
+		return fmt.Errorf("refused:\n  %s", strings.Join(failed, "\n  "))
+	}
+	if !wait {
+		fmt.Fprintln(env.stdout, "follow them with `sluice reassign list`")
+		return nil
+	}
+	return waitPlan(ctx, env, adm, plan)
+}
+
+// waitPlan waits until no partition of the plan is being reassigned and each
+// has its target replicas, all in sync.
+func waitPlan(ctx context.Context, env *cliEnv, adm *kadm.Client, plan reassignmentPlan) error {
+	topics := map[string]bool{}
+	set := kadm.TopicsSet{}
+	for _, e := range plan.Partitions {
+		topics[e.Topic] = true
+		set.Add(e.Topic, e.Partition)
+	}
+	names := slices.Sorted(func(yield func(string) bool) {
+		for t := range topics {
+			if !yield(t) {
+				return
+			}
+		}
+	})
+	start := time.Now()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		pending := 0
+		lr, err := adm.ListPartitionReassignments(ctx, set)
+		if err == nil {
+			for _, ps := range lr {
+				pending += len(ps)
+			}
+		}
+		if err == nil && pending == 0 {
+			md, merr := adm.Metadata(ctx, names...)
+			if merr == nil {
+				for _, e := range plan.Partitions {
+					p, ok := md.Topics[e.Topic].Partitions[e.Partition]
+					if !ok || !sameSet(p.Replicas, e.Replicas) || len(p.ISR) != len(p.Replicas) {
+						pending++
+					}
+				}
+				if pending == 0 {
+					fmt.Fprintf(env.stdout, "all %d reassignments completed in %v\n", len(plan.Partitions), time.Since(start).Round(time.Millisecond))
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func sameSet(a, b []int32) bool {
+	if b == nil {
+		return true // a cancellation: whatever the original was
+	}
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
+func reassignList(ctx context.Context, env *cliEnv, args []string) error {
+	var cf clientFlags
+	var topic string
+	fs := newFlags(env, "reassign list [--topic T] [flags]", "Show the partitions being reassigned: their replicas (target and original),\nthe replicas being added and those being removed.")
+	cf.register(fs, env, true)
+	fs.StringVar(&topic, "topic", "", "only this topic")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	if err := cf.validate(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	adm, done, err := cf.admin(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var set kadm.TopicsSet
+	if topic != "" {
+		md, err := adm.Metadata(ctx, topic)
+		if err != nil {
+			return errKafka("metadata", err)
+		}
+		set = kadm.TopicsSet{}
+		for p := range md.Topics[topic].Partitions {
+			set.Add(topic, p)
+		}
+	}
+	lr, err := adm.ListPartitionReassignments(ctx, set)
+	if err != nil {
+		return errKafka("list partition reassignments", err)
+	}
+	type row struct {
+		Topic     string  `json:"topic"`
+		Partition int32   `json:"partition"`
+		Replicas  []int32 `json:"replicas"`
+		Adding    []int32 `json:"adding_replicas"`
+		Removing  []int32 `json:"removing_replicas"`
+	}
+	rows := []row{}
+	for _, r := range lr.Sorted() {
+		rows = append(rows, row{r.Topic, r.Partition, r.Replicas, nonNilIDs(r.AddingReplicas), nonNilIDs(r.RemovingReplicas)})
+	}
+	if cf.json() {
+		return writeJSON(env.stdout, rows)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(env.stdout, "no reassignment in progress")
+		return nil
+	}
+	tb := newCLITable(env.stdout, "TOPIC", "PARTITION", "REPLICAS", "ADDING", "REMOVING")
+	for _, r := range rows {
+		tb.row(r.Topic, r.Partition, int32List(r.Replicas), int32List(r.Adding), int32List(r.Removing))
+	}
+	return tb.flush()
+}
+
+func nonNilIDs(v []int32) []int32 {
+	if v == nil {
+		return []int32{}
+	}
+	return v
+}
+
+func reassignCancel(ctx context.Context, env *cliEnv, args []string) error {
+	var cf clientFlags
+	var pf planFlags
+	fs := newFlags(env, "reassign cancel (--file plan.json | --topic T --partition P) [flags]",
+		"Cancel reassignments in progress: each partition goes back to its original\nreplicas (the replica lists of a plan file are ignored).")
+	cf.register(fs, env, false)
+	fs.StringVar(&pf.file, "file", "", "the plan whose partitions to cancel")
+	fs.StringVar(&pf.topic, "topic", "", "topic of a single partition")
+	fs.IntVar(&pf.partition, "partition", -1, "the partition")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	if err := cf.validate(); err != nil {
+		return err
+	}
+	plan, err := pf.plan(false)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	adm, done, err := cf.admin(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	req := kadm.AlterPartitionAssignmentsReq{}
+	for _, e := range plan.Partitions {
+		req.CancelAssign(e.Topic, e.Partition)
+	}
+	rs, err := adm.AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		return errKafka("alter partition reassignments", err)
+	}
+	var failed []string
+	for _, r := range rs.Sorted() {
+		if r.Err != nil {
+			failed = append(failed, fmt.Sprintf("%s-%d: %v", r.Topic, r.Partition, r.Err))
+		}
+	}
+	fmt.Fprintf(env.stdout, "cancelled %d of %d reassignments\n", len(plan.Partitions)-len(failed), len(plan.Partitions))
+	if len(failed) > 0 {
+		return fmt.Errorf("not cancelled:\n  %s", strings.Join(failed, "\n  "))
+	}
+	return nil
+}
+
+// ---- sluice broker add / drain ----
+
+// assignment is every partition's replicas, from Metadata.
+type assignment struct {
+	parts   []partKey
+	current map[partKey][]int32
+}
+
+type partKey struct {
+	topic     string
+	partition int32
+}
+
+func (a assignment) load() map[int32]int {
+	n := map[int32]int{}
+	for _, rs := range a.current {
+		for _, r := range rs {
+			n[r]++
+		}
+	}
+	return n
+}
+
+// drainPlan moves every replica on broker off it: each goes to the live
+// broker, not already a replica of that partition, holding the fewest
+// replicas (ties: the lowest id); it takes the drained broker's place in the
+// list, so a drained preferred leader's replacement becomes the preferred
+// leader. Partitions whose every live broker already holds a replica cannot
+// move and are returned apart.
+func drainPlan(a assignment, broker int32, live []int32) (plan reassignmentPlan, stuck []partKey) {
+	load := a.load()
+	plan.Version = 1
+	for _, k := range a.parts {
+		reps := a.current[k]
+		i := slices.Index(reps, broker)
+		if i < 0 {
+			continue
+		}
+		best := int32(-1)
+		for _, b := range live {
+			if b == broker || slices.Contains(reps, b) {
+				continue
+			}
+			if best < 0 || load[b] < load[best] || load[b] == load[best] && b < best {
+				best = b
+			}
+		}
+		if best < 0 {
+			stuck = append(stuck, k)
+			continue
+		}
+		next := slices.Clone(reps)
+		next[i] = best
+		load[best]++
+		load[broker]--
+		plan.Partitions = append(plan.Partitions, reassignmentPlanEntry{Topic: k.topic, Partition: k.partition, Replicas: next})
+	}
+	return plan, stuck
+}
+
+// addPlan moves replicas onto broker until it holds its share (the total
+// replica count over the number of brokers, rounded down): each move takes
+// a replica of the most loaded broker, from a partition the new broker is
+// not yet a replica of, keeping its place in the replica list.
+func addPlan(a assignment, broker int32, live []int32) reassignmentPlan {
+	load := a.load()
+	total := 0
+	for _, n := range load {
+		total += n
+	}
+	brokers := slices.Clone(live)
+	if !slices.Contains(brokers, broker) {
+		brokers = append(brokers, broker)
+	}
+	share := total / len(brokers)
+	next := map[partKey][]int32{}
+	var order []partKey
+	for load[broker] < share {
+		// The most loaded broker, then the first partition it can give.
+		donors := slices.Clone(brokers)
+		slices.SortFunc(donors, func(x, y int32) int { return cmp.Or(cmp.Compare(load[y], load[x]), cmp.Compare(x, y)) })
+		moved := false
+		for _, d := range donors {
+			if d == broker || load[d] <= share {
+				continue
+			}
+			for _, k := range a.parts {
+				reps := next[k]
+				if reps == nil {
+					reps = a.current[k]
+				}
+				i := slices.Index(reps, d)
+				if i < 0 || slices.Contains(reps, broker) {
+					continue
+				}
+				reps = slices.Clone(reps)
+				reps[i] = broker
+				if next[k] == nil {
+					order = append(order, k)
+				}
+				next[k] = reps
+				load[d]--
+				load[broker]++
+				moved = true
+				break
+			}
+			if moved {
+				break
+			}
+		}
+		if !moved {
+			break
+		}
+	}
+	plan := reassignmentPlan{Version: 1}
+	for _, k := range order {
+		plan.Partitions = append(plan.Partitions, reassignmentPlanEntry{Topic: k.topic, Partition: k.partition, Replicas: next[k]})
+	}
+	return plan
+}
+
+// brokerCommand parses `broker add|drain <id>` and loads the assignment.
+func brokerCommand(ctx context.Context, env *cliEnv, args []string, verb, description string,
+	fn func(a assignment, id int32, live []int32) (reassignmentPlan, []partKey)) error {
+	var cf clientFlags
+	var topics cliList
+	var wait, dryRun bool
+	fs := newFlags(env, "broker "+verb+" <broker-id> [flags]", description)
+	cf.register(fs, env, false)
+	fs.Var(&topics, "topics", "only these topics (comma-separated; default: every topic)")
+	fs.BoolVar(&wait, "wait", false, "wait until every move completed")
+	fs.BoolVar(&dryRun, "dry-run", false, "print the plan (Kafka's reassignment JSON) and change nothing")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("give one broker id")
+	}
+	ids, err := parseIDs(pos[0])
+	if err != nil || len(ids) != 1 {
+		return usagef("%q is not a broker id", pos[0])
+	}
+	id := ids[0]
+	if err := cf.validate(); err != nil {
+		return err
+	}
+	actx, cancel := context.WithTimeout(ctx, cf.timeout)
+	defer cancel()
+	adm, done, err := cf.admin(actx)
+	if err != nil {
+		return err
+	}
+	md, err := adm.Metadata(actx, topics...)
+	done()
+	if err != nil {
+		return errKafka("metadata", err)
+	}
+	var live []int32
+	for _, b := range md.Brokers {
+		live = append(live, b.NodeID)
+	}
+	sort.Slice(live, func(i, j int) bool { return live[i] < live[j] })
+	if verb == "add" && !slices.Contains(live, id) {
+		return fmt.Errorf("broker %d is not live: start it (with broker.id=%d and this cluster's zookeeper.connect) first", id, id)
+	}
+	a := assignment{current: map[partKey][]int32{}}
+	for _, t := range md.Topics.Sorted() {
+		if t.Err != nil {
+			return fmt.Errorf("topic %s: %w", t.Topic, t.Err)
+		}
+		for _, p := range t.Partitions.Sorted() {
+			k := partKey{t.Topic, p.Partition}
+			a.parts = append(a.parts, k)
+			a.current[k] = slices.Clone(p.Replicas)
+		}
+	}
+	plan, stuck := fn(a, id, live)
+	if len(stuck) > 0 {
+		var names []string
+		for _, k := range stuck {
+			names = append(names, fmt.Sprintf("%s-%d", k.topic, k.partition))
+		}
+		return fmt.Errorf("%d partitions cannot move off broker %d: every other live broker already holds a replica (%s); add a broker or lower their replication factor first",
+			len(stuck), id, strings.Join(names[:min(len(names), 10)], ","))
+	}
+	if dryRun {
+		return writeJSON(env.stdout, plan)
+	}
+	if len(plan.Partitions) == 0 {
+		fmt.Fprintf(env.stdout, "nothing to move\n")
+		return nil
+	}
+	return submitPlan(ctx, env, &cf, plan, wait)
+}
+
+func brokerDrain(ctx context.Context, env *cliEnv, args []string) error {
+	return brokerCommand(ctx, env, args, "drain",
+		"Move every replica off the broker, to the live brokers holding the fewest\n"+
+			"replicas, while clients keep working (before decommissioning it). Each replica\n"+
+			"keeps its place in the replica list, so leadership moves with it.", drainPlan)
+}
+
+func brokerAdd(ctx context.Context, env *cliEnv, args []string) error {
+	return brokerCommand(ctx, env, args, "add",
+		"Move replicas from the most loaded brokers onto a broker (a new one, started\n"+
+			"with this cluster's zookeeper.connect) until it holds its share of replicas.",
+		func(a assignment, id int32, live []int32) (reassignmentPlan, []partKey) {
+			return addPlan(a, id, live), nil
+		})
+}

@@ -1,0 +1,246 @@
+package clustertest
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// BenchmarkClusterProduce measures produce throughput on the three-broker
+// cluster with `sluice perf produce` (franz-go), for replication factor 1
+// and 3 and acks=1 and acks=all. Run:
+//
+//	go test -run '^$' -bench ClusterProduce -benchtime 1x ./internal/clustertest/
+func BenchmarkClusterProduce(b *testing.B) {
+	c := shared
+	for _, rf := range []int{1, 3} {
+		for _, acks := range []string{"1", "all"} {
+			b.Run(fmt.Sprintf("rf=%d/acks=%s", rf, acks), func(b *testing.B) {
+				for i := range b.N {
+					topic := fmt.Sprintf("bench-rf%d-acks%s-%d-%d", rf, acks, i, time.Now().UnixNano())
+					records := "2000000"
+					if n := os.Getenv("SLUICE_BENCH_RECORDS"); n != "" {
+						records = n
+					}
+					args := []string{"perf", "produce", "--brokers", strings.Join(c.seeds(), ","), "--topic", topic,
+						"--partitions", "6", "--replication-factor", strconv.Itoa(rf), "--acks", acks,
+						"--num-records", records, "--record-size", "100", "--progress", "0", "--output", "json"}
+					out, err := exec.Command(c.bin, args...).Output()
+					if err != nil {
+						b.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, out)
+					}
+					var res struct {
+						RecordsPerSec float64 `json:"records_per_sec"`
+						MiBPerSec     float64 `json:"mib_per_sec"`
+						Errors        int64   `json:"errors"`
+						Latency       struct {
+							P50 float64 `json:"p50"`
+							P99 float64 `json:"p99"`
+						} `json:"latency_ms"`
+					}
+					if err := json.Unmarshal(out, &res); err != nil {
+						b.Fatalf("%v: %s", err, out)
+					}
+					if res.Errors != 0 {
+						b.Fatalf("%d errors", res.Errors)
+					}
+					b.ReportMetric(res.RecordsPerSec, "records/s")
+					b.ReportMetric(res.MiBPerSec, "MiB/s")
+					b.ReportMetric(res.Latency.P50, "p50-ms")
+					b.ReportMetric(res.Latency.P99, "p99-ms")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkTenThousandPartitions: 10,000 partitions with replication
+// factor 3 on the three brokers (10,000 replicas each). It measures how long
+// until every partition has a leader and a full ISR, then kills a broker
+// with kill -9 and measures how long until every partition it led has a new
+// leader (the session timeout is 6 s of it), then restarts it and measures
+// until the ISRs are full again. Run:
+//
+//	go test -run '^$' -bench TenThousand -benchtime 1x -timeout 30m ./internal/clustertest/
+func BenchmarkTenThousandPartitions(b *testing.B) {
+	c := shared
+	topics, perTopic := 100, 100
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_PARTITIONS")); err == nil && n >= 100 {
+		topics = n / perTopic
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	cl := c.benchClient(b)
+	prefix := fmt.Sprintf("tenk-%d-", time.Now().UnixNano())
+	start := time.Now()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 1 // hardly wait for leaders here
+	for i := range topics {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic = fmt.Sprintf("%s%03d", prefix, i)
+		rt.NumPartitions, rt.ReplicationFactor = int32(perTopic), 3
+		for k, v := range map[string]string{"segment.index.bytes": "65536", "segment.bytes": "1048576"} {
+			cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+			cfg.Name, cfg.Value = k, kmsg.StringPtr(v)
+			rt.Configs = append(rt.Configs, cfg)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, t := range resp.Topics {
+		// A retried request finds its topics created by the first try;
+		// REQUEST_TIMED_OUT: created, leaders not there yet.
+		if t.ErrorCode != 0 && t.ErrorCode != kerr.TopicAlreadyExists.Code && t.ErrorCode != kerr.RequestTimedOut.Code {
+			b.Fatalf("create %s: %d", t.Topic, t.ErrorCode)
+		}
+	}
+	created := time.Since(start)
+	full := func(states map[string]map[int32]partitionInfo, dead int32) (leaderless, underReplicated int) {
+		for _, ps := range states {
+			for _, pi := range ps {
+				if pi.Leader < 0 || pi.Leader == dead {
+					leaderless++
+				}
+				if len(pi.ISR) != 3 {
+					underReplicated++
+				}
+			}
+		}
+		return
+	}
+	waitAll := func(what string, from *brokerProc, dead int32, needISR bool) time.Duration {
+		t0 := time.Now()
+		for {
+			states, err := allPartitions(ctx, from, prefix)
+			if err == nil {
+				n := 0
+				for _, ps := range states {
+					n += len(ps)
+				}
+				leaderless, under := full(states, dead)
+				if n == topics*perTopic && leaderless == 0 && (!needISR || under == 0) {
+					return time.Since(t0)
+				}
+			}
+			if ctx.Err() != nil {
+				b.Fatalf("%s: %v", what, ctx.Err())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	led := waitAll("leaders", c.broker(1), -1, false)
+	// Replicated: a record with acks=all to every partition, then every
+	// ISR full (a follower still creating its logs can have dropped out).
+	t0 := time.Now()
+	pc := c.benchClient(b, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var mu sync.Mutex
+	var firstErr error
+	for i := range topics {
+		for p := range perTopic {
+			pc.Produce(ctx, &kgo.Record{Topic: fmt.Sprintf("%s%03d", prefix, i), Partition: int32(p), Value: []byte("x")}, func(r *kgo.Record, err error) {
+				if err != nil {
+					mu.Lock()
+					firstErr = cmp.Or(firstErr, fmt.Errorf("%s-%d: %w", r.Topic, r.Partition, err))
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	if err := pc.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if firstErr != nil {
+		b.Fatal(firstErr)
+	}
+	acked := time.Since(t0)
+	settled := waitAll("full ISRs", c.broker(1), -1, true)
+	b.Logf("%d partitions (RF 3): created in %v; every partition led %v later; one acks=all record to each written in %v; every ISR full %v later",
+		topics*perTopic, created.Round(time.Millisecond), led.Round(time.Millisecond), acked.Round(time.Millisecond), settled.Round(time.Millisecond))
+	online := led + acked + settled
+
+	victim := c.broker(3)
+	victim.kill()
+	failover := waitAll("new leaders", c.broker(1), 3, false)
+	b.Logf("broker 3 killed: every partition it led had a new leader after %v (session timeout %v)", failover.Round(time.Millisecond), sessionTimeout)
+	restart := time.Now()
+	if err := victim.start(); err != nil {
+		b.Fatal(err)
+	}
+	waitAll("full ISRs again", c.broker(1), -1, true)
+	b.Logf("broker 3 restarted: every ISR full again %v after the restart began", time.Since(restart).Round(time.Millisecond))
+
+	// The whole cluster restarts (SIGTERM, controlled shutdowns) with its
+	// 30,000 replicas on disk.
+	stop := time.Now()
+	for _, br := range c.brokers {
+		br.term()
+	}
+	stopped := time.Since(stop)
+	restart = time.Now()
+	errs := make(chan error, len(c.brokers))
+	for _, br := range c.brokers {
+		go func() { errs <- br.start() }()
+	}
+	for range c.brokers {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	listening := time.Since(restart)
+	waitAll("everything online after a full restart", c.broker(1), -1, true)
+	b.Logf("whole cluster stopped in %v; restarted: listening after %v, every partition led with a full ISR after %v",
+		stopped.Round(time.Millisecond), listening.Round(time.Millisecond), time.Since(restart).Round(time.Millisecond))
+	for _, br := range c.brokers {
+		out, _ := os.ReadFile(br.logPath())
+		b.Logf("broker %d: %d ISR changes, %d leaderships taken (%s)", br.id,
+			strings.Count(string(out), "ISR changed"), strings.Count(string(out), "leading partition"), br.logPath())
+	}
+	b.ReportMetric(float64((created + online).Milliseconds()), "ms/online")
+	b.ReportMetric(float64(failover.Milliseconds()), "ms/failover")
+}
+
+// benchClient is a kgo client for benchmarks.
+func (c *testCluster) benchClient(b *testing.B, opts ...kgo.Opt) *kgo.Client {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.RequestTimeoutOverhead(2 * time.Minute)}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cl.Close)
+	return cl
+}
+
+// allPartitions returns every partition of the topics named with prefix, as
+// broker b's Metadata shows them.
+func allPartitions(ctx context.Context, b *brokerProc, prefix string) (map[string]map[int32]partitionInfo, error) {
+	md, err := metadataFrom(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[int32]partitionInfo{}
+	for _, t := range md.Topics {
+		if t.Topic == nil || !strings.HasPrefix(*t.Topic, prefix) {
+			continue
+		}
+		ps := map[int32]partitionInfo{}
+		for _, p := range t.Partitions {
+			ps[p.Partition] = partitionInfo{p.Leader, p.LeaderEpoch, p.Replicas, p.ISR, p.OfflineReplicas, p.ErrorCode}
+		}
+		out[*t.Topic] = ps
+	}
+	return out, nil
+}
