@@ -10,11 +10,14 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/metrics"
 )
 
 // Request is one decoded request handed to a HandlerFunc.
@@ -30,26 +33,40 @@ type Request struct {
 	// Remote is the client's address.
 	Remote string
 
-	c        *conn
-	detached atomic.Bool
+	c     *conn
+	state atomic.Int32 // reqInline, reqDetached, reqReturned
+	slot  slot         // its place in the response order (one allocation for both)
 }
+
+// A handler runs on the goroutine that read its request (reqInline) until it
+// calls Detach (reqDetached: a new goroutine carries on reading) or returns
+// (reqReturned).
+const (
+	reqInline int32 = iota
+	reqDetached
+	reqReturned
+)
 
 // Detach lets the connection's next request start while this handler is
 // still running (before a long wait); its response is still written in
 // order. Calling it more than once, or after returning, is harmless.
 func (r *Request) Detach() {
-	if r.detached.CompareAndSwap(false, true) {
-		r.c.turn <- struct{}{}
+	if r.c != nil && r.state.CompareAndSwap(reqInline, reqDetached) {
+		r.c.startReader()
 	}
 }
 
-// streamResponse is a response written straight to the connection, with
-// file regions sent by sendfile (Fetch).
+// streamResponse is a response whose encoding may send file regions straight
+// to the connection with sendfile (Fetch).
 type streamResponse interface {
-	// writeResponse writes the whole frame (size, correlation id, header
-	// tags, body); w buffers the small parts and must be flushed before
-	// writing to nc directly.
-	writeResponse(w *bufio.Writer, nc net.Conn, corr int32) error
+	// appendResponse appends the whole frame (size, correlation id, header
+	// tags, body) to buf. Record bytes too large to copy are sent with
+	// sendfile: buf is written to nc first, then the region, and the
+	// returned buffer holds what follows. A nil nc copies every region.
+	appendResponse(buf []byte, nc net.Conn, corr int32) ([]byte, error)
+	// errorCodes counts the response's error codes but the first as
+	// failures in mx and returns the first (0 when none), for Observe.
+	errorCodes(mx *metrics.API) int16
 	// release frees what the response holds (file regions); called once,
 	// whether or not it was written.
 	release()
@@ -57,9 +74,11 @@ type streamResponse interface {
 
 // slot is one request's place in the connection's response order.
 type slot struct {
-	done   chan struct{} // closed when the handler finished
+	next   *slot // the next request in arrival order (conn.wmu)
+	ready  bool  // the handler finished (conn.wmu)
 	corr   int32
 	key    int16
+	start  time.Time // arrival of the frame (request metrics)
 	resp   kmsg.Response
 	stream streamResponse
 	err    error
@@ -71,19 +90,48 @@ type slot struct {
 // connection when its produce failed, the only way to tell it).
 var errCloseConnection = errors.New("closing connection as the protocol requires")
 
+// errUnsupportedVersion marks a request of a version outside the served range.
+var errUnsupportedVersion = errors.New("unsupported version")
+
+// A connection has no goroutine of its own for reading or for writing:
+//
+//   - One goroutine at a time is the reader. It reads a frame, decodes it and
+//     runs the handler itself, so a request that is answered at once (a
+//     produce with acks=1, a fetch with data, metadata) costs no goroutine
+//     switch. A handler that is about to wait calls Detach: a new goroutine
+//     becomes the reader and reads on while the old one waits. This is what
+//     orders handlers (handler N+1 starts after handler N returned or
+//     detached) and it is how requests are pipelined.
+//   - Whoever finishes the oldest unanswered request writes: the responses
+//     ready at the head of the queue are encoded into one buffer and sent
+//     with one write (fetch records too large to copy follow by sendfile).
+//     A finisher that finds another goroutine writing leaves its response
+//     to it, so no goroutine waits for another's socket write and the
+//     connection's writer is never blocked on a lock held across I/O.
+//   - The reader that meets the end of the stream (or an error) waits for
+//     the answers still owed, then closes the connection.
 type conn struct {
 	s        *Server
 	nc       net.Conn
 	listener string
 	remote   string
+	lmx      *metrics.Listener // nil without metrics
 
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	queue      chan *slot    // requests in arrival order, read by the writer
-	turn       chan struct{} // capacity 1: held by the one handler allowed to run in order
-	writerDone chan struct{}
-	stopped    atomic.Bool // stopReading was called (shutdown)
+	br       *bufio.Reader // the reader's
+	clientID string        // the client id of the last request read (the reader's)
+	inflight chan struct{} // one token per request read and not yet answered
+	stopped  atomic.Bool   // stopReading was called (shutdown)
+
+	wmu        sync.Mutex
+	head, tail *slot // requests not yet written, in arrival order (wmu)
+	writing    bool  // a goroutine is writing (wmu)
+	readDone   bool  // the reader ended (wmu)
+	drained    chan struct{}
+	closedOnce bool // drained was closed (wmu)
+	broken     bool // a write or a handler failed: nothing more is written (writer)
 }
 
 func newConn(s *Server, nc net.Conn, listener string) *conn {
@@ -91,11 +139,13 @@ func newConn(s *Server, nc net.Conn, listener string) *conn {
 	c := &conn{
 		s: s, nc: nc, listener: listener, remote: nc.RemoteAddr().String(),
 		ctx: ctx, cancel: cancel,
-		queue:      make(chan *slot, s.cfg.MaxInFlight),
-		turn:       make(chan struct{}, 1),
-		writerDone: make(chan struct{}),
+		br:       bufio.NewReaderSize(nc, 32<<10),
+		inflight: make(chan struct{}, s.cfg.MaxInFlight),
+		drained:  make(chan struct{}),
 	}
-	c.turn <- struct{}{}
+	if s.mx != nil {
+		c.lmx = s.mx.Listener(listener)
+	}
 	return c
 }
 
@@ -107,71 +157,113 @@ func (c *conn) stopReading() {
 }
 
 func (c *conn) serve() {
-	defer c.s.removeConn(c)
-	go c.writeLoop()
-	err := c.readLoop()
-	close(c.queue)
-	switch {
-	case err == nil, errors.Is(err, io.EOF), c.stopped.Load() && errors.Is(err, os.ErrDeadlineExceeded),
-		errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:
-	default:
-		c.s.log.Warn("closing connection", "remote", c.remote, "err", err)
+	if c.lmx != nil {
+		c.lmx.Opened()
 	}
-	<-c.writerDone
-	c.cancel()
-	c.nc.Close()
+	c.readLoop()
 }
 
-// readLoop reads, decodes and dispatches requests until the connection
-// ends or sends something it cannot take.
-func (c *conn) readLoop() error {
-	br := bufio.NewReaderSize(c.nc, 32<<10)
-	var sizeBuf [4]byte
+// startReader hands the reader role to a new goroutine (Detach).
+func (c *conn) startReader() { go c.readLoop() }
+
+// errDetached ends a read loop whose goroutine's handler detached: another
+// goroutine is the reader now.
+var errDetached = errors.New("handler detached")
+
+// readLoop reads, decodes and handles requests until the connection ends,
+// the stream holds something it cannot take, or a handler detaches.
+func (c *conn) readLoop() {
 	for {
-		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				return fmt.Errorf("truncated frame size: %w", err)
-			}
-			return err
-		}
-		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < 10 || size > c.s.cfg.MaxRequestBytes {
-			return fmt.Errorf("frame size %d outside [10, socket.request.max.bytes=%d]", size, c.s.cfg.MaxRequestBytes)
-		}
-		frame := make([]byte, size)
-		if _, err := io.ReadFull(br, frame); err != nil {
-			return fmt.Errorf("truncated frame of %d bytes: %w", size, err)
-		}
-		r, a, sl, err := c.decode(frame)
-		if err != nil {
-			return err
-		}
-		select {
-		case c.queue <- sl:
-		case <-c.ctx.Done():
-			return c.ctx.Err()
-		}
-		if a == nil { // answered while decoding (ApiVersions fallback)
+		err := c.readOne()
+		if err == nil {
 			continue
 		}
+		if err != errDetached {
+			c.finish(err)
+		}
+		return
+	}
+}
+
+// readOne reads and handles one request.
+func (c *conn) readOne() error {
+	if c.stopped.Load() {
+		return io.EOF
+	}
+	var sizeBuf [4]byte
+	if _, err := io.ReadFull(c.br, sizeBuf[:]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("truncated frame size: %w", err)
+		}
+		return err
+	}
+	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+	if size < 10 || size > c.s.cfg.MaxRequestBytes {
+		return fmt.Errorf("frame size %d outside [10, socket.request.max.bytes=%d]", size, c.s.cfg.MaxRequestBytes)
+	}
+	// Produce and Fetch frames (the data path) come from a pool and go
+	// back to it; others are allocated to size (their handlers may keep
+	// references into them).
+	var fb *[]byte
+	var frame []byte
+	if key, err := c.br.Peek(2); err == nil && key[0] == 0 && key[1] <= 1 {
+		fb = getFrame(int(size))
+		frame = (*fb)[:size]
+	} else {
+		frame = make([]byte, size)
+	}
+	if _, err := io.ReadFull(c.br, frame); err != nil {
+		putFrame(fb)
+		return fmt.Errorf("truncated frame of %d bytes: %w", size, err)
+	}
+	arrival := time.Now()
+	r, a, sl, err := c.decode(frame)
+	if err != nil {
+		c.observeDecodeError(frame, err)
+		putFrame(fb)
+		return err
+	}
+	// At most MaxInFlight requests read and not yet answered: beyond that
+	// the reader waits (and the client's requests queue in the socket).
+	select {
+	case c.inflight <- struct{}{}:
+	default:
 		select {
-		case <-c.turn:
+		case c.inflight <- struct{}{}:
 		case <-c.ctx.Done():
-			sl.err = c.ctx.Err()
-			close(sl.done)
+			putFrame(fb)
 			return c.ctx.Err()
 		}
-		go c.handle(a, r, sl)
 	}
+	sl.start = arrival
+	c.enqueue(sl)
+	if a == nil { // answered while decoding (ApiVersions fallback)
+		putFrame(fb)
+		c.observe(sl)
+		c.complete(sl)
+		return nil
+	}
+	c.handle(a, r, sl)
+	c.observe(sl)
+	reader := r.state.CompareAndSwap(reqInline, reqReturned)
+	c.complete(sl)
+	// Record bytes of a Produce request are done with once the handler
+	// returned (they are in the log): the frame is reused.
+	putFrame(fb)
+	if !reader {
+		return errDetached
+	}
+	return nil
 }
 
 // decode parses one frame: the request header (v1, or v2 with tags for
 // flexible versions) and the body. For an ApiVersions request of a version
 // we do not serve it returns the prepared answer (a nil api).
 func (c *conn) decode(frame []byte) (*Request, *api, *slot, error) {
-	r, a, sl, err := decodeFrame(frame)
+	r, a, sl, err := decodeFrameID(frame, c.clientID)
 	if r != nil {
 		r.Listener, r.Remote, r.c = c.listener, c.remote, c
+		c.clientID = r.ClientID
 	}
 	return r, a, sl, err
 }
@@ -179,6 +271,13 @@ func (c *conn) decode(frame []byte) (*Request, *api, *slot, error) {
 // decodeFrame parses a frame without a connection (fuzzed directly). The
 // frame must hold at least 10 bytes (the reader checks the size first).
 func decodeFrame(frame []byte) (*Request, *api, *slot, error) {
+	return decodeFrameID(frame, "")
+}
+
+// decodeFrameID is decodeFrame reusing lastID, the client id of the
+// connection's previous request, when this one carries the same (a client
+// sends the same id on every request): no string allocated per request.
+func decodeFrameID(frame []byte, lastID string) (*Request, *api, *slot, error) {
 	if len(frame) < 10 {
 		return nil, nil, nil, fmt.Errorf("frame of %d bytes is shorter than a request header", len(frame))
 	}
@@ -192,10 +291,13 @@ func decodeFrame(frame []byte) (*Request, *api, *slot, error) {
 		if idLen > len(rest) {
 			return nil, nil, nil, fmt.Errorf("request header: client id of %d bytes in a %d byte frame", idLen, len(frame))
 		}
-		clientID = string(rest[:idLen])
+		if string(rest[:idLen]) == lastID {
+			clientID = lastID
+		} else {
+			clientID = string(rest[:idLen])
+		}
 		rest = rest[idLen:]
 	}
-	sl := &slot{done: make(chan struct{}), corr: corr, key: key}
 	a := lookup(key)
 	if a == nil {
 		return nil, nil, nil, fmt.Errorf("unknown API key %d (version %d, client %q)", key, version, clientID)
@@ -209,12 +311,10 @@ func decodeFrame(frame []byte) (*Request, *api, *slot, error) {
 		k := kmsg.NewApiVersionsResponseApiKey()
 		k.ApiKey, k.MinVersion, k.MaxVersion = 18, a.min, a.max
 		resp.ApiKeys = append(resp.ApiKeys, k)
-		sl.resp = resp
-		close(sl.done)
-		return nil, nil, sl, nil
+		return nil, nil, &slot{corr: corr, key: key, resp: resp}, nil
 	}
 	if version < a.min || version > a.max {
-		return nil, nil, nil, fmt.Errorf("%s version %d outside the served range %d-%d (client %q)", kmsg.NameForKey(key), version, a.min, a.max, clientID)
+		return nil, nil, nil, fmt.Errorf("%w: %s version %d outside the served range %d-%d (client %q)", errUnsupportedVersion, kmsg.NameForKey(key), version, a.min, a.max, clientID)
 	}
 	msg := kmsg.RequestForKey(key)
 	msg.SetVersion(version)
@@ -228,7 +328,8 @@ func decodeFrame(frame []byte) (*Request, *api, *slot, error) {
 		return nil, nil, nil, fmt.Errorf("%s v%d from client %q does not decode: %w", kmsg.NameForKey(key), version, clientID, err)
 	}
 	r := &Request{Key: key, Version: version, CorrelationID: corr, ClientID: clientID, Msg: msg}
-	return r, a, sl, nil
+	r.slot.corr, r.slot.key = corr, key
+	return r, a, &r.slot, nil
 }
 
 // skipTags skips a tagged-field section (a uvarint count, then for each a
@@ -259,11 +360,12 @@ func (c *conn) handle(a *api, r *Request, sl *slot) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.s.log.Error("handler panic", "api", kmsg.NameForKey(r.Key), "version", r.Version, "remote", c.remote, "panic", p, "stack", string(debug.Stack()))
+			if sl.stream != nil {
+				sl.stream.release()
+			}
 			sl.resp, sl.stream, sl.none = nil, nil, false
 			sl.err = fmt.Errorf("internal error handling %s", kmsg.NameForKey(r.Key))
 		}
-		r.Detach()
-		close(sl.done)
 	}()
 	if a.stream != nil {
 		sl.stream, sl.err = a.stream(c.ctx, c.s, r)
@@ -274,86 +376,150 @@ func (c *conn) handle(a *api, r *Request, sl *slot) {
 	sl.none = sl.resp == nil && sl.err == nil
 }
 
-// writeLoop writes responses in request order. It coalesces responses that
-// are ready back to back into one write. After a write error or a handler
-// error it stops writing, closes the connection and drains the rest.
-func (c *conn) writeLoop() {
-	defer close(c.writerDone)
-	bw := bufio.NewWriterSize(c.nc, 32<<10)
-	var (
-		buf     []byte
-		pending *slot
-		broken  bool
-	)
-	fail := func(err error, sl *slot) {
-		broken = true
-		if !errors.Is(err, errCloseConnection) && c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
-			c.s.log.Warn("closing connection", "remote", c.remote, "api", kmsg.NameForKey(sl.key), "err", err)
-		}
-		c.cancel()
-		c.nc.Close()
+// enqueue appends sl to the requests awaiting their answer.
+func (c *conn) enqueue(sl *slot) {
+	c.wmu.Lock()
+	if c.tail == nil {
+		c.head = sl
+	} else {
+		c.tail.next = sl
 	}
-	for {
-		sl := pending
-		pending = nil
-		if sl == nil {
-			var ok bool
-			if sl, ok = <-c.queue; !ok {
-				break
-			}
+	c.tail = sl
+	c.wmu.Unlock()
+}
+
+// complete marks sl answered and, when no other goroutine is writing, writes
+// every answered response at the head of the queue.
+func (c *conn) complete(sl *slot) {
+	c.wmu.Lock()
+	sl.ready = true
+	if c.writing || c.head != sl {
+		// The writer, or whoever completes the head, will write it.
+		c.wmu.Unlock()
+		return
+	}
+	c.writing = true
+	for c.head != nil && c.head.ready {
+		first, last, n := c.head, c.head, 1
+		for last.next != nil && last.next.ready {
+			last = last.next
+			n++
 		}
-		<-sl.done
-		if broken {
+		c.head = last.next
+		if c.head == nil {
+			c.tail = nil
+		}
+		c.wmu.Unlock()
+		c.write(first, last)
+		for range n {
+			<-c.inflight
+		}
+		c.wmu.Lock()
+	}
+	c.writing = false
+	if c.readDone && c.head == nil && !c.closedOnce {
+		c.closedOnce = true
+		close(c.drained)
+	}
+	c.wmu.Unlock()
+}
+
+// maxWriteBuffer is how much encoded response data is gathered before it is
+// written; more is written in several writes, and the buffer is not kept.
+const maxWriteBuffer = 1 << 20
+
+// write encodes the responses first..last (a run of answered requests, in
+// order) and sends them with as few writes as possible: one, unless a fetch
+// carries record bytes sent by sendfile. Called by the one writer.
+func (c *conn) write(first, last *slot) {
+	wb := getWriteBuf()
+	buf := (*wb)[:0]
+	for sl := first; ; sl = sl.next {
+		if c.broken {
 			if sl.stream != nil {
 				sl.stream.release()
 			}
-			continue
-		}
-		var err error
-		switch {
-		case sl.err != nil:
-			fail(sl.err, sl)
-			continue
-		case sl.none:
-			continue
-		case sl.stream != nil:
-			err = sl.stream.writeResponse(bw, c.nc, sl.corr)
-			sl.stream.release()
-		default:
-			buf = appendResponse(buf[:0], sl.corr, sl.resp)
-			_, err = bw.Write(buf)
-			if cap(buf) > 1<<20 {
-				buf = nil
-			}
-		}
-		if err != nil {
-			fail(fmt.Errorf("write response: %w", err), sl)
-			continue
-		}
-		// Another response ready right away? Then keep buffering.
-		select {
-		case next, ok := <-c.queue:
-			if !ok {
-				if err := bw.Flush(); err != nil {
-					fail(err, sl)
-				}
-				return
-			}
-			pending = next
-			select {
-			case <-next.done:
-				continue
+		} else {
+			var err error
+			switch {
+			case sl.err != nil:
+				buf = c.flush(buf) // the answers before it still go out
+				c.fail(sl.err, sl)
+			case sl.none:
+			case sl.stream != nil:
+				buf, err = sl.stream.appendResponse(buf, c.nc, sl.corr)
+				sl.stream.release()
 			default:
+				buf = appendResponse(buf, sl.corr, sl.resp)
 			}
-		default:
+			if err != nil {
+				c.fail(fmt.Errorf("write response: %w", err), sl)
+			} else if len(buf) >= maxWriteBuffer {
+				buf = c.flush(buf)
+			}
 		}
-		if err := bw.Flush(); err != nil {
-			fail(fmt.Errorf("write response: %w", err), sl)
+		sl.resp, sl.stream = nil, nil
+		if sl == last {
+			break
 		}
 	}
-	if !broken {
-		bw.Flush()
+	*wb = c.flush(buf)
+	putWriteBuf(wb)
+}
+
+// flush writes buf (unless the connection broke) and returns it emptied.
+func (c *conn) flush(buf []byte) []byte {
+	if len(buf) > 0 && !c.broken {
+		if _, err := c.nc.Write(buf); err != nil {
+			c.fail(fmt.Errorf("write response: %w", err), nil)
+		}
 	}
+	return buf[:0]
+}
+
+// fail stops writing after a write error or a handler error and closes the
+// connection; the reader then ends and the remaining answers are dropped.
+func (c *conn) fail(err error, sl *slot) {
+	if c.broken {
+		return
+	}
+	c.broken = true
+	if !errors.Is(err, errCloseConnection) && c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+		api := ""
+		if sl != nil {
+			api = kmsg.NameForKey(sl.key)
+		}
+		c.s.log.Warn("closing connection", "remote", c.remote, "api", api, "err", err)
+	}
+	c.cancel()
+	c.nc.Close()
+}
+
+// finish ends the connection after the reader stopped: it waits until every
+// request read has been answered (or dropped, after a failure), then closes.
+func (c *conn) finish(err error) {
+	switch {
+	case err == nil, errors.Is(err, io.EOF), c.stopped.Load() && errors.Is(err, os.ErrDeadlineExceeded),
+		errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:
+	default:
+		c.s.log.Warn("closing connection", "remote", c.remote, "err", err)
+	}
+	c.wmu.Lock()
+	c.readDone = true
+	idle := c.head == nil && !c.writing
+	if idle {
+		c.closedOnce = true
+	}
+	c.wmu.Unlock()
+	if !idle {
+		<-c.drained
+	}
+	c.cancel()
+	c.nc.Close()
+	if c.lmx != nil {
+		c.lmx.Closed()
+	}
+	c.s.removeConn(c)
 }
 
 // appendResponse frames resp: size, correlation id, the response header's
@@ -369,4 +535,104 @@ func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
 	dst = resp.AppendTo(dst)
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
 	return dst
+}
+
+// Frame buffers of Produce and Fetch requests are reused, from pools by
+// power-of-two size class (4 KiB to 16 MiB): a producer's 1 MB frames would
+// otherwise be a large allocation, cleared, per request. The pools empty
+// themselves over garbage collections, so an idle broker holds none.
+const (
+	minFrameClass = 12 // 4 KiB
+	maxFrameClass = 24 // 16 MiB
+)
+
+var framePools [maxFrameClass - minFrameClass + 1]sync.Pool
+
+func frameClass(n int) int {
+	c := minFrameClass
+	for c <= maxFrameClass && 1<<c < n {
+		c++
+	}
+	return c
+}
+
+// getFrame returns a buffer of at least n bytes.
+func getFrame(n int) *[]byte {
+	c := frameClass(n)
+	if c > maxFrameClass {
+		b := make([]byte, n)
+		return &b
+	}
+	if p, ok := framePools[c-minFrameClass].Get().(*[]byte); ok {
+		return p
+	}
+	b := make([]byte, 1<<c)
+	return &b
+}
+
+// putFrame gives a buffer from getFrame back (nil is ignored).
+func putFrame(p *[]byte) {
+	if p == nil {
+		return
+	}
+	n := cap(*p)
+	c := frameClass(n)
+	if c > maxFrameClass || 1<<c != n {
+		return // an odd size: leave it to the collector
+	}
+	*p = (*p)[:n]
+	framePools[c-minFrameClass].Put(p)
+}
+
+// Response encode buffers, shared by every connection's writer: an idle
+// connection holds none.
+var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+func getWriteBuf() *[]byte { return writeBufs.Get().(*[]byte) }
+
+func putWriteBuf(b *[]byte) {
+	if cap(*b) > 2*maxWriteBuffer {
+		return
+	}
+	*b = (*b)[:0]
+	writeBufs.Put(b)
+}
+
+// observe records a finished request in the metrics: it counts, with its
+// latency and error codes. It allocates nothing.
+func (c *conn) observe(sl *slot) {
+	if sl.key < 0 || int(sl.key) >= len(c.s.apiMx) {
+		return
+	}
+	mx := c.s.apiMx[sl.key]
+	if mx == nil {
+		return
+	}
+	var code int16
+	switch {
+	case sl.err != nil:
+		// Not answerable (a handler error or panic, a failed acks=0
+		// produce): the connection closes.
+		code = kerr.UnknownServerError.Code
+	case sl.stream != nil:
+		code = sl.stream.errorCodes(mx)
+	case sl.resp != nil:
+		code = tallyResponse(lookup(sl.key), sl.resp, mx)
+	}
+	mx.Observe(time.Since(sl.start), code)
+}
+
+// observeDecodeError counts a request that closed the connection because it
+// did not decode: UNSUPPORTED_VERSION for a version outside the served
+// range, INVALID_REQUEST otherwise (unknown keys count under "Unknown" or
+// the key's name).
+func (c *conn) observeDecodeError(frame []byte, err error) {
+	if c.s.mx == nil || len(frame) < 2 {
+		return
+	}
+	code := kerr.InvalidRequest.Code
+	if errors.Is(err, errUnsupportedVersion) {
+		code = kerr.UnsupportedVersion.Code
+	}
+	c.s.mx.API(int16(binary.BigEndian.Uint16(frame))).Observe(0, code)
 }

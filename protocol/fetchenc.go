@@ -5,15 +5,19 @@ import (
 	"encoding/binary"
 	"net"
 
+	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/storage"
 )
 
 // The Fetch response is the one response kmsg cannot encode for us: its
 // record bytes stay in the segment files and go to the socket by sendfile.
 // fetchResponse holds the whole response as a list of topics and
-// partitions; writeResponse emits the framing bytes of Fetch v4-v12 into the
-// buffered writer and, at each partition's records field, flushes and sends
-// that partition's file region straight from the page cache. The encoding
+// partitions; appendResponse appends the framing bytes of Fetch v4-v12 to the
+// connection's write buffer and, at a partition's records field, writes the
+// buffer and sends that partition's file region straight from the page cache
+// with sendfile (small regions are copied into the buffer instead, so a
+// consumer that keeps up gets its answer in one write: see
+// copyRecordsBelow). The encoding
 // is checked against kmsg.FetchResponse.ReadFrom for every version in
 // fetchenc_test.go.
 
@@ -23,7 +27,6 @@ type fetchResponse struct {
 	errorCode int16
 	sessionID int32
 	topics    []fetchTopic
-	hdr       []byte // scratch for framing bytes
 }
 
 type fetchTopic struct {
@@ -95,39 +98,60 @@ func (f *fetchResponse) bytes() int64 {
 }
 
 // The encoding walks the response twice with the same code: once to count
-// (w == nil) and once to write, so the frame size is exact.
+// (counting) and once to append, so the frame size is exact.
+
+// copyRecordsBelow is the largest records field copied into the response
+// buffer instead of sent by sendfile. A consumer that keeps up fetches a few
+// kilobytes at a time: copying them (from the segment's mapping, a memcpy
+// from the page cache) lets the whole response go in one write, where
+// sendfile costs a write for the framing before it, the sendfile and a write
+// for what follows. Larger regions go by sendfile, with no copy in user
+// space.
+const copyRecordsBelow = 32 << 10
 
 type fetchWriter struct {
-	w     *bufio.Writer
-	nc    net.Conn
-	n     int64 // bytes counted or written
-	err   error
-	flex  bool
-	small []byte
-}
-
-func (fw *fetchWriter) raw(b []byte) {
-	fw.n += int64(len(b))
-	if fw.w != nil && fw.err == nil {
-		_, fw.err = fw.w.Write(b)
-	}
+	buf      []byte
+	nc       net.Conn // nil: copy every region
+	counting bool
+	n        int64 // bytes counted or written
+	err      error
+	flex     bool
 }
 
 func (fw *fetchWriter) int16(v int16) {
-	fw.small = binary.BigEndian.AppendUint16(fw.small[:0], uint16(v))
-	fw.raw(fw.small)
+	fw.n += 2
+	if !fw.counting {
+		fw.buf = binary.BigEndian.AppendUint16(fw.buf, uint16(v))
+	}
 }
+
 func (fw *fetchWriter) int32(v int32) {
-	fw.small = binary.BigEndian.AppendUint32(fw.small[:0], uint32(v))
-	fw.raw(fw.small)
+	fw.n += 4
+	if !fw.counting {
+		fw.buf = binary.BigEndian.AppendUint32(fw.buf, uint32(v))
+	}
 }
+
 func (fw *fetchWriter) int64(v int64) {
-	fw.small = binary.BigEndian.AppendUint64(fw.small[:0], uint64(v))
-	fw.raw(fw.small)
+	fw.n += 8
+	if !fw.counting {
+		fw.buf = binary.BigEndian.AppendUint64(fw.buf, uint64(v))
+	}
 }
+
 func (fw *fetchWriter) uvarint(v uint64) {
-	fw.small = binary.AppendUvarint(fw.small[:0], v)
-	fw.raw(fw.small)
+	if fw.counting {
+		n := int64(1)
+		for v >= 0x80 {
+			v >>= 7
+			n++
+		}
+		fw.n += n
+		return
+	}
+	l := len(fw.buf)
+	fw.buf = binary.AppendUvarint(fw.buf, v)
+	fw.n += int64(len(fw.buf) - l)
 }
 
 // arrayLen writes an array length: int32, or a compact uvarint(n+1).
@@ -154,13 +178,14 @@ func (fw *fetchWriter) string(s string) {
 		fw.int16(int16(len(s)))
 	}
 	fw.n += int64(len(s))
-	if fw.w != nil && fw.err == nil {
-		_, fw.err = fw.w.WriteString(s)
+	if !fw.counting {
+		fw.buf = append(fw.buf, s...)
 	}
 }
 
-// records writes the records field: its length, then the bytes, sending a
-// file region with sendfile after flushing the buffered framing.
+// records writes the records field: its length, then the bytes: copied
+// into the buffer when small (or when there is no connection), else sent
+// with sendfile after writing the buffer.
 func (fw *fetchWriter) records(p *fetchPartition) {
 	n := p.recordsLen()
 	if fw.flex {
@@ -169,15 +194,34 @@ func (fw *fetchWriter) records(p *fetchPartition) {
 		fw.int32(int32(n))
 	}
 	fw.n += n
-	if fw.w == nil || fw.err != nil || n == 0 {
+	if fw.counting || fw.err != nil || n == 0 {
 		return
 	}
 	if p.read == nil {
-		_, fw.err = fw.w.Write(p.records)
+		fw.buf = append(fw.buf, p.records...)
 		return
 	}
-	if fw.err = fw.w.Flush(); fw.err != nil {
+	if n < copyRecordsBelow || fw.nc == nil {
+		// A response of many small regions goes out in pieces of about
+		// maxWriteBuffer, not gathered whole (a fetch may be 50 MB).
+		if fw.nc != nil && len(fw.buf)+int(n) > maxWriteBuffer {
+			if _, fw.err = fw.nc.Write(fw.buf); fw.err != nil {
+				return
+			}
+			fw.buf = fw.buf[:0]
+		}
+		l := len(fw.buf)
+		fw.buf, fw.err = p.read.AppendTo(fw.buf)
+		if fw.err == nil && int64(len(fw.buf)-l) != n {
+			fw.err = errShortRegion
+		}
 		return
+	}
+	if len(fw.buf) > 0 {
+		if _, fw.err = fw.nc.Write(fw.buf); fw.err != nil {
+			return
+		}
+		fw.buf = fw.buf[:0]
 	}
 	var m int64
 	m, fw.err = p.read.Region.WriteTo(fw.nc)
@@ -259,7 +303,7 @@ func (f *fetchResponse) body(fw *fetchWriter) {
 
 // size is the length of the frame after its 4-byte size field.
 func (f *fetchResponse) size() int64 {
-	fw := fetchWriter{flex: f.flexible(), small: f.hdr[:0]}
+	fw := fetchWriter{flex: f.flexible(), counting: true}
 	f.body(&fw)
 	n := fw.n + 4 // correlation id
 	if f.flexible() {
@@ -268,18 +312,44 @@ func (f *fetchResponse) size() int64 {
 	return n
 }
 
-// writeResponse implements streamResponse.
-func (f *fetchResponse) writeResponse(w *bufio.Writer, nc net.Conn, corr int32) error {
+// appendResponse implements streamResponse.
+func (f *fetchResponse) appendResponse(buf []byte, nc net.Conn, corr int32) ([]byte, error) {
 	size := f.size()
-	fw := fetchWriter{w: w, nc: nc, flex: f.flexible(), small: f.hdr[:0]}
+	fw := fetchWriter{buf: buf, nc: nc, flex: f.flexible()}
 	fw.int32(int32(size))
 	fw.int32(corr)
 	if fw.flex {
 		fw.uvarint(0)
 	}
 	f.body(&fw)
-	if fw.err != nil {
-		return fw.err
+	return fw.buf, fw.err
+}
+
+// writeResponse writes the whole frame to w, or, with nc set, the parts to
+// w and record regions too large to copy straight to nc (w is flushed
+// before them).
+func (f *fetchResponse) writeResponse(w *bufio.Writer, nc net.Conn, corr int32) error {
+	if nc != nil {
+		if err := w.Flush(); err != nil {
+			return err
+		}
 	}
-	return nil
+	buf, err := f.appendResponse(nil, nc, corr)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(buf)
+	return err
+}
+
+// errorCodes implements streamResponse.
+func (f *fetchResponse) errorCodes(mx *metrics.API) int16 {
+	t := errTally{api: mx}
+	t.add(f.errorCode)
+	for i := range f.topics {
+		for j := range f.topics[i].partitions {
+			t.add(f.topics[i].partitions[j].errorCode)
+		}
+	}
+	return t.first
 }

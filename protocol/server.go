@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/metrics"
 )
 
 // Listener is one address the server accepts connections on.
@@ -25,7 +27,11 @@ type Config struct {
 	// Groups is the consumer-group coordinator the group handlers call; nil
 	// until it is wired (see groups.go).
 	Groups GroupCoordinator
-	Logger *slog.Logger
+	// Controller is this broker's controller role, which the
+	// controller-only APIs (ControlledShutdown, ElectLeaders) call and the
+	// reassignment APIs use; nil answers them NOT_CONTROLLER.
+	Controller *cluster.Controller
+	Logger     *slog.Logger
 	// MaxRequestBytes is socket.request.max.bytes: a larger frame closes the
 	// connection.
 	MaxRequestBytes int32
@@ -34,6 +40,11 @@ type Config struct {
 	// MaxInFlight is how many requests one connection may have read but not
 	// yet answered before the server stops reading from it (default 100).
 	MaxInFlight int
+	// Metrics is the registry the request and connection metrics go to
+	// (sluice_broker_requests_total, ..._request_duration_seconds,
+	// ..._request_errors_total, ..._connections), labelled with the
+	// broker's id; nil is metrics.Default().
+	Metrics *metrics.Registry
 }
 
 // Server is the Kafka protocol listener.
@@ -53,6 +64,12 @@ type Server struct {
 
 	acceptWG sync.WaitGroup
 	connWG   sync.WaitGroup
+
+	// Request metrics, resolved when serving starts (the broker id is
+	// known then): mx is this broker's handle, apiMx one per registered
+	// API key.
+	mx    *metrics.Broker
+	apiMx [maxAPIKey]*metrics.API
 }
 
 // NewServer returns a server; Serve listens and accepts.
@@ -128,6 +145,7 @@ func (s *Server) Serve() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.resolveMetrics()
 	for i, ln := range s.listeners {
 		s.acceptWG.Add(1)
 		go s.accept(ln, s.names[i])
@@ -255,6 +273,10 @@ func (b *Bound) Serve(brk *broker.Broker) (*Server, error) {
 
 // Close releases the listeners of a Bound that never served.
 func (b *Bound) Close() error { return b.s.Close() }
+
+// SetController sets the controller the controller APIs call, before the
+// server serves.
+func (b *Bound) SetController(c *cluster.Controller) { b.s.cfg.Controller = c }
 
 // Close is Shutdown with a five second grace period.
 func (s *Server) Close() error {

@@ -4,9 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -44,7 +46,14 @@ type Log struct {
 	lastUse       atomic.Int64 // unix nanos
 	closed        atomic.Bool
 
+	// group commit (syncTo): the fsync running now, if any, and how many
+	// rounds ran
+	syncMu     sync.Mutex
+	syncing    *syncRound
+	syncRounds atomic.Int64
+
 	// writer state (mu)
+	truncations int64 // truncations so far: a sync round spanning one does not move the recovery point
 	unflushed   int64
 	lastFlushMs int64
 	producers   *producerStates
@@ -175,16 +184,28 @@ func (l *Log) checkOpen() error {
 // A batch that repeats one of its producer's last 5 batches is not appended:
 // the error is ErrDuplicateSequence and AppendInfo carries the offsets the
 // batch got the first time.
+//
+// When flush.messages asks for it, the append returns once the batches are
+// on disk: appends that arrive while an fsync runs share the next one (group
+// commit), and no lock is held during the fsync.
 func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	info, needSync, err := l.appendAsLeaderLocked(records, leaderEpoch)
+	l.mu.Unlock()
+	if err == nil && needSync {
+		err = l.syncTo(info.LastOffset + 1)
+	}
+	return info, err
+}
+
+func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32) (info AppendInfo, needSync bool, err error) {
 	if err := l.checkOpen(); err != nil {
-		return AppendInfo{}, err
+		return AppendInfo{}, false, err
 	}
 	cfg := l.cfg.Load()
-	info := AppendInfo{LogAppendTime: -1, FirstOffset: -1, LastOffset: -1}
+	info = AppendInfo{LogAppendTime: -1, FirstOffset: -1, LastOffset: -1}
 	if len(records) == 0 {
-		return info, fmt.Errorf("%w: empty records", ErrCorruptBatch)
+		return info, false, fmt.Errorf("%w: empty records", ErrCorruptBatch)
 	}
 
 	// Pass 1: validate every batch before touching anything.
@@ -194,46 +215,46 @@ func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, err
 	for pos := 0; pos < len(records); pos += h.Size() {
 		b := records[pos:]
 		if err := parseBatchHeaderInto(b, &h); err != nil {
-			return info, fmt.Errorf("%s: batch at byte %d: %w", l.tp, pos, err)
+			return info, false, fmt.Errorf("%s: batch at byte %d: %w", l.tp, pos, err)
 		}
 		if h.Size() > len(b) {
-			return info, fmt.Errorf("%s: batch at byte %d: %w: needs %d bytes, %d left", l.tp, pos, ErrCorruptBatch, h.Size(), len(b))
+			return info, false, fmt.Errorf("%s: batch at byte %d: %w: needs %d bytes, %d left", l.tp, pos, ErrCorruptBatch, h.Size(), len(b))
 		}
 		b = b[:h.Size()]
 		if h.Size() > int(cfg.MaxMessageBytes) {
-			return info, fmt.Errorf("%s: %w: batch of %d bytes, max.message.bytes %d", l.tp, ErrBatchTooLarge, h.Size(), cfg.MaxMessageBytes)
+			return info, false, fmt.Errorf("%s: %w: batch of %d bytes, max.message.bytes %d", l.tp, ErrBatchTooLarge, h.Size(), cfg.MaxMessageBytes)
 		}
 		if crc := batchCRC(b); crc != h.CRC {
-			return info, fmt.Errorf("%s: batch at byte %d: %w: crc %08x, computed %08x", l.tp, pos, ErrCorruptBatch, h.CRC, crc)
+			return info, false, fmt.Errorf("%s: batch at byte %d: %w: crc %08x, computed %08x", l.tp, pos, ErrCorruptBatch, h.CRC, crc)
 		}
 		// Kafka's LogValidator: the header's offset range must match the
 		// record count.
 		if h.RecordCount <= 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount) {
-			return info, fmt.Errorf("%s: %w: record count %d with last offset delta %d", l.tp, ErrInvalidRecord, h.RecordCount, h.LastOffsetDelta)
+			return info, false, fmt.Errorf("%s: %w: record count %d with last offset delta %d", l.tp, ErrInvalidRecord, h.RecordCount, h.LastOffsetDelta)
 		}
 		recompress := !cfg.keepCodec && h.Compression() != cfg.codec && !h.Control()
 		rewrite = rewrite || recompress
 		if h.Compression() == CompressionNone {
 			if err := checkUncompressedRecords(&h, b); err != nil {
-				return info, fmt.Errorf("%s: %w", l.tp, err)
+				return info, false, fmt.Errorf("%s: %w", l.tp, err)
 			}
 		}
 		if cfg.compact && !h.Control() || h.Compression() != CompressionNone && (recompress || cfg.ValidateCompressedRecords) {
 			hc := h // a copy: walkRecords' callback makes its argument escape
 			if err := checkProducerRecords(&hc, b, cfg.compact && !h.Control()); err != nil {
-				return info, fmt.Errorf("%s: %w", l.tp, err)
+				return info, false, fmt.Errorf("%s: %w", l.tp, err)
 			}
 		}
 		if h.ProducerID >= 0 {
 			dup, err := l.producers.check(&h, &l.pend)
 			if err != nil {
-				return info, fmt.Errorf("%s: %w", l.tp, err)
+				return info, false, fmt.Errorf("%s: %w", l.tp, err)
 			}
 			if dup != nil {
 				info.FirstOffset, info.LastOffset = dup.firstOffset, dup.lastOffset
 				info.LogStartOffset = l.LogStartOffset()
 				info.RecordCount = h.RecordCount
-				return info, fmt.Errorf("%s: %w: producer %d sequence %d", l.tp, ErrDuplicateSequence, h.ProducerID, h.BaseSequence)
+				return info, false, fmt.Errorf("%s: %w: producer %d sequence %d", l.tp, ErrDuplicateSequence, h.ProducerID, h.BaseSequence)
 			}
 		}
 		info.RecordCount += h.RecordCount
@@ -249,7 +270,7 @@ func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, err
 			if !cfg.keepCodec && h.Compression() != cfg.codec && !h.Control() {
 				var err error
 				if out, err = recompressBatch(out, &h, b, cfg.codec); err != nil {
-					return info, fmt.Errorf("%s: %w", l.tp, err)
+					return info, false, fmt.Errorf("%s: %w", l.tp, err)
 				}
 			} else {
 				out = append(out, b...)
@@ -259,7 +280,7 @@ func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, err
 		buf = out
 	}
 	if int64(len(buf)) > cfg.SegmentBytes {
-		return info, fmt.Errorf("%s: %w: %d bytes do not fit in segment.bytes %d", l.tp, ErrBatchTooLarge, len(buf), cfg.SegmentBytes)
+		return info, false, fmt.Errorf("%s: %w: %d bytes do not fit in segment.bytes %d", l.tp, ErrBatchTooLarge, len(buf), cfg.SegmentBytes)
 	}
 
 	// Pass 3: offsets, epochs and timestamps, in place.
@@ -280,7 +301,7 @@ func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, err
 	info.LastOffset = offset - 1
 	info.Size = len(buf)
 	if err := l.appendLocked(cfg, buf, info.FirstOffset, info.LastOffset, now); err != nil {
-		return info, err
+		return info, false, err
 	}
 	if leaderEpoch >= 0 {
 		if latest, ok := l.epochs.latest(); !ok || leaderEpoch > latest {
@@ -290,7 +311,7 @@ func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, err
 		}
 	}
 	info.LogStartOffset = l.LogStartOffset()
-	return info, l.maybeFlushLocked(cfg, int64(info.RecordCount), now)
+	return info, l.countUnflushedLocked(cfg, int64(info.RecordCount), now), nil
 }
 
 // checkProducerRecords decompresses a batch and checks every record: offset
@@ -345,16 +366,24 @@ func recompressBatch(dst []byte, h *BatchHeader, b []byte, codec Compression) ([
 // updated from the batches without sequence checks, as Kafka does.
 func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	info, needSync, err := l.appendAsFollowerLocked(records)
+	l.mu.Unlock()
+	if err == nil && needSync {
+		err = l.syncTo(info.LastOffset + 1)
+	}
+	return info, err
+}
+
+func (l *Log) appendAsFollowerLocked(records []byte) (info AppendInfo, needSync bool, err error) {
 	if err := l.checkOpen(); err != nil {
-		return AppendInfo{}, err
+		return AppendInfo{}, false, err
 	}
 	cfg := l.cfg.Load()
-	info := AppendInfo{LogAppendTime: -1, FirstOffset: -1, LastOffset: -1}
+	info = AppendInfo{LogAppendTime: -1, FirstOffset: -1, LastOffset: -1}
 	leo := l.LogEndOffset()
 	prev := leo
 	var maxEpoch int32 = -1
-	err := ForEachBatch(records, func(h *BatchHeader, _ []byte) error {
+	err = ForEachBatch(records, func(h *BatchHeader, _ []byte) error {
 		if h.BaseOffset < prev {
 			return fmt.Errorf("%w: batch at offset %d, expected at least %d", ErrOffsetOutOfRange, h.BaseOffset, prev)
 		}
@@ -370,17 +399,17 @@ func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
 		return nil
 	})
 	if err != nil {
-		return info, fmt.Errorf("%s: %w", l.tp, err)
+		return info, false, fmt.Errorf("%s: %w", l.tp, err)
 	}
 	if len(records) == 0 {
-		return info, nil
+		return info, false, nil
 	}
 	if int64(len(records)) > cfg.SegmentBytes {
-		return info, fmt.Errorf("%s: %w: %d bytes do not fit in segment.bytes %d", l.tp, ErrBatchTooLarge, len(records), cfg.SegmentBytes)
+		return info, false, fmt.Errorf("%s: %w: %d bytes do not fit in segment.bytes %d", l.tp, ErrBatchTooLarge, len(records), cfg.SegmentBytes)
 	}
 	now := l.env.nowMs()
 	if err := l.appendLocked(cfg, records, info.FirstOffset, info.LastOffset, now); err != nil {
-		return info, err
+		return info, false, err
 	}
 	// Epoch boundaries inside the appended batches.
 	var latest int32 = -1
@@ -398,7 +427,7 @@ func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
 	}
 	info.Size = len(records)
 	info.LogStartOffset = l.LogStartOffset()
-	return info, l.maybeFlushLocked(cfg, int64(info.RecordCount), now)
+	return info, l.countUnflushedLocked(cfg, int64(info.RecordCount), now), nil
 }
 
 // appendLocked rolls if needed and writes buf (batches with offsets
@@ -498,12 +527,92 @@ func (l *Log) Roll() error {
 	return err
 }
 
-func (l *Log) maybeFlushLocked(cfg *logConfig, msgs, now int64) error {
+// countUnflushedLocked counts msgs appended and reports whether
+// flush.messages asks for an fsync now (the caller syncs after unlocking).
+func (l *Log) countUnflushedLocked(cfg *logConfig, msgs, now int64) bool {
 	l.unflushed += msgs
 	if l.unflushed >= cfg.FlushMessages {
-		return l.flushLocked(now)
+		l.unflushed = 0
+		l.lastFlushMs = now
+		return true
 	}
-	return nil
+	return false
+}
+
+// syncHook, when set (tests only), runs at the start of every group-commit
+// fsync, to make one last long enough to be shared.
+var syncHook func()
+
+// syncRound is one group-commit fsync: every append that finished before it
+// started (offsets below upTo) is on disk when done is closed, unless err.
+type syncRound struct {
+	upTo int64
+	err  error
+	done chan struct{}
+}
+
+// syncTo returns once every offset below target is on disk (the recovery
+// point reached it). Callers arriving while an fsync runs wait for it and
+// then share the next one: with flush.messages=1, concurrent producers to a
+// partition need about one fsync per round instead of one each. No lock is
+// held during the fsync; appends go on meanwhile.
+func (l *Log) syncTo(target int64) error {
+	l.syncMu.Lock()
+	for {
+		if l.recoveryPoint.Load() >= target {
+			l.syncMu.Unlock()
+			return nil
+		}
+		if r := l.syncing; r != nil {
+			l.syncMu.Unlock()
+			<-r.done
+			if r.err != nil && target <= r.upTo {
+				return r.err
+			}
+			l.syncMu.Lock()
+			continue
+		}
+		r := &syncRound{done: make(chan struct{})}
+		l.syncing = r
+		l.syncMu.Unlock()
+		r.upTo, r.err = l.runSyncRound()
+		l.syncMu.Lock()
+		l.syncing = nil
+		close(r.done)
+		if r.err != nil {
+			l.syncMu.Unlock()
+			return r.err
+		}
+	}
+}
+
+// runSyncRound fsyncs the segments from the recovery point to the log end as
+// it is now, then advances the recovery point, unless the log was truncated
+// meanwhile (the offsets synced may then hold other data).
+func (l *Log) runSyncRound() (int64, error) {
+	l.mu.Lock()
+	if err := l.checkOpen(); err != nil {
+		l.mu.Unlock()
+		return 0, err
+	}
+	upTo, from, epoch := l.LogEndOffset(), l.recoveryPoint.Load(), l.truncations
+	l.mu.Unlock()
+	if upTo <= from {
+		return upTo, nil
+	}
+	l.syncRounds.Add(1)
+	if syncHook != nil {
+		syncHook()
+	}
+	if err := l.flushSegments(from, upTo); err != nil {
+		return upTo, err
+	}
+	l.mu.Lock()
+	if l.truncations == epoch && upTo > l.recoveryPoint.Load() && upTo <= l.LogEndOffset() {
+		l.recoveryPoint.Store(upTo)
+	}
+	l.mu.Unlock()
+	return upTo, nil
 }
 
 // flushLocked fsyncs every segment at or after the recovery point and moves
@@ -540,11 +649,15 @@ func (l *Log) flushSegments(from, to int64) error {
 // Flush writes everything appended so far to disk.
 func (l *Log) Flush() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed.Load() {
+		l.mu.Unlock()
 		return nil
 	}
-	return l.flushLocked(l.env.nowMs())
+	l.unflushed = 0
+	l.lastFlushMs = l.env.nowMs()
+	leo := l.LogEndOffset()
+	l.mu.Unlock()
+	return l.syncTo(leo)
 }
 
 // flushRolled fsyncs the segments below the active one (after a roll) and
@@ -573,12 +686,16 @@ func (l *Log) flushRolled() error {
 // maybeFlushByTime is the flush scheduler's check of flush.ms.
 func (l *Log) maybeFlushByTime(now int64) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	cfg := l.cfg.Load()
 	if l.closed.Load() || l.unflushed == 0 || cfg.FlushMs == math.MaxInt64 || now-l.lastFlushMs < cfg.FlushMs {
+		l.mu.Unlock()
 		return nil
 	}
-	return l.flushLocked(now)
+	l.unflushed = 0
+	l.lastFlushMs = now
+	leo := l.LogEndOffset()
+	l.mu.Unlock()
+	return l.syncTo(leo)
 }
 
 // ReadInfo is the result of a Read.
@@ -596,6 +713,42 @@ func (r *ReadInfo) Release() {
 		r.seg.release()
 		r.seg = nil
 	}
+}
+
+// AppendTo appends the region's bytes to dst: copied from the segment's
+// read-only mapping when it covers them (no system call), else read with
+// pread. For small regions, where a system call costs more than the copy;
+// large ones go by Region.WriteTo (sendfile). Call it before Release. A
+// region the log no longer holds whole (truncated since the read) is
+// io.ErrUnexpectedEOF, with dst returned unchanged.
+func (r *ReadInfo) AppendTo(dst []byte) ([]byte, error) {
+	reg := r.Region
+	if reg.Len <= 0 {
+		return dst, nil
+	}
+	n := len(dst)
+	dst = slices.Grow(dst, int(reg.Len))[:n+int(reg.Len)]
+	if s := r.seg; s != nil {
+		copied := false
+		err := s.withMaps(func(_, _ *index, data []byte) {
+			end := reg.Pos + reg.Len
+			if end <= int64(len(data)) && end <= s.size.Load() {
+				copy(dst[n:], data[reg.Pos:end])
+				copied = true
+			}
+		})
+		if err == nil && copied {
+			s.noteMapRead(reg.Pos)
+			return dst, nil
+		}
+	}
+	if m, err := reg.File.ReadAt(dst[n:], reg.Pos); err != nil || int64(m) != reg.Len {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return dst[:n], err
+	}
+	return dst, nil
 }
 
 // Read returns whole batches from offset: at most maxBytes (but at least one

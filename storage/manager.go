@@ -535,12 +535,19 @@ func (m *Manager) RunRetention() int {
 }
 
 // closeIdle closes segment files unused for IdleSegmentTimeout and, past
-// MaxOpenLogs, every file of the least recently used logs.
+// MaxOpenLogs, every file of the least recently used logs. It also drops the
+// mapped pages of segments not read for a second (segment.trimIdleMapping),
+// which would otherwise count in the broker's RSS until the file closes.
 func (m *Manager) closeIdle() {
 	logs := m.Logs()
-	cutoff := time.Now().Add(-m.cfg.IdleSegmentTimeout).UnixNano()
+	now := time.Now()
+	cutoff := now.Add(-m.cfg.IdleSegmentTimeout).UnixNano()
+	trimCutoff := now.Add(-time.Second).UnixNano()
 	for _, l := range logs {
 		segs := l.segments()
+		for _, s := range segs {
+			s.trimIdleMapping(trimCutoff)
+		}
 		for _, s := range segs[:len(segs)-1] {
 			if s.lastUse.Load() < cutoff && s.hasOpenResources() {
 				l.closeIdle(cutoff, false)

@@ -163,6 +163,7 @@ func (l *Log) Truncate(toOffset int64) error {
 			return fmt.Errorf("%s: truncate: %w", l.tp, err)
 		}
 	}
+	l.truncations++
 	if err := last.truncateTo(toOffset); err != nil {
 		return fmt.Errorf("%s: truncate: %w", l.tp, err)
 	}
@@ -218,6 +219,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		return fmt.Errorf("%s: cannot start at negative offset %d", l.tp, offset)
 	}
 	l.env.logger.Info("truncating log fully", "partition", l.tp.String(), "start", offset)
+	l.truncations++
 	segs := l.segments()
 	var errs []error
 	for _, s := range segs {

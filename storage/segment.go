@@ -73,8 +73,11 @@ type segment struct {
 	// unmaps it first, under mu held for writing, while readers touch it
 	// only under mu held for reading: no reader can fault on a page that a
 	// truncation removed (which would be SIGBUS).
-	logMap []byte
-	mapLen int64
+	logMap       []byte
+	mapLen       int64
+	mapReads     atomic.Int64 // reads through logMap (noteMapRead)
+	mapTrimmed   atomic.Int64 // mapReads at the last trim
+	mapLo, mapHi atomic.Int64 // span of the positions read since the last trim, plus one; 0: none
 
 	size          atomic.Int64 // committed bytes of .log
 	next          atomic.Int64 // offset after the last batch (base when empty)
@@ -205,6 +208,68 @@ func (s *segment) mapIndexesLocked() error {
 	return s.ti.ensureMapped(s.active, s.maxIdx)
 }
 
+// When the log mapping is trimmed (see noteMapRead): after mapTrimMinReads
+// reads once they span mapTrimSpan bytes of the file, and after
+// mapTrimMaxReads reads in any case.
+const (
+	mapTrimMinReads = 64
+	mapTrimMaxReads = 4096
+	mapTrimSpan     = 16 << 20
+)
+
+// noteMapRead records a read through the log mapping at pos, and bounds the
+// resident size of the mapping. Every read through it (a batch header, a
+// small region copied) faults in a page and, by the kernel's fault-around,
+// up to 64 KiB of page cache around it, which then count in the broker's
+// RSS until the mapping goes: a consumer reading 10 GB from the start left
+// ~640 MB of the log mapped (about 90 KB per 1 MB batch read). So the whole
+// mapping is dropped with MADV_DONTNEED (the page cache keeps the pages; for
+// this read-only shared mapping nothing is lost) once the reads since the
+// last trim spread over mapTrimSpan bytes (a consumer catching up: at most
+// ~16 MiB stays mapped per segment), or after mapTrimMaxReads reads (a
+// consumer at the tail touches little, and gets one madvise per 4,096
+// reads, not one per 64). The manager's idle sweep drops what a finished
+// reader left in segments no longer read (trimIdleMapping). Readers
+// touching a dropped page fault it in again.
+func (s *segment) noteMapRead(pos int64) {
+	n := s.mapReads.Add(1)
+	// The span is approximate (racing readers may lose an update): it only
+	// decides when to trim.
+	if lo := s.mapLo.Load(); lo == 0 || pos+1 < lo {
+		s.mapLo.Store(pos + 1)
+	}
+	if pos+1 > s.mapHi.Load() {
+		s.mapHi.Store(pos + 1)
+	}
+	since := n - s.mapTrimmed.Load()
+	if since < mapTrimMinReads || since < mapTrimMaxReads && s.mapHi.Load()-s.mapLo.Load() < mapTrimSpan {
+		return
+	}
+	s.mu.RLock() // the mapping cannot be unmapped meanwhile
+	defer s.mu.RUnlock()
+	if last := s.mapTrimmed.Load(); s.logMap != nil && n-last >= mapTrimMinReads && s.mapTrimmed.CompareAndSwap(last, n) {
+		unix.Madvise(s.logMap, unix.MADV_DONTNEED)
+		s.mapLo.Store(0)
+		s.mapHi.Store(0)
+	}
+}
+
+// trimIdleMapping drops the mapped pages of a segment read since its last
+// trim but not since cutoff (unix nanoseconds).
+func (s *segment) trimIdleMapping(cutoff int64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.logMap == nil || s.lastUse.Load() >= cutoff {
+		return
+	}
+	if n := s.mapReads.Load(); n != s.mapTrimmed.Load() {
+		unix.Madvise(s.logMap, unix.MADV_DONTNEED)
+		s.mapTrimmed.Store(n)
+		s.mapLo.Store(0)
+		s.mapHi.Store(0)
+	}
+}
+
 // mapLogLocked maps the open .log read-only: mapLen bytes for the active
 // segment, its size otherwise. mu must be held for writing.
 func (s *segment) mapLogLocked() error {
@@ -270,6 +335,7 @@ func (s *segment) translate(f *os.File, target, size int64, hb []byte, h *BatchH
 	if werr != nil {
 		return 0, false, werr
 	}
+	s.noteMapRead(pos)
 	return pos, found, err
 }
 
@@ -299,6 +365,7 @@ func (s *segment) read(f *os.File, startOffset int64, maxBytes int64, maxOffset 
 	if werr != nil {
 		return 0, 0, 0, false, werr
 	}
+	s.noteMapRead(pos + n)
 	return pos, n, first, found, err
 }
 
@@ -334,22 +401,35 @@ func readIn(f *os.File, data []byte, oi *index, size, startOffset, maxBytes, max
 
 // appendBatches writes buf (whole batches, offsets assigned) at the end of
 // the active segment and indexes them. Writer only.
+//
+// The write itself runs without s.mu: readers (fetches acquiring the file,
+// reading headers) never wait for a write to the page cache. The file stays
+// open because the caller holds Log.mu, which closeIdle, truncation and
+// close need too; the bytes past size are not read by anyone until size
+// moves.
 func (s *segment) appendBatches(buf []byte, intervalBytes int64) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := s.openFileLocked(); err != nil {
+		s.mu.Unlock()
 		return err
 	}
 	if err := s.mapIndexesLocked(); err != nil {
+		s.mu.Unlock()
 		return err
 	}
+	f := s.file
+	s.mu.Unlock()
 	pos := s.size.Load()
-	if _, err := s.file.WriteAt(buf, pos); err != nil {
+	if _, err := f.WriteAt(buf, pos); err != nil {
 		// Leave no partial batch behind: a later append would write after it.
+		s.mu.Lock()
 		s.unmapLogLocked()
-		s.file.Truncate(pos)
-		return fmt.Errorf("append to %s: %w", s.file.Name(), err)
+		f.Truncate(pos)
+		s.mu.Unlock()
+		return fmt.Errorf("append to %s: %w", f.Name(), err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if pos == 0 && len(buf) >= BatchHeaderSize {
 		s.rollTS = int64(binary.BigEndian.Uint64(buf[offMaxTimestamp:]))
 		if s.rollTS < 0 {

@@ -166,7 +166,7 @@ func TestSmokeRun(t *testing.T) {
 			t.Fatalf("building %s: %v\n%s", pkg, err, b)
 		}
 	}
-	c, err := parseConfig([]string{"--smoke", "--records", "5000", "--e2e-seconds", "1",
+	c, err := parseConfig([]string{"--smoke", "--records", "5000", "--e2e-seconds", "1", "--profile",
 		"--sluice", filepath.Join(dir, "sluice"), "--kfake", filepath.Join(dir, "kfakeserver"),
 		"--natsperf", filepath.Join(dir, "natsperf"), "--nats-server", natsServer,
 		"--out", filepath.Join(dir, "perf.md"), "--workdir", filepath.Join(dir, "work")})
@@ -222,5 +222,44 @@ func TestSmokeRun(t *testing.T) {
 	}
 	if strings.Contains(string(md), "## Failed measurements") {
 		t.Errorf("smoke run had failures:\n%s", md)
+	}
+	// --profile: Sluice's phases are profiled and summarized (kfake and
+	// NATS are not).
+	t.Logf("measurements per system: %v", measured)
+	if measured["Sluice"] > 0 {
+		for _, want := range []string{"## Profiles of the Sluice broker", "| 100 B, 1 part., acks=1, none | produce |", "| e2e 100 B, 1 part., acks=1 | e2e |", "CPU:"} {
+			if !strings.Contains(string(md), want) {
+				t.Errorf("report lacks %q", want)
+			}
+		}
+		for _, m := range ms {
+			if m.System != "Sluice" {
+				continue
+			}
+			for phase, pf := range m.Profiles {
+				if pf.Err != "" || pf.CPU == "" || pf.AllocsEnd == "" || (phase == "e2e" && pf.Trace == "") {
+					t.Errorf("Sluice %s %s profiles: %+v", m.Workload, phase, pf)
+				}
+			}
+		}
+	}
+}
+
+func TestParsePprofTotals(t *testing.T) {
+	out := "Showing nodes accounting for 1.79MB, 55.91% of 3.21MB total\n"
+	if got := parseAccounted(out); got != 1.79*(1<<20) {
+		t.Errorf("accounted %v", got)
+	}
+	if got := parseTotal(out); got != 3.21*(1<<20) {
+		t.Errorf("total %v", got)
+	}
+	if got := parseAccounted("Showing nodes accounting for 29245, 100% of 29245 total"); got != 29245 {
+		t.Errorf("objects %v", got)
+	}
+	if got := parseTotal("Duration: 1s, Total samples = 250ms (25%)\nShowing nodes accounting for 250ms, 100% of 250ms total"); got != 0.25 {
+		t.Errorf("cpu %v", got)
+	}
+	if got := parseTotal("no header"); got != 0 {
+		t.Errorf("no header: %v", got)
 	}
 }

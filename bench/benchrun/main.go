@@ -50,6 +50,7 @@ type config struct {
 	WorkDir     string
 	Note        string
 	Smoke       bool
+	Profile     bool
 	Timeout     time.Duration
 }
 
@@ -94,6 +95,7 @@ func parseConfig(args []string) (*config, error) {
 	fs.StringVar(&c.WorkDir, "workdir", env("BENCH_WORKDIR", ""), "logs, data and raw results (default: a new temp dir)")
 	fs.StringVar(&c.Note, "note", env("BENCH_NOTE", ""), "a sentence on the conditions of the run, for the report")
 	fs.BoolVar(&c.Smoke, "smoke", env("BENCH_SMOKE", "0") == "1", "a quick run: 20,000 records, 1 run, two workloads, 2 s e2e")
+	fs.BoolVar(&c.Profile, "profile", env("BENCH_PROFILE", "0") == "1", "capture the Sluice broker's CPU and allocation profiles of every phase (and a trace of e2e)")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "limit of one load generator run")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -208,6 +210,8 @@ type measurement struct {
 	// Broker CPU seconds per phase, and its peak RSS over the workload.
 	PeakRSSKiB int64  `json:"peak_rss_kib"`
 	Err        string `json:"error,omitempty"`
+	// Profiles by phase (--profile, Sluice only).
+	Profiles map[string]*profileFiles `json:"profiles,omitempty"`
 }
 
 type result struct {
@@ -332,10 +336,15 @@ func bench(ctx context.Context, c *config) error {
 			return err
 		}
 	}
+	loadEnd := loadAvg()
+	var profiles []profileSection
+	if c.Profile {
+		profiles = summarizeProfiles(ctx, c, ms)
+	}
 	rep := report{
-		cfg: c, machine: mach, loadEnd: loadAvg(), versions: versions, skipped: skipped,
+		cfg: c, machine: mach, loadEnd: loadEnd, versions: versions, skipped: skipped,
 		systems: systems, workloads: workloads, e2e: e2e, ms: ms, began: began, took: time.Since(began),
-		goVersion: runtime.Version(), raw: raw,
+		goVersion: runtime.Version(), raw: raw, profiles: profiles,
 	}
 	md := rep.markdown()
 	if c.Out == "" || c.Out == "-" {
@@ -406,12 +415,31 @@ func measure(ctx context.Context, c *config, sys *system, w workload, run int) m
 		return m
 	}
 	defer os.RemoveAll(dir) // a 1 KiB workload leaves a gigabyte per system per run
-	srv, err := startServer(ctx, sys, dir, filepath.Join(logDir, tag+"-broker.log"))
+	var env []string
+	var prof *profiler
+	if c.Profile && sys.Key == "sluice" {
+		port, err := freePort()
+		if err != nil {
+			m.Err = err.Error()
+			return m
+		}
+		addr := localAddr(port)
+		env = append(env, "SLUICE_PPROF_LISTEN="+addr)
+		prof = newProfiler(addr, filepath.Join(c.WorkDir, "profiles"), tag)
+	}
+	srv, err := startServer(ctx, sys, dir, filepath.Join(logDir, tag+"-broker.log"), env...)
 	if err != nil {
 		m.Err = err.Error()
 		return m
 	}
 	defer srv.stop()
+	if prof != nil {
+		if err := prof.waitReady(ctx); err != nil {
+			m.Err = err.Error()
+			return m
+		}
+		m.Profiles = map[string]*profileFiles{}
+	}
 	clientLog := filepath.Join(logDir, tag+"-client.log")
 
 	phases := []string{"produce", "consume"}
@@ -420,6 +448,20 @@ func measure(ctx context.Context, c *config, sys *system, w workload, run int) m
 	}
 	for _, phase := range phases {
 		argv := sys.client(phase, w, srv.addr, c.Records, c.E2ERate, c.E2ESecs)
+		// Profiling starts before the CPU clock and stops after it, so the
+		// forced collections of the allocation snapshots are not counted.
+		var pf *profileFiles
+		var waitTrace func() error
+		if prof != nil {
+			var perr error
+			if pf, perr = prof.begin(ctx, phase); perr != nil {
+				pf = &profileFiles{Err: perr.Error()}
+			} else if phase == "e2e" {
+				secs := max(1, min(3, c.E2ESecs/3))
+				waitTrace = prof.trace(ctx, phase, time.Duration(c.E2ESecs)*time.Second/3, secs, pf)
+			}
+			m.Profiles[phase] = pf
+		}
 		cpu0, err := cpuSeconds(srv.pid())
 		if err != nil {
 			m.Err = err.Error()
@@ -427,8 +469,7 @@ func measure(ctx context.Context, c *config, sys *system, w workload, run int) m
 		}
 		res, err := runClient(ctx, c.Timeout, argv, clientLog)
 		if res != nil {
-			cpu1, cerr := cpuSeconds(srv.pid())
-			if cerr == nil {
+			if cpu1, cerr := cpuSeconds(srv.pid()); cerr == nil {
 				res.BrokerCPU = cpu1 - cpu0
 			}
 			switch phase {
@@ -438,6 +479,16 @@ func measure(ctx context.Context, c *config, sys *system, w workload, run int) m
 				m.Consume = res
 			default:
 				m.E2E = res
+			}
+		}
+		if pf != nil && pf.Err == "" {
+			if waitTrace != nil {
+				if terr := waitTrace(); terr != nil {
+					pf.Err = "trace: " + terr.Error()
+				}
+			}
+			if perr := prof.end(ctx, phase, pf); perr != nil {
+				pf.Err = perr.Error()
 			}
 		}
 		if err != nil {

@@ -26,6 +26,7 @@ type report struct {
 	took      time.Duration
 	goVersion string
 	raw       string
+	profiles  []profileSection
 }
 
 // stat is the spread of one figure over the runs.
@@ -362,6 +363,8 @@ func (r *report) markdown() string {
 
 	r.targets(&b, subject)
 
+	r.profileMarkdown(&b)
+
 	var failures []measurement
 	for _, m := range r.ms {
 		if m.Err != "" && !strings.HasPrefix(m.Err, "n/a") {
@@ -415,6 +418,9 @@ func (r *report) envLine() string {
 	}
 	if !c.E2E {
 		parts = append(parts, "BENCH_E2E=0")
+	}
+	if c.Profile {
+		parts = append(parts, "BENCH_PROFILE=1")
 	}
 	return strings.Join(parts, " ")
 }

@@ -192,7 +192,7 @@ func (s *server) pid() int { return s.cmd.Process.Pid }
 
 // startServer starts sys with its data under dir, logging to logPath, and
 // waits until its port accepts connections.
-func startServer(ctx context.Context, sys *system, dir, logPath string) (*server, error) {
+func startServer(ctx context.Context, sys *system, dir, logPath string, env ...string) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -205,6 +205,9 @@ func startServer(ctx context.Context, sys *system, dir, logPath string) (*server
 	fmt.Fprintf(logf, "$ %s\n", strings.Join(argv, " "))
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("starting %s: %w", sys.Name, err)
