@@ -14,57 +14,57 @@ import (
 func TestUsersAdministration(t *testing.T) {
 	ts := newTestServer(t)
 	admin := ts.signedIn(t, "ada", RoleAdmin)
-	r := admin.get("/users")
+	r := admin.Get("/users")
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, "ada", "you", "Add a user")
 	// Validation in the add form.
-	r = admin.post("/users", "/users", url.Values{"username": {"new user"}, "role": {"boss"}, "password": {"short"}})
+	r = admin.Post("/users", "/users", url.Values{"username": {"new user"}, "role": {"boss"}, "password": {"short"}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, "Unknown role", "User name must be", "At least 8 characters", `value="new user"`)
-	r = admin.post("/users", "/users", url.Values{"username": {"bea"}, "role": {"viewer"}, "password": {"bea-password"}})
+	r = admin.Post("/users", "/users", url.Values{"username": {"bea"}, "role": {"viewer"}, "password": {"bea-password"}})
 	expectStatus(t, r, http.StatusSeeOther)
-	expectContains(t, admin.get("/users"), "User bea added as viewer.")
-	r = admin.post("/users", "/users", url.Values{"username": {"BEA"}, "role": {"viewer"}, "password": {"bea-password"}})
+	expectContains(t, admin.Get("/users"), "User bea added as viewer.")
+	r = admin.Post("/users", "/users", url.Values{"username": {"BEA"}, "role": {"viewer"}, "password": {"bea-password"}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, "exists already")
 	bea, _ := ts.store.UserByName(context.Background(), "bea")
 	id := itoa64(bea.ID)
 	// bea signs in, then the admin changes her role and password.
 	bc := ts.client(t)
-	bc.login("bea", "bea-password")
-	expectStatus(t, admin.post("/users", "/users/"+id+"/role", url.Values{"role": {"operator"}}), http.StatusSeeOther)
-	expectContains(t, admin.get("/users"), "bea is now operator.")
-	expectStatus(t, admin.post("/users", "/users/"+id+"/password", url.Values{"password": {"x"}}), http.StatusSeeOther)
-	expectContains(t, admin.get("/users"), "Password of bea not changed")
-	expectStatus(t, admin.post("/users", "/users/"+id+"/password", url.Values{"password": {"new-bea-password"}}), http.StatusSeeOther)
+	bc.SignIn("bea", "bea-password")
+	expectStatus(t, admin.Post("/users", "/users/"+id+"/role", url.Values{"role": {"operator"}}), http.StatusSeeOther)
+	expectContains(t, admin.Get("/users"), "bea is now operator.")
+	expectStatus(t, admin.Post("/users", "/users/"+id+"/password", url.Values{"password": {"x"}}), http.StatusSeeOther)
+	expectContains(t, admin.Get("/users"), "Password of bea not changed")
+	expectStatus(t, admin.Post("/users", "/users/"+id+"/password", url.Values{"password": {"new-bea-password"}}), http.StatusSeeOther)
 	// Her session ended with the password change.
-	if r := bc.get("/topics"); r.StatusCode != http.StatusSeeOther {
+	if r := bc.Get("/topics"); r.StatusCode != http.StatusSeeOther {
 		t.Fatalf("bea still signed in after a password reset: %d", r.StatusCode)
 	}
-	bc.login("bea", "new-bea-password")
+	bc.SignIn("bea", "new-bea-password")
 	// The last admin cannot be demoted, and nobody removes themselves.
 	ada, _ := ts.store.UserByName(context.Background(), "ada")
-	expectStatus(t, admin.post("/users", "/users/"+itoa64(ada.ID)+"/role", url.Values{"role": {"viewer"}}), http.StatusSeeOther)
-	expectContains(t, admin.get("/users"), "last admin cannot be removed or demoted")
-	expectStatus(t, admin.post("/users", "/users/"+itoa64(ada.ID)+"/delete", nil), http.StatusSeeOther)
-	expectContains(t, admin.get("/users"), "You cannot remove yourself")
-	expectStatus(t, admin.post("/users", "/users/"+id+"/delete", nil), http.StatusSeeOther)
-	expectContains(t, admin.get("/users"), "User bea removed.")
-	expectStatus(t, admin.post("/users", "/users/"+id+"/role", url.Values{"role": {"viewer"}}), http.StatusNotFound)
-	expectStatus(t, admin.post("/users", "/users/abc/role", url.Values{"role": {"viewer"}}), http.StatusBadRequest)
+	expectStatus(t, admin.Post("/users", "/users/"+itoa64(ada.ID)+"/role", url.Values{"role": {"viewer"}}), http.StatusSeeOther)
+	expectContains(t, admin.Get("/users"), "last admin cannot be removed or demoted")
+	expectStatus(t, admin.Post("/users", "/users/"+itoa64(ada.ID)+"/delete", nil), http.StatusSeeOther)
+	expectContains(t, admin.Get("/users"), "You cannot remove yourself")
+	expectStatus(t, admin.Post("/users", "/users/"+id+"/delete", nil), http.StatusSeeOther)
+	expectContains(t, admin.Get("/users"), "User bea removed.")
+	expectStatus(t, admin.Post("/users", "/users/"+id+"/role", url.Values{"role": {"viewer"}}), http.StatusNotFound)
+	expectStatus(t, admin.Post("/users", "/users/abc/role", url.Values{"role": {"viewer"}}), http.StatusBadRequest)
 
 	// The audit page shows all of it, filterable.
-	r = admin.get("/audit")
+	r = admin.Get("/audit")
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, "user.add", "user.role", "user.password", "user.remove", "bea", "failed")
-	r = admin.get("/audit?action=user.remove")
-	if strings.Contains(r.body, `<td class="mono">user.add</td>`) || !strings.Contains(r.body, `<td class="mono">user.remove</td>`) {
+	r = admin.Get("/audit?action=user.remove")
+	if strings.Contains(r.Text, `<td class="mono">user.add</td>`) || !strings.Contains(r.Text, `<td class="mono">user.remove</td>`) {
 		t.Fatal("audit filter by action")
 	}
-	r = admin.get("/audit?user=nobody")
+	r = admin.Get("/audit?user=nobody")
 	expectContains(t, r, "Nothing recorded")
-	admin.accept = "application/json"
-	r = admin.get("/audit?action=user.")
+	admin.Accept = "application/json"
+	r = admin.Get("/audit?action=user.")
 	expectContains(t, r, `"Action":"user.remove"`)
 }
 
@@ -74,13 +74,13 @@ func TestAuditLogPages(t *testing.T) {
 		ts.store.AppendAudit(context.Background(), consoledb.AuditEntry{User: "bot", Action: "topic.create", Target: "t"})
 	}
 	admin := ts.signedIn(t, "ada", RoleAdmin)
-	r := admin.get("/audit?user=bot")
-	m := olderRe.FindStringSubmatch(r.body)
+	r := admin.Get("/audit?user=bot")
+	m := olderRe.FindStringSubmatch(r.Text)
 	if m == nil {
 		t.Fatal("no link to older entries")
 	}
-	r = admin.get(strings.ReplaceAll(m[1], "&amp;", "&"))
-	if n := strings.Count(r.body, "topic.create"); n != 30 {
+	r = admin.Get(strings.ReplaceAll(m[1], "&amp;", "&"))
+	if n := strings.Count(r.Text, "topic.create"); n != 30 {
 		t.Fatalf("second page has %d entries, want 30", n)
 	}
 }
@@ -89,25 +89,25 @@ func TestAccountPasswordChange(t *testing.T) {
 	ts := newTestServer(t)
 	c := ts.signedIn(t, "ann", RoleViewer)
 	other := ts.client(t)
-	other.login("ann", "password-1")
-	expectContains(t, c.get("/account"), "Change your password", "role viewer")
-	r := c.post("/account", "/account/password", url.Values{"current": {"wrong"}, "password": {"new-password-1"}, "confirm": {"new-password-1"}})
+	other.SignIn("ann", "password-1")
+	expectContains(t, c.Get("/account"), "Change your password", "role viewer")
+	r := c.Post("/account", "/account/password", url.Values{"current": {"wrong"}, "password": {"new-password-1"}, "confirm": {"new-password-1"}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, "This is not your current password")
-	r = c.post("/account", "/account/password", url.Values{"current": {"password-1"}, "password": {"new-password-1"}, "confirm": {"other"}})
+	r = c.Post("/account", "/account/password", url.Values{"current": {"password-1"}, "password": {"new-password-1"}, "confirm": {"other"}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, "The passwords differ")
-	r = c.post("/account", "/account/password", url.Values{"current": {"password-1"}, "password": {"new-password-1"}, "confirm": {"new-password-1"}})
+	r = c.Post("/account", "/account/password", url.Values{"current": {"password-1"}, "password": {"new-password-1"}, "confirm": {"new-password-1"}})
 	expectStatus(t, r, http.StatusSeeOther)
 	// This browser stays signed in; the other session ended.
-	expectContains(t, c.get("/account"), "Password changed.")
-	if r := other.get("/account"); r.StatusCode != http.StatusSeeOther {
+	expectContains(t, c.Get("/account"), "Password changed.")
+	if r := other.Get("/account"); r.StatusCode != http.StatusSeeOther {
 		t.Fatalf("other session survived: %d", r.StatusCode)
 	}
 	fresh := ts.client(t)
-	r = fresh.post("/login", "/login", url.Values{"username": {"ann"}, "password": {"password-1"}})
+	r = fresh.Post("/login", "/login", url.Values{"username": {"ann"}, "password": {"password-1"}})
 	expectStatus(t, r, http.StatusUnauthorized)
-	fresh.login("ann", "new-password-1")
+	fresh.SignIn("ann", "new-password-1")
 }
 
 var olderRe = regexp.MustCompile(`href="([^"]+)">Older`)

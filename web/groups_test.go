@@ -61,49 +61,49 @@ func TestGroupsLagDetailAndReset(t *testing.T) {
 	defer member.Close()
 
 	v := ts.signedIn(t, "vic", RoleViewer)
-	r := v.get("/groups")
+	r := v.Get("/groups")
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, "billing", "Stable", ">60 <")
-	r = v.get("/groups?state=Empty")
+	r = v.Get("/groups?state=Empty")
 	expectContains(t, r, "No group matches")
-	r = v.get("/groups/billing")
+	r = v.Get("/groups/billing")
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, "lag-test", "orders", ">40<", "Lag history") // committed 40
-	v.accept = "application/json"
-	r = v.get("/groups/billing")
+	v.Accept = "application/json"
+	r = v.Get("/groups/billing")
 	var gj struct {
 		Group struct {
 			TotalLag int64 `json:"total_lag"`
 			State    string
 		}
 	}
-	if err := json.Unmarshal([]byte(r.body), &gj); err != nil || gj.Group.TotalLag != 60 || gj.Group.State != "Stable" {
-		t.Fatalf("group json: %v %s", err, snippet(r.body))
+	if err := json.Unmarshal([]byte(r.Text), &gj); err != nil || gj.Group.TotalLag != 60 || gj.Group.State != "Stable" {
+		t.Fatalf("group json: %v %s", err, snippet(r.Text))
 	}
-	v.accept = ""
-	expectStatus(t, v.get("/groups/no-such-group"), http.StatusNotFound)
-	if strings.Contains(v.get("/groups/billing").body, "Preview reset") {
+	v.Accept = ""
+	expectStatus(t, v.Get("/groups/no-such-group"), http.StatusNotFound)
+	if strings.Contains(v.Get("/groups/billing").Text, "Preview reset") {
 		t.Fatal("a viewer is offered the reset form")
 	}
 
 	op := ts.signedIn(t, "olga", RoleOperator)
 	page := "/groups/billing"
 	// Validation.
-	r = op.post(page, page+"/reset", url.Values{"mode": {"offset"}, "offset": {"-3"}})
+	r = op.Post(page, page+"/reset", url.Values{"mode": {"offset"}, "offset": {"-3"}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, "Enter an offset of 0 or more")
-	r = op.post(page, page+"/reset", url.Values{"mode": {"timestamp"}})
+	r = op.Post(page, page+"/reset", url.Values{"mode": {"timestamp"}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, "Enter the time to reset to")
 	// Preview while the group is active: no apply button.
-	r = op.post(page, page+"/reset", url.Values{"mode": {"earliest"}})
+	r = op.Post(page, page+"/reset", url.Values{"mode": {"earliest"}})
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, "not empty", ">40<")
-	if strings.Contains(r.body, "Apply:") {
+	if strings.Contains(r.Text, "Apply:") {
 		t.Fatal("apply offered for an active group")
 	}
 	// Forcing the apply while active is refused and changes nothing.
-	r = op.post(page, page+"/reset", url.Values{"mode": {"earliest"}, "apply": {"1"}, "off:orders:0": {"0"}})
+	r = op.Post(page, page+"/reset", url.Values{"mode": {"earliest"}, "apply": {"1"}, "off:orders:0": {"0"}})
 	expectStatus(t, r, http.StatusConflict)
 	expectContains(t, r, "stop its consumers first")
 
@@ -112,20 +112,20 @@ func TestGroupsLagDetailAndReset(t *testing.T) {
 		d, err := ts.kc.Group(context.Background(), "billing")
 		return err == nil && d.Lag.State == "Empty"
 	})
-	r = op.post(page, page+"/reset", url.Values{"mode": {"offset"}, "offset": {"90"}})
+	r = op.Post(page, page+"/reset", url.Values{"mode": {"offset"}, "offset": {"90"}})
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, "Apply: commit these 1 offsets", ">90<")
 	form := url.Values{"mode": {"offset"}, "offset": {"90"}, "apply": {"1"}, "off:orders:0": {"90"}}
-	r = op.post(page, page+"/reset", form)
+	r = op.Post(page, page+"/reset", form)
 	expectStatus(t, r, http.StatusSeeOther)
-	r = op.get(page)
+	r = op.Get(page)
 	expectContains(t, r, "Committed new offsets for 1 partitions", ">90<")
 	lags, _ := ts.kc.Lag(context.Background(), "billing")
 	if len(lags) != 1 || lags[0].TotalLag != 10 {
 		t.Fatalf("lag after reset: %+v", lags)
 	}
 	// Offsets past the end are clamped to it.
-	r = op.post(page, page+"/reset", url.Values{"mode": {"latest"}, "apply": {"1"}, "off:orders:0": {"100000"}})
+	r = op.Post(page, page+"/reset", url.Values{"mode": {"latest"}, "apply": {"1"}, "off:orders:0": {"100000"}})
 	expectStatus(t, r, http.StatusSeeOther)
 	lags, _ = ts.kc.Lag(context.Background(), "billing")
 	if lags[0].TotalLag != 0 {
@@ -152,12 +152,12 @@ func TestLagHistoryIsSampledAndDrawn(t *testing.T) {
 		return err == nil && len(pts) >= 3 && pts[len(pts)-1].Lag == 30
 	})
 	v := ts.signedIn(t, "v", RoleViewer)
-	r := v.get("/groups/reader?range=1h")
+	r := v.Get("/groups/reader?range=1h")
 	expectContains(t, r, `<svg class="chart"`, `<path class="line" d="M`, "records behind", "Samples as a table")
-	r = v.get("/groups/reader?range=bogus")
+	r = v.Get("/groups/reader?range=bogus")
 	expectContains(t, r, `aria-current="true">6h`)
 	// The overview lists the group among the most lagging.
-	r = v.get("/")
+	r = v.Get("/")
 	expectContains(t, r, "Consumer groups with the most lag", "reader")
 }
 
@@ -180,8 +180,8 @@ func TestGroupNamesWithAnyCharacter(t *testing.T) {
 	m := consume(t, ts.brokers, "team a/b?x", "t", 5)
 	defer m.Close()
 	v := ts.signedIn(t, "vic", RoleViewer)
-	expectContains(t, v.get("/groups"), `href="/groups/team%20a%2Fb%3Fx"`)
-	r := v.get("/groups/team%20a%2Fb%3Fx")
+	expectContains(t, v.Get("/groups"), `href="/groups/team%20a%2Fb%3Fx"`)
+	r := v.Get("/groups/team%20a%2Fb%3Fx")
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, "team a/b?x", ">5 <")
 }

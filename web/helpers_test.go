@@ -3,13 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +15,7 @@ import (
 
 	"github.com/sluice-io/sluice/consoledb"
 	"github.com/sluice-io/sluice/web/kafka"
+	"github.com/sluice-io/sluice/web/webtest"
 )
 
 // The handler tests run against a fresh kfake cluster each (they count
@@ -43,13 +38,7 @@ func e2eCluster(t testing.TB) ([]string, string) {
 
 func testBrokers(t testing.TB, opts ...kfake.Opt) []string {
 	t.Helper()
-	opts = append([]kfake.Opt{kfake.NumBrokers(1), kfake.ClusterID("sluice-test")}, opts...)
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
+	return webtest.Kfake(t, "sluice-test", opts...)
 }
 
 type testServer struct {
@@ -63,7 +52,7 @@ func newTestServer(t testing.TB, mod ...func(*Config)) *testServer {
 	cfg := Config{
 		Listen:            "127.0.0.1:0",
 		DataDir:           t.TempDir(),
-		Logger:            testLogger(t),
+		Logger:            webtest.Logger(),
 		LagSampleInterval: time.Second,
 	}
 	for _, m := range mod {
@@ -85,13 +74,6 @@ func newTestServer(t testing.TB, mod ...func(*Config)) *testServer {
 	return &testServer{Server: s, brokers: brokers}
 }
 
-func testLogger(t testing.TB) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
 // user creates a user with password "password-1".
 func (ts *testServer) user(t testing.TB, name string, role Role) {
 	t.Helper()
@@ -100,127 +82,28 @@ func (ts *testServer) user(t testing.TB, name string, role Role) {
 	}
 }
 
-// client is a cookie-keeping client that drives the app through
-// fiber's app.Test.
-type client struct {
-	t       testing.TB
-	ts      *testServer
-	cookies map[string]string
-	accept  string
-	headers map[string]string
-}
+// client drives the app in process (fiber's app.Test), keeping cookies;
+// see webtest.Client.
+type (
+	client   = webtest.Client
+	response = webtest.Response
+)
 
-func (ts *testServer) client(t testing.TB) *client {
-	return &client{t: t, ts: ts, cookies: map[string]string{}, headers: map[string]string{}}
-}
+var (
+	snippet        = webtest.Snippet
+	expectStatus   = webtest.ExpectStatus
+	expectContains = webtest.ExpectContains
+)
+
+func (ts *testServer) client(t testing.TB) *client { return webtest.NewClient(t, ts.app) }
 
 // signedIn returns a client signed in as a new user with role.
 func (ts *testServer) signedIn(t testing.TB, name string, role Role) *client {
 	t.Helper()
 	ts.user(t, name, role)
 	c := ts.client(t)
-	c.login(name, "password-1")
+	c.SignIn(name, "password-1")
 	return c
-}
-
-type response struct {
-	*http.Response
-	body string
-}
-
-func (c *client) do(method, path string, form url.Values) response {
-	c.t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	req := httptest.NewRequest(method, path, body)
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	if c.accept != "" {
-		req.Header.Set("Accept", c.accept)
-	}
-	for k, v := range c.headers {
-		req.Header.Set(k, v)
-	}
-	var ck []string
-	for k, v := range c.cookies {
-		ck = append(ck, k+"="+v)
-	}
-	if len(ck) > 0 {
-		req.Header.Set("Cookie", strings.Join(ck, "; "))
-	}
-	resp, err := c.ts.app.Test(req, 30000)
-	if err != nil {
-		c.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, sc := range resp.Cookies() {
-		if sc.MaxAge < 0 || sc.Value == "" {
-			delete(c.cookies, sc.Name)
-		} else {
-			c.cookies[sc.Name] = sc.Value
-		}
-	}
-	return response{resp, string(b)}
-}
-
-func (c *client) get(path string) response { return c.do(http.MethodGet, path, nil) }
-
-var csrfRe = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
-
-// csrf loads path and returns the CSRF token of its forms.
-func (c *client) csrf(path string) string {
-	c.t.Helper()
-	r := c.get(path)
-	m := csrfRe.FindStringSubmatch(r.body)
-	if m == nil {
-		c.t.Fatalf("no CSRF token on %s (status %d)", path, r.StatusCode)
-	}
-	return m[1]
-}
-
-// post sends a form with the CSRF token of the page at from.
-func (c *client) post(from, path string, form url.Values) response {
-	c.t.Helper()
-	if form == nil {
-		form = url.Values{}
-	}
-	form.Set("_csrf", c.csrf(from))
-	return c.do(http.MethodPost, path, form)
-}
-
-func (c *client) login(name, pw string) {
-	c.t.Helper()
-	r := c.post("/login", "/login", url.Values{"username": {name}, "password": {pw}})
-	if r.StatusCode != http.StatusSeeOther {
-		c.t.Fatalf("sign in as %s: status %d: %s", name, r.StatusCode, snippet(r.body))
-	}
-}
-
-func snippet(s string) string {
-	if len(s) > 600 {
-		return s[:600] + "…"
-	}
-	return s
-}
-
-func expectStatus(t testing.TB, r response, want int) {
-	t.Helper()
-	if r.StatusCode != want {
-		t.Fatalf("%s %s: status %d, want %d; body: %s", r.Request.Method, r.Request.URL, r.StatusCode, want, snippet(r.body))
-	}
-}
-
-func expectContains(t testing.TB, r response, subs ...string) {
-	t.Helper()
-	for _, s := range subs {
-		if !strings.Contains(r.body, s) {
-			t.Fatalf("%s %s: body lacks %q; body: %s", r.Request.Method, r.Request.URL, s, snippet(r.body))
-		}
-	}
 }
 
 // kgoClient is a plain client to the test cluster, closed at cleanup.

@@ -23,26 +23,26 @@ func TestProduceFormBrowseSearchExport(t *testing.T) {
 	createTopic(t, ts, "events", 3)
 	op := ts.signedIn(t, "op", RoleOperator)
 	page := "/topics/events/messages"
-	r := op.get(page)
+	r := op.Get(page)
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, "This topic is empty", "Produce a message", "Live tail")
 
 	// Validation errors come back in the form with what was typed.
-	r = op.post(page, page, url.Values{"partition": {"7"}, "key": {"k"}, "value": {"v"}})
+	r = op.Post(page, page, url.Values{"partition": {"7"}, "key": {"k"}, "value": {"v"}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, "The topic has partitions 0 to 2", `value="k"`)
-	r = op.post(page, page, url.Values{"key": {"k"}, "value": {"v"}, "headers": {"no colon here"}})
+	r = op.Post(page, page, url.Values{"key": {"k"}, "value": {"v"}, "headers": {"no colon here"}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, "Line 1: want name: value")
 
 	// Produce with key, headers and a chosen partition.
-	r = op.post(page, page, url.Values{"partition": {"2"}, "key": {"order-42"}, "value": {`{"id":42,"total":9.5}`}, "headers": {"trace-id: abc-123\nsource: console"}})
+	r = op.Post(page, page, url.Values{"partition": {"2"}, "key": {"order-42"}, "value": {`{"id":42,"total":9.5}`}, "headers": {"trace-id: abc-123\nsource: console"}})
 	expectStatus(t, r, http.StatusSeeOther)
 	loc := r.Header.Get("Location")
 	if !strings.Contains(loc, "partition=2") || !strings.Contains(loc, "from=offset") {
 		t.Fatalf("redirect after produce: %s", loc)
 	}
-	r = op.get(loc)
+	r = op.Get(loc)
 	expectContains(t, r, "Written to partition 2 at offset 0.", "order-42", "trace-id: abc-123", `{&#34;id&#34;:42,&#34;total&#34;:9.5}`)
 
 	// Some more records to search through (through a plain client).
@@ -56,30 +56,30 @@ func TestProduceFormBrowseSearchExport(t *testing.T) {
 	}
 	v := ts.signedIn(t, "vic", RoleViewer)
 	// Search by key, exact.
-	r = v.get(page + "?field=key&q=order-42&exact=1")
+	r = v.Get(page + "?field=key&q=order-42&exact=1")
 	expectContains(t, r, "Found 1 ·", "scanned 301 of 301 records", "order-42")
 	// Search by header.
-	r = v.get(page + "?field=header&header=trace-id&q=abc")
+	r = v.Get(page + "?field=header&header=trace-id&q=abc")
 	expectContains(t, r, "Found 1 ·", "order-42")
 	// Search by value substring, several hits.
-	r = v.get(page + "?field=value&q=payload+29&limit=20")
+	r = v.Get(page + "?field=value&q=payload+29&limit=20")
 	expectContains(t, r, "Found 11 ·", "payload 29", "payload 299")
 	// A bounded scan reports how far it got and offers to continue.
-	r = v.get(page + "?field=value&q=never-there&scan=100")
+	r = v.Get(page + "?field=value&q=never-there&scan=100")
 	expectContains(t, r, "stopped at the scan limit", "Continue search", "Nothing found yet")
 	// Pretty JSON and hex.
-	r = v.get(page + "?partition=2&from=earliest&format=json")
+	r = v.Get(page + "?partition=2&from=earliest&format=json")
 	expectContains(t, r, "&#34;total&#34;: 9.5")
-	r = v.get(page + "?partition=2&from=earliest&format=hex&limit=1")
+	r = v.Get(page + "?partition=2&from=earliest&format=hex&limit=1")
 	expectContains(t, r, "00000000  6f 72 64 65 72 2d 34 32", "|order-42|")
 	// Paging from earliest covers everything once.
 	seen := 0
 	next := page + "?from=earliest&limit=100"
 	for i := 0; next != "" && i < 10; i++ {
-		r = v.get(next)
-		seen += strings.Count(r.body, `<td class="num">`) / 2 // partition and offset cells per row
+		r = v.Get(next)
+		seen += strings.Count(r.Text, `<td class="num">`) / 2 // partition and offset cells per row
 		next = ""
-		if m := nextRe.FindStringSubmatch(r.body); m != nil {
+		if m := nextRe.FindStringSubmatch(r.Text); m != nil {
 			next = strings.ReplaceAll(m[1], "&amp;", "&")
 		}
 	}
@@ -87,44 +87,44 @@ func TestProduceFormBrowseSearchExport(t *testing.T) {
 		t.Fatalf("paged through %d records, want 301", seen)
 	}
 	// A bad query is explained on the page.
-	r = v.get(page + "?from=offset")
+	r = v.Get(page + "?from=offset")
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, "offset must be a number")
-	r = v.get(page + "?from=timestamp&ts=yesterday")
+	r = v.Get(page + "?from=timestamp&ts=yesterday")
 	expectContains(t, r, "The time is not understood")
 	// From a time in the viewer's zone.
-	r = v.get(page + "?from=timestamp&ts=" + url.QueryEscape(time.Now().Add(time.Hour).UTC().Format("2006-01-02T15:04:05")))
+	r = v.Get(page + "?from=timestamp&ts=" + url.QueryEscape(time.Now().Add(time.Hour).UTC().Format("2006-01-02T15:04:05")))
 	expectContains(t, r, "No records from here")
 	// A missing topic is a 404.
-	expectStatus(t, v.get("/topics/nope/messages"), http.StatusNotFound)
+	expectStatus(t, v.Get("/topics/nope/messages"), http.StatusNotFound)
 
 	// Export exactly what the page shows.
-	r = v.get(page + "/export?as=json&field=key&q=order-42&exact=1")
+	r = v.Get(page + "/export?as=json&field=key&q=order-42&exact=1")
 	expectStatus(t, r, http.StatusOK)
 	if !strings.Contains(r.Header.Get("Content-Disposition"), "attachment") {
 		t.Fatalf("export disposition: %q", r.Header.Get("Content-Disposition"))
 	}
 	var out []exportRecord
-	if err := json.Unmarshal([]byte(r.body), &out); err != nil || len(out) != 1 {
-		t.Fatalf("export json: %v %s", err, snippet(r.body))
+	if err := json.Unmarshal([]byte(r.Text), &out); err != nil || len(out) != 1 {
+		t.Fatalf("export json: %v %s", err, snippet(r.Text))
 	}
 	if *out[0].Key != "order-42" || out[0].Partition != 2 || len(out[0].Headers) != 2 || out[0].Headers[0].Value != "abc-123" {
 		t.Fatalf("exported record: %+v", out[0])
 	}
-	r = v.get(page + "/export?as=csv&field=value&q=payload+1&limit=5")
-	rows, err := csv.NewReader(strings.NewReader(r.body)).ReadAll()
+	r = v.Get(page + "/export?as=csv&field=value&q=payload+1&limit=5")
+	rows, err := csv.NewReader(strings.NewReader(r.Text)).ReadAll()
 	if err != nil || len(rows) != 6 || rows[0][4] != "key" || !strings.HasPrefix(rows[1][6], "payload 1") {
 		t.Fatalf("export csv: %v %q", err, rows)
 	}
 	// JSON of the page itself.
-	v.accept = "application/json"
-	r = v.get(page + "?field=key&q=user-7&exact=1")
+	v.Accept = "application/json"
+	r = v.Get(page + "?field=key&q=user-7&exact=1")
 	var res struct {
 		Records []struct{ Key string }
 		Scanned int64
 	}
-	if err := json.Unmarshal([]byte(r.body), &res); err != nil || len(res.Records) != 1 || res.Records[0].Key != "user-7" || res.Scanned != 301 {
-		t.Fatalf("json browse: %v %s", err, snippet(r.body))
+	if err := json.Unmarshal([]byte(r.Text), &res); err != nil || len(res.Records) != 1 || res.Records[0].Key != "user-7" || res.Scanned != 301 {
+		t.Fatalf("json browse: %v %s", err, snippet(r.Text))
 	}
 	entries, _, _ := ts.store.Audit(context.Background(), consoledb.AuditFilter{Action: "message.produce"})
 	if len(entries) != 1 || !strings.Contains(entries[0].Detail, "partition=2 offset=0") {
@@ -141,7 +141,7 @@ func TestLiveTailStreamsNewRecords(t *testing.T) {
 	}
 	c := ts.signedIn(t, "v", RoleViewer)
 	req, _ := http.NewRequest(http.MethodGet, ts.URL()+"/topics/live/messages/tail?field=key&q=keep", nil)
-	req.Header.Set("Cookie", sessionCookie+"="+c.cookies[sessionCookie])
+	req.Header.Set("Cookie", sessionCookie+"="+c.Cookies[sessionCookie])
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	resp, err := http.DefaultClient.Do(req.WithContext(ctx))

@@ -35,27 +35,27 @@ func TestStaticAssetsAreCachedByChecksum(t *testing.T) {
 	ts := newTestServer(t)
 	c := ts.client(t)
 	path := static.Path("app.css")
-	r := c.get(path)
+	r := c.Get(path)
 	expectStatus(t, r, http.StatusOK)
 	etag := r.Header.Get("ETag")
 	if etag == "" || !strings.Contains(r.Header.Get("Cache-Control"), "immutable") || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/css") {
 		t.Fatalf("headers: %v", r.Header)
 	}
-	c.headers["If-None-Match"] = etag
-	expectStatus(t, c.get(path), http.StatusNotModified)
-	delete(c.headers, "If-None-Match")
+	c.Headers["If-None-Match"] = etag
+	expectStatus(t, c.Get(path), http.StatusNotModified)
+	delete(c.Headers, "If-None-Match")
 	// An unversioned URL is cached briefly only.
-	r = c.get("/static/app.css")
+	r = c.Get("/static/app.css")
 	if !strings.Contains(r.Header.Get("Cache-Control"), "max-age=300") {
 		t.Fatalf("unversioned cache-control: %s", r.Header.Get("Cache-Control"))
 	}
 	// Compressed for clients that accept it.
-	c.headers["Accept-Encoding"] = "gzip"
-	r = c.get(static.Path("htmx.min.js"))
+	c.Headers["Accept-Encoding"] = "gzip"
+	r = c.Get(static.Path("htmx.min.js"))
 	if r.Header.Get("Content-Encoding") != "gzip" {
 		t.Fatal("htmx.min.js not served compressed")
 	}
-	zr, err := gzip.NewReader(strings.NewReader(r.body))
+	zr, err := gzip.NewReader(strings.NewReader(r.Text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,20 +63,20 @@ func TestStaticAssetsAreCachedByChecksum(t *testing.T) {
 	if !bytes.HasPrefix(plain, []byte("var htmx=")) {
 		t.Fatal("gzip body is not htmx")
 	}
-	expectStatus(t, c.get("/static/nope.js"), http.StatusNotFound)
+	expectStatus(t, c.Get("/static/nope.js"), http.StatusNotFound)
 	// Every page links assets that exist (Path panics otherwise) and the
 	// layout works with scripts off: the page is complete HTML.
 	v := ts.signedIn(t, "v", RoleViewer)
-	r = v.get("/")
+	r = v.Get("/")
 	for _, name := range []string{"app.css", "app.js", "htmx.min.js", "favicon.svg"} {
-		if !strings.Contains(r.body, static.Path(name)) {
+		if !strings.Contains(r.Text, static.Path(name)) {
 			t.Fatalf("layout does not link %s", name)
 		}
 	}
 	if csp := r.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe") {
 		t.Fatalf("CSP: %q", csp)
 	}
-	if strings.Contains(r.body, " style=") || strings.Contains(r.body, "<script>") {
+	if strings.Contains(r.Text, " style=") || strings.Contains(r.Text, "<script>") {
 		t.Fatal("inline styles or scripts would be blocked by the CSP")
 	}
 }
@@ -86,29 +86,29 @@ func TestOverviewBrokersJSONAndFragments(t *testing.T) {
 	createTopic(t, ts, "a", 3)
 	createTopic(t, ts, "b", 1)
 	v := ts.signedIn(t, "v", RoleViewer)
-	r := v.get("/")
+	r := v.Get("/")
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, "Cluster sluice-test", "Brokers up", "Partitions", ">4 <", "No consumer groups", `hx-trigger="every 10s"`)
-	v.headers["HX-Request"], v.headers["HX-Target"] = "true", "overview"
-	r = v.get("/")
-	if strings.Contains(r.body, "<html") || !strings.Contains(r.body, "Brokers up") {
-		t.Fatalf("overview fragment: %s", snippet(r.body))
+	v.Headers["HX-Request"], v.Headers["HX-Target"] = "true", "overview"
+	r = v.Get("/")
+	if strings.Contains(r.Text, "<html") || !strings.Contains(r.Text, "Brokers up") {
+		t.Fatalf("overview fragment: %s", snippet(r.Text))
 	}
-	delete(v.headers, "HX-Request")
-	delete(v.headers, "HX-Target")
-	r = v.get("/brokers")
+	delete(v.Headers, "HX-Request")
+	delete(v.Headers, "HX-Target")
+	r = v.Get("/brokers")
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, "controller", "up", "APIs · Produce ≤v")
-	v.accept = "application/json"
-	r = v.get("/")
+	v.Accept = "application/json"
+	r = v.Get("/")
 	var ov templates.OverviewView
-	if err := json.Unmarshal([]byte(r.body), &ov); err != nil || ov.Topics != 2 || ov.Partitions != 4 || ov.BrokersUp != 1 {
+	if err := json.Unmarshal([]byte(r.Text), &ov); err != nil || ov.Topics != 2 || ov.Partitions != 4 || ov.BrokersUp != 1 {
 		t.Fatalf("overview json: %v %+v", err, ov)
 	}
-	r = v.get("/brokers")
+	r = v.Get("/brokers")
 	var bv templates.BrokersView
-	if err := json.Unmarshal([]byte(r.body), &bv); err != nil || len(bv.Brokers) != 1 || bv.Brokers[0].Leaders != 4 {
-		t.Fatalf("brokers json: %v %s", err, snippet(r.body))
+	if err := json.Unmarshal([]byte(r.Text), &bv); err != nil || len(bv.Brokers) != 1 || bv.Brokers[0].Leaders != 4 {
+		t.Fatalf("brokers json: %v %s", err, snippet(r.Text))
 	}
 	// A broker seen before and missing now is shown as down; an admin can
 	// forget it.
@@ -116,36 +116,36 @@ func TestOverviewBrokersJSONAndFragments(t *testing.T) {
 	if err := ts.store.SeeBrokers(context.Background(), []consoledbKnownBroker{{ID: 77, Host: "gone.example", Port: 9092}}); err != nil {
 		t.Fatal(err)
 	}
-	v.accept = ""
-	expectContains(t, v.get("/"), "Brokers down", "gone.example")
+	v.Accept = ""
+	expectContains(t, v.Get("/"), "Brokers down", "gone.example")
 	admin := ts.signedIn(t, "ada", RoleAdmin)
-	expectContains(t, admin.get("/brokers"), "gone.example", "Forget")
-	expectStatus(t, admin.post("/brokers", "/brokers/77/forget", nil), http.StatusSeeOther)
-	if strings.Contains(admin.get("/brokers").body, "gone.example") {
+	expectContains(t, admin.Get("/brokers"), "gone.example", "Forget")
+	expectStatus(t, admin.Post("/brokers", "/brokers/77/forget", nil), http.StatusSeeOther)
+	if strings.Contains(admin.Get("/brokers").Text, "gone.example") {
 		t.Fatal("forgotten broker still listed")
 	}
-	expectStatus(t, admin.post("/brokers", "/brokers/77/forget", nil), http.StatusNotFound)
+	expectStatus(t, admin.Post("/brokers", "/brokers/77/forget", nil), http.StatusNotFound)
 }
 
 func TestErrorPagesSayWhatToDo(t *testing.T) {
 	ts := newTestServer(t)
 	v := ts.signedIn(t, "v", RoleViewer)
-	r := v.get("/no/such/page")
+	r := v.Get("/no/such/page")
 	expectStatus(t, r, http.StatusNotFound)
 	expectContains(t, r, "Page not found", "Back to the overview")
-	r = v.get("/topics/missing")
+	r = v.Get("/topics/missing")
 	expectStatus(t, r, http.StatusNotFound)
 	expectContains(t, r, "There is no topic missing", "The Topics page lists the ones that exist")
-	v.accept = "application/json"
-	r = v.get("/topics/missing")
+	v.Accept = "application/json"
+	r = v.Get("/topics/missing")
 	expectContains(t, r, `"error":"Not found"`)
 	// A console whose cluster is down still serves pages that say so.
 	down := newTestServer(t, func(c *Config) { c.Brokers = []string{deadAddr(t)} })
 	dc := down.signedIn(t, "v", RoleViewer)
-	r = dc.get("/topics")
+	r = dc.Get("/topics")
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, "The cluster did not answer")
-	expectStatus(t, dc.get("/healthz"), http.StatusOK)
+	expectStatus(t, dc.Get("/healthz"), http.StatusOK)
 }
 
 // deadAddr is a loopback address nothing listens on.
@@ -166,9 +166,9 @@ func TestHealthAndMetricsWithoutSignIn(t *testing.T) {
 	})
 	ts := newTestServer(t, func(c *Config) { c.Metrics = metrics; c.MetricsPath = "/metrics" })
 	c := ts.client(t)
-	r := c.get("/healthz")
+	r := c.Get("/healthz")
 	expectStatus(t, r, http.StatusOK)
-	r = c.get("/metrics")
+	r = c.Get("/metrics")
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, "sluice_up 1")
 }
@@ -202,20 +202,20 @@ func TestPageGroupExtension(t *testing.T) {
 	}
 	ts := newTestServer(t, func(c *Config) { c.Extra = []PageGroup{group} })
 	v := ts.signedIn(t, "v", RoleViewer)
-	r := v.get("/alerts")
+	r := v.Get("/alerts")
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, `<a href="/alerts" aria-current="page">Alerts</a>`)
-	if strings.Contains(r.body, `href="/rules"`) {
+	if strings.Contains(r.Text, `href="/rules"`) {
 		t.Fatal("nav shows an operator entry to a viewer")
 	}
-	if strings.Index(r.body, ">Consumer groups<") > strings.Index(r.body, ">Alerts<") {
+	if strings.Index(r.Text, ">Consumer groups<") > strings.Index(r.Text, ">Alerts<") {
 		t.Fatal("nav order: Alerts (45) should follow Consumer groups (40)")
 	}
-	expectStatus(t, v.post("/alerts", "/alerts", url.Values{"name": {"x"}}), http.StatusForbidden)
+	expectStatus(t, v.Post("/alerts", "/alerts", url.Values{"name": {"x"}}), http.StatusForbidden)
 	op := ts.signedIn(t, "op", RoleOperator)
-	expectStatus(t, op.do(http.MethodPost, "/alerts", url.Values{"name": {"x"}}), http.StatusForbidden) // no CSRF token
-	expectStatus(t, op.post("/alerts", "/alerts", url.Values{"name": {"lag-high"}}), http.StatusSeeOther)
-	expectContains(t, op.get("/alerts"), "Rule saved.", `href="/rules"`)
+	expectStatus(t, op.Do(http.MethodPost, "/alerts", url.Values{"name": {"x"}}), http.StatusForbidden) // no CSRF token
+	expectStatus(t, op.Post("/alerts", "/alerts", url.Values{"name": {"lag-high"}}), http.StatusSeeOther)
+	expectContains(t, op.Get("/alerts"), "Rule saved.", `href="/rules"`)
 	entries, _, _ := ts.store.Audit(context.Background(), consoledbFilter("alert.create"))
 	if len(entries) != 1 || entries[0].User != "op" || entries[0].Target != "lag-high" {
 		t.Fatalf("audit from a page group: %+v", entries)

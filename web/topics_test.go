@@ -15,7 +15,7 @@ import (
 func TestTopicCreateValidatesEveryField(t *testing.T) {
 	ts := newTestServer(t)
 	op := ts.signedIn(t, "op", RoleOperator)
-	expectContains(t, op.get("/topics/new"), "Create topic", `name="partitions"`)
+	expectContains(t, op.Get("/topics/new"), "Create topic", `name="partitions"`)
 	cases := []struct {
 		form url.Values
 		want []string
@@ -32,32 +32,32 @@ func TestTopicCreateValidatesEveryField(t *testing.T) {
 		{url.Values{"name": {"ok"}, "cleanup.policy": {"compact"}, "configs": {"cleanup.policy=delete"}}, []string{"is set above already"}},
 	}
 	for _, tc := range cases {
-		r := op.post("/topics/new", "/topics", tc.form)
+		r := op.Post("/topics/new", "/topics", tc.form)
 		expectStatus(t, r, http.StatusUnprocessableEntity)
 		expectContains(t, r, append(tc.want, `aria-invalid="true"`)...)
 	}
 	good := url.Values{"name": {"orders.v1"}, "partitions": {"3"}, "replication": {"1"}, "cleanup.policy": {"compact"},
 		"retention.ms": {"86400000"}, "configs": {"# comment\nmax.message.bytes=2097152\n"}}
-	r := op.post("/topics/new", "/topics", good)
+	r := op.Post("/topics/new", "/topics", good)
 	if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/topics/orders.v1" {
-		t.Fatalf("create: %d %q %s", r.StatusCode, r.Header.Get("Location"), snippet(r.body))
+		t.Fatalf("create: %d %q %s", r.StatusCode, r.Header.Get("Location"), snippet(r.Text))
 	}
-	page := op.get("/topics/orders.v1")
+	page := op.Get("/topics/orders.v1")
 	expectStatus(t, page, http.StatusOK)
 	expectContains(t, page, "Topic orders.v1 created.", "max.message.bytes", "2097152", "compact")
 	// The broker's refusal lands on the field it concerns.
-	r = op.post("/topics/new", "/topics", url.Values{"name": {"orders.v1"}})
+	r = op.Post("/topics/new", "/topics", url.Values{"name": {"orders.v1"}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, "A topic with this name exists already")
 	// JSON clients get field errors.
-	op.accept = "application/json"
-	r = op.post("/topics/new", "/topics", url.Values{"name": {"x y"}})
+	op.Accept = "application/json"
+	r = op.Post("/topics/new", "/topics", url.Values{"name": {"x y"}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	var body struct{ Fields map[string]string }
-	if err := json.Unmarshal([]byte(r.body), &body); err != nil || body.Fields["name"] == "" {
-		t.Fatalf("JSON field errors: %v %s", err, r.body)
+	if err := json.Unmarshal([]byte(r.Text), &body); err != nil || body.Fields["name"] == "" {
+		t.Fatalf("JSON field errors: %v %s", err, r.Text)
 	}
-	op.accept = ""
+	op.Accept = ""
 	entries, _, _ := ts.store.Audit(context.Background(), consoledb.AuditFilter{Action: "topic.create"})
 	if len(entries) != 2 || entries[0].Outcome == "ok" || entries[1].Outcome != "ok" || entries[1].User != "op" || entries[1].Target != "orders.v1" {
 		t.Fatalf("audit of creations: %+v", entries)
@@ -71,41 +71,41 @@ func TestTopicsListSearchSortPageAndInternal(t *testing.T) {
 	}
 	createTopic(t, ts, "__internal_like", 1) // a user topic, not internal: shown
 	v := ts.signedIn(t, "v", RoleViewer)
-	r := v.get("/topics")
+	r := v.Get("/topics")
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, "1–50 of 121 topics", "svc-000", `rel="next"`)
-	if strings.Contains(r.body, "svc-050") {
+	if strings.Contains(r.Text, "svc-050") {
 		t.Fatal("page 1 shows row 51")
 	}
-	r = v.get("/topics?page=3")
+	r = v.Get("/topics?page=3")
 	expectContains(t, r, "101–121 of 121 topics", "svc-119")
-	r = v.get("/topics?q=SVC-11")
+	r = v.Get("/topics?q=SVC-11")
 	expectContains(t, r, "1–10 of 10 topics", "svc-110", "svc-119")
-	r = v.get("/topics?q=nothing-like-this")
+	r = v.Get("/topics?q=nothing-like-this")
 	expectContains(t, r, "No topic matches")
 	// Sorted by partitions, most first: a 4-partition topic leads.
-	r = v.get("/topics?sort=partitions&desc=1")
-	first := strings.Index(r.body, "svc-003")
-	if first < 0 || first > strings.Index(r.body, "svc-000") && strings.Contains(r.body, "svc-000") {
+	r = v.Get("/topics?sort=partitions&desc=1")
+	first := strings.Index(r.Text, "svc-003")
+	if first < 0 || first > strings.Index(r.Text, "svc-000") && strings.Contains(r.Text, "svc-000") {
 		t.Fatalf("sort by partitions desc: svc-003 (4 partitions) is not before svc-000")
 	}
 	// htmx search answers with the table alone.
-	v.headers["HX-Request"], v.headers["HX-Target"] = "true", "topics-table"
-	r = v.get("/topics?q=svc-00")
-	if strings.Contains(r.body, "<html") || !strings.Contains(r.body, "svc-001") {
-		t.Fatalf("fragment: %s", snippet(r.body))
+	v.Headers["HX-Request"], v.Headers["HX-Target"] = "true", "topics-table"
+	r = v.Get("/topics?q=svc-00")
+	if strings.Contains(r.Text, "<html") || !strings.Contains(r.Text, "svc-001") {
+		t.Fatalf("fragment: %s", snippet(r.Text))
 	}
-	delete(v.headers, "HX-Request")
-	delete(v.headers, "HX-Target")
+	delete(v.Headers, "HX-Request")
+	delete(v.Headers, "HX-Target")
 	// JSON.
-	v.accept = "application/json"
-	r = v.get("/topics?q=svc-01&per=10")
+	v.Accept = "application/json"
+	r = v.Get("/topics?q=svc-01&per=10")
 	var out struct {
 		Rows []struct {
 			Meta struct{ Name string }
 		}
 	}
-	if err := json.Unmarshal([]byte(r.body), &out); err != nil || len(out.Rows) != 10 {
+	if err := json.Unmarshal([]byte(r.Text), &out); err != nil || len(out.Rows) != 10 {
 		t.Fatalf("json: %v %d", err, len(out.Rows))
 	}
 }
@@ -115,20 +115,20 @@ func TestTopicConfigsPartitionsDelete(t *testing.T) {
 	createTopic(t, ts, "t1", 2)
 	op := ts.signedIn(t, "op", RoleOperator)
 	page := "/topics/t1"
-	r := op.get(page + "?configs=all")
+	r := op.Get(page + "?configs=all")
 	expectContains(t, r, "retention.ms", "(default)", "Save configuration")
 	// Change one config: only it is sent.
-	r = op.post(page, page+"/configs", url.Values{"cfg.retention.ms": {"3600000"}, "was.retention.ms": {"604800000"},
+	r = op.Post(page, page+"/configs", url.Values{"cfg.retention.ms": {"3600000"}, "was.retention.ms": {"604800000"},
 		"cfg.cleanup.policy": {"delete"}, "was.cleanup.policy": {"delete"}})
 	expectStatus(t, r, http.StatusSeeOther)
-	r = op.get(page)
+	r = op.Get(page)
 	expectContains(t, r, "Saved: retention.ms=3600000.", "3600000", "604800000")
 	// Nothing changed.
-	r = op.post(page, page+"/configs", url.Values{"cfg.retention.ms": {"3600000"}, "was.retention.ms": {"3600000"}})
+	r = op.Post(page, page+"/configs", url.Values{"cfg.retention.ms": {"3600000"}, "was.retention.ms": {"3600000"}})
 	expectStatus(t, r, http.StatusSeeOther)
-	expectContains(t, op.get(page), "Nothing changed.")
+	expectContains(t, op.Get(page), "Nothing changed.")
 	// Reset to default.
-	r = op.post(page, page+"/configs", url.Values{"cfg.retention.ms": {"3600000"}, "was.retention.ms": {"3600000"}, "reset.retention.ms": {"1"}})
+	r = op.Post(page, page+"/configs", url.Values{"cfg.retention.ms": {"3600000"}, "was.retention.ms": {"3600000"}, "reset.retention.ms": {"1"}})
 	expectStatus(t, r, http.StatusSeeOther)
 	cfgs, _ := ts.kc.TopicConfigs(context.Background(), "t1")
 	for _, c := range cfgs {
@@ -137,30 +137,30 @@ func TestTopicConfigsPartitionsDelete(t *testing.T) {
 		}
 	}
 	// A config the topic does not have (a tampered form) is refused.
-	r = op.post(page, page+"/configs", url.Values{"cfg.no.such.config": {"1"}, "was.no.such.config": {""}})
+	r = op.Post(page, page+"/configs", url.Values{"cfg.no.such.config": {"1"}, "was.no.such.config": {""}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, "Not saved:", "does not describe a config named no.such.config")
 
 	// Partitions: only more than now.
-	r = op.post(page, page+"/partitions", url.Values{"count": {"2"}})
+	r = op.Post(page, page+"/partitions", url.Values{"count": {"2"}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, "enter a larger number", `value="2"`)
-	r = op.post(page, page+"/partitions", url.Values{"count": {"abc"}})
+	r = op.Post(page, page+"/partitions", url.Values{"count": {"abc"}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
-	r = op.post(page, page+"/partitions", url.Values{"count": {"5"}})
+	r = op.Post(page, page+"/partitions", url.Values{"count": {"5"}})
 	expectStatus(t, r, http.StatusSeeOther)
-	expectContains(t, op.get(page), "now has 5 partitions")
+	expectContains(t, op.Get(page), "now has 5 partitions")
 
 	// Delete needs the typed name.
-	r = op.post(page, page+"/delete", url.Values{"confirm": {"t"}})
+	r = op.Post(page, page+"/delete", url.Values{"confirm": {"t"}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, "Type the topic name exactly")
-	r = op.post(page, page+"/delete", url.Values{"confirm": {"t1"}})
+	r = op.Post(page, page+"/delete", url.Values{"confirm": {"t1"}})
 	if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/topics" {
-		t.Fatalf("delete: %d %s", r.StatusCode, snippet(r.body))
+		t.Fatalf("delete: %d %s", r.StatusCode, snippet(r.Text))
 	}
-	expectContains(t, op.get("/topics"), "Topic t1 deleted.")
-	r = op.get(page)
+	expectContains(t, op.Get("/topics"), "Topic t1 deleted.")
+	r = op.Get(page)
 	expectStatus(t, r, http.StatusNotFound)
 	expectContains(t, r, "There is no topic t1")
 

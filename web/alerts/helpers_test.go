@@ -4,25 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"os"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/sluice-io/sluice/alerting"
 	"github.com/sluice-io/sluice/consoledb"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/web"
+	"github.com/sluice-io/sluice/web/webtest"
 )
 
 // env is a console with the alert pages, over a kfake cluster and an
@@ -53,21 +48,10 @@ func (f *fakeLag) Lag(context.Context) ([]alerting.GroupLag, error) {
 	return append([]alerting.GroupLag(nil), f.groups...), nil
 }
 
-func testLogger() *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
 func newEnv(t testing.TB, mod ...func(*web.Config)) *env {
 	t.Helper()
 	consoledb.BcryptCost = bcrypt.MinCost
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ClusterID("alerts-test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
+	brokers := webtest.Kfake(t, "alerts-test")
 	dir := t.TempDir()
 	ctx := context.Background()
 	db, err := consoledb.Open(ctx, filepath.Join(dir, consoledb.FileName))
@@ -82,7 +66,7 @@ func newEnv(t testing.TB, mod ...func(*web.Config)) *env {
 		Interval: time.Second,
 		Sources:  alerting.Sources{Lag: lag},
 		BaseURL:  "http://console.test",
-		Logger:   testLogger(),
+		Logger:   webtest.Logger(),
 		Metrics:  metrics.New().Alerting(),
 		Retry:    alerting.RetryPolicy{Backoff: func(int) time.Duration { return 10 * time.Millisecond }, MaxAttempts: 3},
 	})
@@ -94,8 +78,8 @@ func newEnv(t testing.TB, mod ...func(*web.Config)) *env {
 	cfg := web.Config{
 		Listen:  "127.0.0.1:0",
 		DataDir: dir,
-		Brokers: cluster.ListenAddrs(),
-		Logger:  testLogger(),
+		Brokers: brokers,
+		Logger:  webtest.Logger(),
 		Extra:   []web.PageGroup{PageGroup(eng, Options{Interval: time.Second})},
 	}
 	for _, m := range mod {
@@ -113,22 +97,21 @@ func newEnv(t testing.TB, mod ...func(*web.Config)) *env {
 	return &env{srv: srv, eng: eng, db: db, lag: lag}
 }
 
-// client keeps cookies and drives the console through app.Test.
-type client struct {
-	t       testing.TB
-	e       *env
-	cookies map[string]string
-	headers map[string]string
-}
+// client drives the console in process (app.Test), keeping cookies; see
+// webtest.Client.
+type (
+	client   = webtest.Client
+	response = webtest.Response
+)
 
-type response struct {
-	*http.Response
-	body string
-}
+var (
+	snippet        = webtest.Snippet
+	expectStatus   = webtest.ExpectStatus
+	expectContains = webtest.ExpectContains
+	expectLacks    = webtest.ExpectLacks
+)
 
-func (e *env) client(t testing.TB) *client {
-	return &client{t: t, e: e, cookies: map[string]string{}, headers: map[string]string{}}
-}
+func (e *env) client(t testing.TB) *client { return webtest.NewClient(t, e.srv.App()) }
 
 // signedIn creates a user with role and signs in as it.
 func (e *env) signedIn(t testing.TB, name string, role web.Role) *client {
@@ -137,112 +120,8 @@ func (e *env) signedIn(t testing.TB, name string, role web.Role) *client {
 		t.Fatal(err)
 	}
 	c := e.client(t)
-	r := c.post("/login", "/login", url.Values{"username": {name}, "password": {"password-1"}})
-	if r.StatusCode != http.StatusSeeOther {
-		t.Fatalf("sign in as %s: %d %s", name, r.StatusCode, snippet(r.body))
-	}
+	c.SignIn(name, "password-1")
 	return c
-}
-
-func (c *client) do(method, path string, form url.Values) response {
-	c.t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	req := httptest.NewRequest(method, path, body)
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	for k, v := range c.headers {
-		req.Header.Set(k, v)
-	}
-	var ck []string
-	for k, v := range c.cookies {
-		ck = append(ck, k+"="+v)
-	}
-	if len(ck) > 0 {
-		req.Header.Set("Cookie", strings.Join(ck, "; "))
-	}
-	resp, err := c.e.srv.App().Test(req, 30000)
-	if err != nil {
-		c.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, sc := range resp.Cookies() {
-		if sc.MaxAge < 0 || sc.Value == "" {
-			delete(c.cookies, sc.Name)
-		} else {
-			c.cookies[sc.Name] = sc.Value
-		}
-	}
-	return response{resp, string(b)}
-}
-
-func (c *client) get(path string) response { return c.do(http.MethodGet, path, nil) }
-
-var csrfRe = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
-
-// post sends form with the CSRF token of the page at from.
-func (c *client) post(from, path string, form url.Values) response {
-	c.t.Helper()
-	r := c.get(from)
-	m := csrfRe.FindStringSubmatch(r.body)
-	if m == nil {
-		c.t.Fatalf("no CSRF token on %s (status %d)", from, r.StatusCode)
-	}
-	if form == nil {
-		form = url.Values{}
-	}
-	form.Set("_csrf", m[1])
-	return c.do(http.MethodPost, path, form)
-}
-
-// getJSON fetches path as JSON into v.
-func (c *client) getJSON(path string, v any) response {
-	c.t.Helper()
-	c.headers["Accept"] = "application/json"
-	defer delete(c.headers, "Accept")
-	r := c.get(path)
-	if v != nil && r.StatusCode == http.StatusOK {
-		if err := json.Unmarshal([]byte(r.body), v); err != nil {
-			c.t.Fatalf("%s: %v: %s", path, err, snippet(r.body))
-		}
-	}
-	return r
-}
-
-func snippet(s string) string {
-	if len(s) > 800 {
-		return s[:800] + "…"
-	}
-	return s
-}
-
-func expectStatus(t testing.TB, r response, want int) {
-	t.Helper()
-	if r.StatusCode != want {
-		t.Fatalf("%s %s: status %d, want %d; body: %s", r.Request.Method, r.Request.URL, r.StatusCode, want, snippet(r.body))
-	}
-}
-
-func expectContains(t testing.TB, r response, subs ...string) {
-	t.Helper()
-	for _, s := range subs {
-		if !strings.Contains(r.body, s) {
-			t.Fatalf("%s %s: body lacks %q; body: %s", r.Request.Method, r.Request.URL, s, snippet(r.body))
-		}
-	}
-}
-
-func expectLacks(t testing.TB, r response, subs ...string) {
-	t.Helper()
-	for _, s := range subs {
-		if strings.Contains(r.body, s) {
-			t.Fatalf("%s %s: body contains %q", r.Request.Method, r.Request.URL, s)
-		}
-	}
 }
 
 // receiver stands in for PagerDuty or a webhook receiver: it answers with

@@ -23,14 +23,14 @@ func TestAuthRolesAndCSRF(t *testing.T) {
 	e := newEnv(t)
 	anon := e.client(t)
 	for _, p := range pages {
-		r := anon.get(p)
+		r := anon.Get(p)
 		expectStatus(t, r, http.StatusSeeOther)
 		if loc := r.Header.Get("Location"); !strings.HasPrefix(loc, "/login?next=") {
 			t.Fatalf("%s signed out redirects to %q", p, loc)
 		}
 	}
-	expectStatus(t, anon.getJSON("/alerts/rules", nil), http.StatusUnauthorized)
-	expectStatus(t, anon.do(http.MethodPost, "/alerts/rules", url.Values{"name": {"x"}}), http.StatusForbidden)
+	expectStatus(t, anon.GetJSON("/alerts/rules", nil), http.StatusUnauthorized)
+	expectStatus(t, anon.Do(http.MethodPost, "/alerts/rules", url.Values{"name": {"x"}}), http.StatusForbidden)
 
 	// Something to look at and to try to change.
 	ctx := context.Background()
@@ -46,25 +46,25 @@ func TestAuthRolesAndCSRF(t *testing.T) {
 
 	v := e.signedIn(t, "vera", web.RoleViewer)
 	for _, p := range append(pages, ruleURL, notifierURL) {
-		r := v.get(p)
+		r := v.Get(p)
 		expectStatus(t, r, http.StatusOK)
 		expectContains(t, r, `<a href="/alerts" aria-current="page">Alerts</a>`)
 		expectLacks(t, r, "New rule", "Send test event", "Add a notifier", "Delete rule", `name="secret"`)
 	}
-	expectContains(t, v.get(ruleURL), "billing lag", "&gt; 100 records", "ops hook")
-	expectStatus(t, v.get("/alerts/rules/new"), http.StatusForbidden)
+	expectContains(t, v.Get(ruleURL), "billing lag", "&gt; 100 records", "ops hook")
+	expectStatus(t, v.Get("/alerts/rules/new"), http.StatusForbidden)
 	for _, p := range []string{"/alerts/rules", ruleURL, ruleURL + "/enabled", ruleURL + "/delete",
 		"/alerts/notifiers", notifierURL, notifierURL + "/delete", notifierURL + "/test"} {
-		r := v.post("/alerts", p, url.Values{"name": {"sneaky"}, "enabled": {"0"}, "type": {"webhook"}, "url": {"http://x.test/"}})
+		r := v.Post("/alerts", p, url.Values{"name": {"sneaky"}, "enabled": {"0"}, "type": {"webhook"}, "url": {"http://x.test/"}})
 		expectStatus(t, r, http.StatusForbidden)
 		expectContains(t, r, "Not allowed for your role")
 	}
 
 	op := e.signedIn(t, "otto", web.RoleOperator)
-	expectContains(t, op.get("/alerts"), `href="/alerts/rules/new"`)
-	r := op.do(http.MethodPost, ruleURL+"/delete", url.Values{})
+	expectContains(t, op.Get("/alerts"), `href="/alerts/rules/new"`)
+	r := op.Do(http.MethodPost, ruleURL+"/delete", url.Values{})
 	expectStatus(t, r, http.StatusForbidden)
-	r = op.do(http.MethodPost, "/alerts/rules", url.Values{"name": {"forged"}, "kind": {"broker_down"}, "_csrf": {"not-the-token"}})
+	r = op.Do(http.MethodPost, "/alerts/rules", url.Values{"name": {"forged"}, "kind": {"broker_down"}, "_csrf": {"not-the-token"}})
 	expectStatus(t, r, http.StatusForbidden)
 
 	if _, err := e.eng.Rule(ctx, rule.ID); err != nil {
@@ -94,7 +94,7 @@ func TestRuleLifecycle(t *testing.T) {
 	}
 
 	// The empty form offers the kinds, the severities and the notifier.
-	r := op.get("/alerts/rules/new")
+	r := op.Get("/alerts/rules/new")
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, `<option value="lag_records" selected>`, `value="disk_free_percent"`, `<option value="critical">`,
 		fmt.Sprintf(`name="notifiers" value="%d"`, n.ID), "on-call", `name="for" value="5m"`)
@@ -105,7 +105,7 @@ func TestRuleLifecycle(t *testing.T) {
 		"threshold": {"lots"}, "for": {"soon"}, "clear_for": {"-1m"}, "scope_pattern": {"billing-*"},
 		"scope_topic": {"no spaces allowed"}, "notifiers": {"x"}, "enabled": {"1"},
 	}
-	r = op.post("/alerts/rules/new", "/alerts/rules", bad)
+	r = op.Post("/alerts/rules/new", "/alerts/rules", bad)
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r,
 		`id="e-name">Required<`,
@@ -118,7 +118,7 @@ func TestRuleLifecycle(t *testing.T) {
 	)
 	// A kind that cannot be limited to a topic: the engine's own check.
 	bad = url.Values{"name": {"broker down"}, "kind": {"broker_down"}, "severity": {"critical"}, "for": {"1m"}, "scope_topic": {"orders"}}
-	r = op.post("/alerts/rules/new", "/alerts/rules", bad)
+	r = op.Post("/alerts/rules/new", "/alerts/rules", bad)
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, `id="e-scope_topic">A broker_down rule cannot be limited to a topic<`)
 	if rules, _ := e.eng.Rules(ctx); len(rules) != 0 {
@@ -131,7 +131,7 @@ func TestRuleLifecycle(t *testing.T) {
 		"threshold": {"1,000"}, "min_status": {"ERR"}, "for": {"90"}, "clear_for": {"2m"}, "scope_pattern": {"billing-*"},
 		"scope_topic": {"orders"}, "notifiers": {fmt.Sprint(n.ID)}, "enabled": {"1"},
 	}
-	r = op.post("/alerts/rules/new", "/alerts/rules", good)
+	r = op.Post("/alerts/rules/new", "/alerts/rules", good)
 	expectStatus(t, r, http.StatusSeeOther)
 	rules, err := e.eng.Rules(ctx)
 	if err != nil || len(rules) != 1 {
@@ -147,14 +147,14 @@ func TestRuleLifecycle(t *testing.T) {
 	if loc := r.Header.Get("Location"); loc != ruleURL {
 		t.Fatalf("create redirects to %q", loc)
 	}
-	r = op.get(ruleURL)
+	r = op.Get(ruleURL)
 	expectContains(t, r, "Rule billing lag created.", `value="billing lag"`, `name="threshold" value="1000"`, `name="for" value="1m30s"`,
 		fmt.Sprintf(`name="notifiers" value="%d" checked`, n.ID), "Disable rule")
-	r = op.get("/alerts/rules")
+	r = op.Get("/alerts/rules")
 	expectContains(t, r, "billing lag", "Consumer lag (records)", "&gt; 1,000 records", "name matches billing-*, topic orders", "on-call", "enabled")
 
 	// The engine refuses a second rule with the same name: shown by the name.
-	r = op.post("/alerts/rules/new", "/alerts/rules", good)
+	r = op.Post("/alerts/rules/new", "/alerts/rules", good)
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, `id="e-name">A rule with this name exists<`)
 
@@ -164,40 +164,40 @@ func TestRuleLifecycle(t *testing.T) {
 		edit[k] = v
 	}
 	edit.Set("for", "200h")
-	r = op.post(ruleURL, ruleURL, edit)
+	r = op.Post(ruleURL, ruleURL, edit)
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, `id="e-for">Must be between 0 and 168h<`, `value="200h"`)
 	edit.Set("for", "10m")
 	edit.Set("kind", "group_status")
 	edit.Set("threshold", "5") // ignored: the kind has no threshold
-	r = op.post(ruleURL, ruleURL, edit)
+	r = op.Post(ruleURL, ruleURL, edit)
 	expectStatus(t, r, http.StatusSeeOther)
 	got, err := e.eng.Rule(ctx, rule.ID)
 	if err != nil || got.Kind != alerting.KindGroupStatus || got.MinStatus != alerting.StatusErr || got.Threshold != 0 || got.For != 10*time.Minute {
 		t.Fatalf("after edit: %+v %v", got, err)
 	}
-	expectContains(t, op.get(ruleURL), "Rule billing lag saved.", `<option value="ERR" selected>`)
+	expectContains(t, op.Get(ruleURL), "Rule billing lag saved.", `<option value="ERR" selected>`)
 
 	// Disable and enable from the list, then delete.
-	r = op.post("/alerts/rules", ruleURL+"/enabled", url.Values{"enabled": {"0"}})
+	r = op.Post("/alerts/rules", ruleURL+"/enabled", url.Values{"enabled": {"0"}})
 	expectStatus(t, r, http.StatusSeeOther)
 	if got, _ := e.eng.Rule(ctx, rule.ID); got.Enabled {
 		t.Fatal("still enabled after Disable")
 	}
-	expectContains(t, op.get("/alerts/rules"), "Rule billing lag disabled.", "disabled", ">Enable</button>")
-	expectStatus(t, op.post("/alerts/rules", ruleURL+"/enabled", url.Values{"enabled": {"maybe"}}), http.StatusBadRequest)
-	expectStatus(t, op.post("/alerts/rules", ruleURL+"/enabled", url.Values{"enabled": {"1"}}), http.StatusSeeOther)
+	expectContains(t, op.Get("/alerts/rules"), "Rule billing lag disabled.", "disabled", ">Enable</button>")
+	expectStatus(t, op.Post("/alerts/rules", ruleURL+"/enabled", url.Values{"enabled": {"maybe"}}), http.StatusBadRequest)
+	expectStatus(t, op.Post("/alerts/rules", ruleURL+"/enabled", url.Values{"enabled": {"1"}}), http.StatusSeeOther)
 	if got, _ := e.eng.Rule(ctx, rule.ID); !got.Enabled {
 		t.Fatal("still disabled after Enable")
 	}
-	expectStatus(t, op.post(ruleURL, ruleURL+"/delete", nil), http.StatusSeeOther)
+	expectStatus(t, op.Post(ruleURL, ruleURL+"/delete", nil), http.StatusSeeOther)
 	if _, err := e.eng.Rule(ctx, rule.ID); !errors.Is(err, alerting.ErrNotFound) {
 		t.Fatalf("rule after delete: %v", err)
 	}
-	expectContains(t, op.get("/alerts/rules"), "Rule billing lag deleted", "No alert rules yet")
-	expectStatus(t, op.get(ruleURL), http.StatusNotFound)
-	expectStatus(t, op.get("/alerts/rules/nope"), http.StatusNotFound)
-	expectStatus(t, op.post("/alerts", ruleURL+"/delete", nil), http.StatusNotFound)
+	expectContains(t, op.Get("/alerts/rules"), "Rule billing lag deleted", "No alert rules yet")
+	expectStatus(t, op.Get(ruleURL), http.StatusNotFound)
+	expectStatus(t, op.Get("/alerts/rules/nope"), http.StatusNotFound)
+	expectStatus(t, op.Post("/alerts", ruleURL+"/delete", nil), http.StatusNotFound)
 
 	// The audit log has every change, in order, by the operator.
 	var actions []string
@@ -234,11 +234,11 @@ func TestNotifiersTestEventAndDeliveryLog(t *testing.T) {
 	const key = "R0utingKey0123456789abcdefgh9f3a"
 
 	// Invalid: no routing key, bad URL.
-	r := op.post("/alerts/notifiers", "/alerts/notifiers", url.Values{"name": {"on-call"}, "type": {"pagerduty"}, "url": {"events.example"}, "enabled": {"1"}})
+	r := op.Post("/alerts/notifiers", "/alerts/notifiers", url.Values{"name": {"on-call"}, "type": {"pagerduty"}, "url": {"events.example"}, "enabled": {"1"}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, `id="e-url">Must be an http:// or https:// URL<`, `id="e-secret">The PagerDuty integration (routing) key is required<`, `value="on-call"`)
 
-	r = op.post("/alerts/notifiers", "/alerts/notifiers", url.Values{
+	r = op.Post("/alerts/notifiers", "/alerts/notifiers", url.Values{
 		"name": {"on-call"}, "type": {"pagerduty"}, "url": {pd.srv.URL + "/v2/enqueue"}, "secret": {key}, "enabled": {"1"}, "send_resolved": {"1"}})
 	expectStatus(t, r, http.StatusSeeOther)
 	ns, _ := e.eng.Notifiers(ctx)
@@ -246,28 +246,28 @@ func TestNotifiersTestEventAndDeliveryLog(t *testing.T) {
 		t.Fatalf("notifiers: %+v", ns)
 	}
 	nURL := fmt.Sprintf("/alerts/notifiers/%d", ns[0].ID)
-	r = op.get(nURL)
+	r = op.Get(nURL)
 	expectContains(t, r, "Notifier on-call added.", "••••9f3a", "Send test event", "No deliveries yet")
 	expectLacks(t, r, key)
-	expectLacks(t, op.get("/alerts/notifiers"), key)
+	expectLacks(t, op.Get("/alerts/notifiers"), key)
 	var listed map[string]any
-	if r := op.getJSON("/alerts/notifiers", &listed); strings.Contains(r.body, key) || !strings.Contains(r.body, "on-call") {
-		t.Fatalf("notifiers as JSON: %s", r.body)
+	if r := op.GetJSON("/alerts/notifiers", &listed); strings.Contains(r.Text, key) || !strings.Contains(r.Text, "on-call") {
+		t.Fatalf("notifiers as JSON: %s", r.Text)
 	}
 
 	// Change the name, leave the key empty: the key stays.
-	r = op.post(nURL, nURL, url.Values{"name": {"primary on-call"}, "type": {"pagerduty"}, "url": {pd.srv.URL + "/v2/enqueue"}, "enabled": {"1"}})
+	r = op.Post(nURL, nURL, url.Values{"name": {"primary on-call"}, "type": {"pagerduty"}, "url": {pd.srv.URL + "/v2/enqueue"}, "enabled": {"1"}})
 	expectStatus(t, r, http.StatusSeeOther)
 	if n, _ := e.eng.Notifier(ctx, ns[0].ID); n.Name != "primary on-call" || n.SecretHint != "••••9f3a" {
 		t.Fatalf("after rename: %+v", n)
 	}
-	r = op.post(nURL, nURL, url.Values{"name": {""}, "type": {"pagerduty"}, "url": {"ftp://x"}, "secret": {"a key with spaces"}})
+	r = op.Post(nURL, nURL, url.Values{"name": {""}, "type": {"pagerduty"}, "url": {"ftp://x"}, "secret": {"a key with spaces"}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, `id="e-name">Required<`, `id="e-url">`, `id="e-secret">Must be printable, without spaces`)
 	expectLacks(t, r, "a key with spaces")
 
 	// Send test event: a trigger then a resolve, same dedup_key, our key.
-	r = op.post(nURL, nURL+"/test", nil)
+	r = op.Post(nURL, nURL+"/test", nil)
 	expectStatus(t, r, http.StatusSeeOther)
 	evs := pd.events()
 	if len(evs) != 2 || evs[0]["event_action"] != "trigger" || evs[1]["event_action"] != "resolve" ||
@@ -278,34 +278,34 @@ func TestNotifiersTestEventAndDeliveryLog(t *testing.T) {
 	if payload["severity"] != "info" || !strings.Contains(fmt.Sprint(payload["summary"]), "Test event") {
 		t.Fatalf("test payload %v", payload)
 	}
-	r = op.get(nURL)
+	r = op.Get(nURL)
 	expectContains(t, r, "Test event delivered to primary on-call (HTTP 202).", "delivered", ">202<", "test")
-	r = op.get("/alerts/deliveries")
+	r = op.Get("/alerts/deliveries")
 	expectContains(t, r, "primary on-call", "trigger", "resolve", "delivered", ">202<", `{&#34;status&#34;:&#34;success&#34;`)
 	expectLacks(t, r, key)
-	expectContains(t, op.get("/alerts/deliveries?status=failed"), "No deliveries yet")
+	expectContains(t, op.Get("/alerts/deliveries?status=failed"), "No deliveries yet")
 
 	// A webhook whose receiver refuses with 400: not retried, shown failed.
 	hook := newReceiver(t, http.StatusBadRequest)
-	r = op.post("/alerts/notifiers", "/alerts/notifiers", url.Values{"name": {"ops hook"}, "type": {"webhook"}, "url": {hook.srv.URL}, "secret": {"tok-123"}, "enabled": {"1"}})
+	r = op.Post("/alerts/notifiers", "/alerts/notifiers", url.Values{"name": {"ops hook"}, "type": {"webhook"}, "url": {hook.srv.URL}, "secret": {"tok-123"}, "enabled": {"1"}})
 	expectStatus(t, r, http.StatusSeeOther)
 	hookURL := r.Header.Get("Location")
-	r = op.post(hookURL, hookURL+"/test", nil)
+	r = op.Post(hookURL, hookURL+"/test", nil)
 	expectStatus(t, r, http.StatusSeeOther)
 	if evs := hook.events(); len(evs) != 1 || evs[0]["version"] != "4" || hook.hdrs[0].Get("Authorization") != "Bearer tok-123" {
 		t.Fatalf("webhook receiver got %v %v", evs, hook.hdrs)
 	}
-	r = op.get(hookURL)
+	r = op.Get(hookURL)
 	expectContains(t, r, "failed after 1 attempt(s): HTTP 400", "HTTP 400: not retried", "Length of")
-	r = op.get("/alerts/deliveries?status=failed")
+	r = op.Get("/alerts/deliveries?status=failed")
 	expectContains(t, r, "ops hook", ">400<", "failed")
 	expectLacks(t, r, "primary on-call</a>")
 
 	// Remove the webhook's token, then delete the webhook.
-	r = op.post(hookURL, hookURL, url.Values{"name": {"ops hook"}, "type": {"webhook"}, "url": {hook.srv.URL}, "clear_secret": {"1"}, "enabled": {"1"}})
+	r = op.Post(hookURL, hookURL, url.Values{"name": {"ops hook"}, "type": {"webhook"}, "url": {hook.srv.URL}, "clear_secret": {"1"}, "enabled": {"1"}})
 	expectStatus(t, r, http.StatusSeeOther)
-	expectStatus(t, op.post(hookURL, hookURL+"/delete", nil), http.StatusSeeOther)
-	expectContains(t, op.get("/alerts/notifiers"), "Notifier ops hook deleted.", "primary on-call")
+	expectStatus(t, op.Post(hookURL, hookURL+"/delete", nil), http.StatusSeeOther)
+	expectContains(t, op.Get("/alerts/notifiers"), "Notifier ops hook deleted.", "primary on-call")
 
 	// Audit: every change, the key never in it.
 	var actions []string
@@ -338,36 +338,36 @@ func TestOpenAlertsAndHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := e.signedIn(t, "vera", web.RoleViewer)
-	expectContains(t, v.get("/alerts"), "All clear", "0 firing")
+	expectContains(t, v.Get("/alerts"), "All clear", "0 firing")
 
 	e.lag.set(alerting.GroupLag{Group: "billing", State: "Empty", Partitions: []alerting.PartitionLag{{Topic: "orders", Partition: 0, Committed: 10, LogEnd: 5010, Lag: 5000}}})
 	if err := e.eng.EvaluateNow(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r := v.get("/alerts")
+	r := v.Get("/alerts")
 	expectContains(t, r, "1 firing", ">firing<", ">critical<", `href="/groups/billing"`, "5000 records behind",
 		fmt.Sprintf("sluice/rule-%d/group:billing", rule.ID), "Evaluated every 1 s")
 	// The refreshing fragment is the table alone.
-	v.headers["HX-Request"] = "true"
-	v.headers["HX-Target"] = "alerts-open"
-	r = v.get("/alerts")
-	delete(v.headers, "HX-Request")
-	delete(v.headers, "HX-Target")
+	v.Headers["HX-Request"] = "true"
+	v.Headers["HX-Target"] = "alerts-open"
+	r = v.Get("/alerts")
+	delete(v.Headers, "HX-Request")
+	delete(v.Headers, "HX-Target")
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, "billing lag")
 	expectLacks(t, r, "<html")
 	var open struct {
 		Alerts []alerting.Alert
 	}
-	if v.getJSON("/alerts", &open); len(open.Alerts) != 1 || open.Alerts[0].State != alerting.StateFiring {
+	if v.GetJSON("/alerts", &open); len(open.Alerts) != 1 || open.Alerts[0].State != alerting.StateFiring {
 		t.Fatalf("alerts as JSON: %+v", open)
 	}
 
-	expectContains(t, v.get(fmt.Sprintf("/alerts/rules/%d", rule.ID)), "Open alerts", "5000 records behind", ">firing<")
-	expectContains(t, v.get("/alerts/rules"), "1 firing")
-	expectContains(t, v.get("/alerts/history"), ">firing<", "billing lag", `href="/groups/billing"`)
-	expectContains(t, v.get(fmt.Sprintf("/alerts/history?rule=%d&subject=group:billing", rule.ID)), ">firing<")
-	expectContains(t, v.get("/alerts/history?subject=group:other"), "Nothing recorded")
+	expectContains(t, v.Get(fmt.Sprintf("/alerts/rules/%d", rule.ID)), "Open alerts", "5000 records behind", ">firing<")
+	expectContains(t, v.Get("/alerts/rules"), "1 firing")
+	expectContains(t, v.Get("/alerts/history"), ">firing<", "billing lag", `href="/groups/billing"`)
+	expectContains(t, v.Get(fmt.Sprintf("/alerts/history?rule=%d&subject=group:billing", rule.ID)), ">firing<")
+	expectContains(t, v.Get("/alerts/history?subject=group:other"), "Nothing recorded")
 
 	// The trigger went out (asynchronously) and is logged.
 	deadline := time.Now().Add(10 * time.Second)
@@ -383,17 +383,17 @@ func TestOpenAlertsAndHistory(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	expectContains(t, v.get(fmt.Sprintf("/alerts/deliveries?rule=%d", rule.ID)), "on-call", "trigger", "delivered", fmt.Sprintf("rule %d", rule.ID))
+	expectContains(t, v.Get(fmt.Sprintf("/alerts/deliveries?rule=%d", rule.ID)), "on-call", "trigger", "delivered", fmt.Sprintf("rule %d", rule.ID))
 
 	// Caught up: it resolves, and the page is all clear again.
 	e.lag.set(alerting.GroupLag{Group: "billing", State: "Stable", Members: 1, Partitions: []alerting.PartitionLag{{Topic: "orders", Partition: 0, Committed: 5010, LogEnd: 5010}}})
 	if err := e.eng.EvaluateNow(ctx); err != nil {
 		t.Fatal(err)
 	}
-	expectContains(t, v.get("/alerts"), "All clear")
-	expectContains(t, v.get("/alerts/history"), ">resolved<")
+	expectContains(t, v.Get("/alerts"), "All clear")
+	expectContains(t, v.Get("/alerts/history"), ">resolved<")
 
 	// A console that does not evaluate says so.
 	e2 := newEnv(t, func(c *web.Config) { c.Leader = func() bool { return false } })
-	expectContains(t, e2.signedIn(t, "vera", web.RoleViewer).get("/alerts"), "This console does not evaluate the rules now")
+	expectContains(t, e2.signedIn(t, "vera", web.RoleViewer).Get("/alerts"), "This console does not evaluate the rules now")
 }

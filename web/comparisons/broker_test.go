@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-io/sluice/appliance"
 	"github.com/sluice-io/sluice/internal/testutil"
+	"github.com/sluice-io/sluice/web/webtest"
 )
 
 // realBrokers returns the bootstrap address of a real Sluice broker for
@@ -34,7 +35,7 @@ func realBrokers(t *testing.T) ([]string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := appliance.New(cfg, testLogger())
+	app, err := appliance.New(cfg, webtest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func TestRoutesNeedSignIn(t *testing.T) {
 	anon := h.client(t)
 	for _, path := range []string{"/comparisons", "/comparisons/new", "/comparisons/1", "/comparisons/1/export?format=csv", "/comparisons/1/delete",
 		"/comparisons/assets/x.css"} {
-		r := anon.get(path)
+		r := anon.Get(path)
 		expectStatus(t, r, http.StatusSeeOther)
 		if loc := r.Header.Get("Location"); loc != "/login?next="+url.QueryEscape(path) {
 			t.Fatalf("GET %s signed out: redirected to %q", path, loc)
@@ -41,11 +41,11 @@ func TestRoutesNeedSignIn(t *testing.T) {
 	for _, path := range []string{"/comparisons", "/comparisons/preview", "/comparisons/1/pause", "/comparisons/1/resume", "/comparisons/1/restart", "/comparisons/1/delete"} {
 		// With the sign-in page's own CSRF token, so that the refusal is
 		// the missing session, not the token.
-		r := anon.post("/login", path, createForm("a", "b"))
+		r := anon.Post("/login", path, createForm("a", "b"))
 		expectStatus(t, r, http.StatusUnauthorized)
 	}
-	anon.headers["Accept"] = "application/json"
-	expectStatus(t, anon.get("/comparisons"), http.StatusUnauthorized)
+	anon.Headers["Accept"] = "application/json"
+	expectStatus(t, anon.Get("/comparisons"), http.StatusUnauthorized)
 	if list, _ := h.mgr.List(context.Background()); len(list) != 0 {
 		t.Fatalf("signed-out requests created comparisons: %+v", list)
 	}
@@ -64,25 +64,25 @@ func TestViewerCannotChange(t *testing.T) {
 	h.waitState(t, id, migration.StateFinished)
 
 	v := h.signedIn(t, web.RoleViewer)
-	r := v.get("/comparisons")
+	r := v.Get("/comparisons")
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, `<a href="/comparisons" aria-current="page">Comparisons</a>`, "by the engine", "ORDER → ORDERNEW")
-	if strings.Contains(r.body, `href="/comparisons/new"`) {
+	if strings.Contains(r.Text, `href="/comparisons/new"`) {
 		t.Fatal("the list offers a viewer the create form")
 	}
-	r = v.get("/comparisons/1")
+	r = v.Get("/comparisons/1")
 	expectStatus(t, r, http.StatusOK)
 	for _, hidden := range []string{"/comparisons/1/pause", "/comparisons/1/restart", "/comparisons/1/delete"} {
-		if strings.Contains(r.body, hidden) {
+		if strings.Contains(r.Text, hidden) {
 			t.Fatalf("the detail page shows a viewer %s", hidden)
 		}
 	}
-	expectStatus(t, v.get("/comparisons/new"), http.StatusForbidden)
-	expectStatus(t, v.get("/comparisons/1/delete"), http.StatusForbidden)
+	expectStatus(t, v.Get("/comparisons/new"), http.StatusForbidden)
+	expectStatus(t, v.Get("/comparisons/1/delete"), http.StatusForbidden)
 	for _, path := range []string{"/comparisons", "/comparisons/preview", "/comparisons/1/pause", "/comparisons/1/resume", "/comparisons/1/restart", "/comparisons/1/delete"} {
 		form := createForm("ORDER", "ORDERNEW")
 		form.Set("confirm", "yes")
-		r := v.post("/comparisons", path, form)
+		r := v.Post("/comparisons", path, form)
 		expectStatus(t, r, http.StatusForbidden)
 		expectContains(t, r, "Not allowed for your role", "this needs operator")
 	}
@@ -95,7 +95,7 @@ func TestViewerCannotChange(t *testing.T) {
 		t.Fatalf("refused requests were audited as changes: %+v", entries)
 	}
 	// Viewing includes the export.
-	expectStatus(t, v.get("/comparisons/1/export?format=csv"), http.StatusOK)
+	expectStatus(t, v.Get("/comparisons/1/export?format=csv"), http.StatusOK)
 }
 
 // A form without its session's CSRF token is refused and changes nothing.
@@ -104,21 +104,21 @@ func TestCSRFRejected(t *testing.T) {
 	orderStreams(t, brokers, "ORDER", "ORDERNEW", 1, 5, nil, nil)
 	h := newHarness(t, brokers)
 	op := h.signedIn(t, web.RoleOperator)
-	r := op.do(http.MethodPost, "/comparisons", createForm("ORDER", "ORDERNEW"))
+	r := op.Do(http.MethodPost, "/comparisons", createForm("ORDER", "ORDERNEW"))
 	expectStatus(t, r, http.StatusForbidden)
 	expectContains(t, r, "The form has expired")
 	form := createForm("ORDER", "ORDERNEW")
 	form.Set("_csrf", "forged-token")
-	expectStatus(t, op.do(http.MethodPost, "/comparisons", form), http.StatusForbidden)
+	expectStatus(t, op.Do(http.MethodPost, "/comparisons", form), http.StatusForbidden)
 	// Another session's token is no good either.
 	other := h.signedIn(t, web.RoleOperator)
-	tok := csrfRe.FindStringSubmatch(other.get("/comparisons/new").body)[1]
+	tok := other.CSRF("/comparisons/new")
 	form.Set("_csrf", tok)
-	expectStatus(t, op.do(http.MethodPost, "/comparisons", form), http.StatusForbidden)
+	expectStatus(t, op.Do(http.MethodPost, "/comparisons", form), http.StatusForbidden)
 	// A request from another site is refused before the token is checked.
-	op.headers["Origin"] = "https://evil.example"
-	expectStatus(t, op.post("/comparisons/new", "/comparisons", createForm("ORDER", "ORDERNEW")), http.StatusForbidden)
-	delete(op.headers, "Origin")
+	op.Headers["Origin"] = "https://evil.example"
+	expectStatus(t, op.Post("/comparisons/new", "/comparisons", createForm("ORDER", "ORDERNEW")), http.StatusForbidden)
+	delete(op.Headers, "Origin")
 	if list, _ := h.mgr.List(context.Background()); len(list) != 0 {
 		t.Fatalf("forged forms created comparisons: %+v", list)
 	}
@@ -131,7 +131,7 @@ func TestValidationErrorsRendered(t *testing.T) {
 	h := newHarness(t, brokers)
 	op := h.signedIn(t, web.RoleOperator)
 
-	r := op.get("/comparisons/new")
+	r := op.Get("/comparisons/new")
 	expectStatus(t, r, http.StatusOK)
 	// The form offers the cluster's topics and starts from the engine's defaults.
 	expectContains(t, r, `<datalist id="cmp-topics"><option value="ORDER"></option><option value="ORDERNEW"></option></datalist>`,
@@ -167,7 +167,7 @@ func TestValidationErrorsRendered(t *testing.T) {
 		for k, v := range tc.change {
 			form[k] = v
 		}
-		r := op.post("/comparisons/new", "/comparisons", form)
+		r := op.Post("/comparisons/new", "/comparisons", form)
 		expectStatus(t, r, http.StatusUnprocessableEntity)
 		expectContains(t, r, `id="f-`+tc.field+`" name="`+tc.field+`"`, `aria-describedby="e-`+tc.field+`"`, `<div class="error" id="e-`+tc.field+`">`)
 		if tc.want != "" {
@@ -180,18 +180,18 @@ func TestValidationErrorsRendered(t *testing.T) {
 	form := createForm("", "ORDERNEW")
 	form.Set("window", "x")
 	form.Set("max_duplicates", "y")
-	r = op.post("/comparisons/new", "/comparisons", form)
+	r = op.Post("/comparisons/new", "/comparisons", form)
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, `id="e-left"`, `id="e-window"`, `id="e-max_duplicates"`)
 	// The preview checks the form the same way.
-	expectStatus(t, op.post("/comparisons/new", "/comparisons/preview", form), http.StatusUnprocessableEntity)
+	expectStatus(t, op.Post("/comparisons/new", "/comparisons/preview", form), http.StatusUnprocessableEntity)
 	// JSON clients get the field errors.
-	op.headers["Accept"] = "application/json"
-	r = op.post("/comparisons/new", "/comparisons", form)
+	op.Headers["Accept"] = "application/json"
+	r = op.Post("/comparisons/new", "/comparisons", form)
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	var body struct{ Fields map[string]string }
-	if err := json.Unmarshal([]byte(r.body), &body); err != nil || body.Fields["window"] == "" || body.Fields["left"] == "" {
-		t.Fatalf("JSON validation answer %s (%v)", r.body, err)
+	if err := json.Unmarshal([]byte(r.Text), &body); err != nil || body.Fields["window"] == "" || body.Fields["left"] == "" {
+		t.Fatalf("JSON validation answer %s (%v)", r.Text, err)
 	}
 	if list, _ := h.mgr.List(context.Background()); len(list) != 0 {
 		t.Fatalf("invalid forms created comparisons: %+v", list)
@@ -207,9 +207,9 @@ func TestCreateShowsCounters(t *testing.T) {
 	h := newHarness(t, brokers)
 	op := h.signedIn(t, web.RoleOperator)
 
-	r := op.get("/comparisons")
+	r := op.Get("/comparisons")
 	expectContains(t, r, "No comparisons yet", `href="/comparisons/new"`)
-	r = op.post("/comparisons/new", "/comparisons", createForm("ORDER", "ORDERNEW"))
+	r = op.Post("/comparisons/new", "/comparisons", createForm("ORDER", "ORDERNEW"))
 	expectStatus(t, r, http.StatusSeeOther)
 	if loc := r.Header.Get("Location"); loc != "/comparisons/1" {
 		t.Fatalf("created, then sent to %q", loc)
@@ -218,7 +218,7 @@ func TestCreateShowsCounters(t *testing.T) {
 	if st.CreatedBy == "" || st.Spec.Values != "json" || len(st.Spec.Ignore) != 1 || !st.Spec.Bounded {
 		t.Fatalf("stored comparison %+v", st.Stored)
 	}
-	r = op.get("/comparisons/1")
+	r = op.Get("/comparisons/1")
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, "Comparison orders cut-over created", // the flash
 		"ORDER (left) vs ORDERNEW (right)",
@@ -230,10 +230,10 @@ func TestCreateShowsCounters(t *testing.T) {
 		// The first example behind the failed rule, with its field diff.
 		"First examples behind the failed rules", `<td>order.total</td><td class="l">63</td><td class="r">99.5</td>`)
 	// Finished: the page does not poll.
-	if strings.Contains(r.body, `hx-trigger="every`) {
+	if strings.Contains(r.Text, `hx-trigger="every`) {
 		t.Fatal("a finished comparison's page keeps polling")
 	}
-	r = op.get("/comparisons")
+	r = op.Get("/comparisons")
 	expectContains(t, r, `href="/comparisons/1">orders cut-over</a>`, ">not ready</span>", `<td class="num bad-text">1</td>`)
 
 	entries, _, _ := h.srv.Store().Audit(context.Background(), consoledb.AuditFilter{Action: "comparison.create"})
@@ -241,13 +241,13 @@ func TestCreateShowsCounters(t *testing.T) {
 		t.Fatalf("audit of the create: %+v", entries)
 	}
 	// JSON, for scripts.
-	op.headers["Accept"] = "application/json"
-	r = op.get("/comparisons/1")
+	op.Headers["Accept"] = "application/json"
+	r = op.Get("/comparisons/1")
 	var body struct {
 		Comparison migration.Status `json:"comparison"`
 		Total      int64            `json:"total_differences"`
 	}
-	if err := json.Unmarshal([]byte(r.body), &body); err != nil || body.Comparison.Snapshot.Counters.Matched != 119 || body.Total != 1 {
+	if err := json.Unmarshal([]byte(r.Text), &body); err != nil || body.Comparison.Snapshot.Counters.Matched != 119 || body.Total != 1 {
 		t.Fatalf("JSON detail: %v %+v", err, body)
 	}
 }
@@ -261,25 +261,25 @@ func TestLiveFragment(t *testing.T) {
 	op := h.signedIn(t, web.RoleOperator)
 	form := createForm("ORDER", "ORDERNEW")
 	form.Set("mode", "continuous")
-	expectStatus(t, op.post("/comparisons/new", "/comparisons", form), http.StatusSeeOther)
+	expectStatus(t, op.Post("/comparisons/new", "/comparisons", form), http.StatusSeeOther)
 	h.waitState(t, 1, migration.StateRunning)
-	r := op.get("/comparisons/1")
+	r := op.Get("/comparisons/1")
 	expectContains(t, r, `id="cmp-live" hx-get="/comparisons/1?gen=1" hx-trigger="every 2s" hx-swap="outerHTML"`)
-	expectContains(t, op.get("/comparisons"), `id="cmp-table" hx-get="/comparisons" hx-trigger="every 5s"`)
+	expectContains(t, op.Get("/comparisons"), `id="cmp-table" hx-get="/comparisons" hx-trigger="every 5s"`)
 
-	op.headers["HX-Request"], op.headers["HX-Target"] = "true", "cmp-live"
-	r = op.get("/comparisons/1?gen=1")
+	op.Headers["HX-Request"], op.Headers["HX-Target"] = "true", "cmp-live"
+	r = op.Get("/comparisons/1?gen=1")
 	expectStatus(t, r, http.StatusOK)
-	if strings.Contains(r.body, "<html") || !strings.HasPrefix(r.body, `<div id="cmp-live"`) || r.Header.Get("HX-Refresh") != "" {
-		t.Fatalf("live fragment: refresh %q, body %s", r.Header.Get("HX-Refresh"), snippet(r.body))
+	if strings.Contains(r.Text, "<html") || !strings.HasPrefix(r.Text, `<div id="cmp-live"`) || r.Header.Get("HX-Refresh") != "" {
+		t.Fatalf("live fragment: refresh %q, body %s", r.Header.Get("HX-Refresh"), snippet(r.Text))
 	}
-	delete(op.headers, "HX-Request")
-	delete(op.headers, "HX-Target")
-	expectStatus(t, op.post("/comparisons/1", "/comparisons/1/pause", nil), http.StatusSeeOther)
-	op.headers["HX-Request"], op.headers["HX-Target"] = "true", "cmp-live"
-	r = op.get("/comparisons/1?gen=1")
-	if r.Header.Get("HX-Refresh") != "true" || strings.Contains(r.body, "hx-trigger") {
-		t.Fatalf("live fragment of a paused comparison: refresh %q, body %s", r.Header.Get("HX-Refresh"), snippet(r.body))
+	delete(op.Headers, "HX-Request")
+	delete(op.Headers, "HX-Target")
+	expectStatus(t, op.Post("/comparisons/1", "/comparisons/1/pause", nil), http.StatusSeeOther)
+	op.Headers["HX-Request"], op.Headers["HX-Target"] = "true", "cmp-live"
+	r = op.Get("/comparisons/1?gen=1")
+	if r.Header.Get("HX-Refresh") != "true" || strings.Contains(r.Text, "hx-trigger") {
+		t.Fatalf("live fragment of a paused comparison: refresh %q, body %s", r.Header.Get("HX-Refresh"), snippet(r.Text))
 	}
 }
 
@@ -296,41 +296,41 @@ func TestDifferencesFilterAndExport(t *testing.T) {
 	orderStreams(t, brokers, "ORDER", "ORDERNEW", 1, 50, change, extra)
 	h := newHarness(t, brokers, func(o *comparisons.Options) { o.PerPage = 2 })
 	op := h.signedIn(t, web.RoleOperator)
-	expectStatus(t, op.post("/comparisons/new", "/comparisons", createForm("ORDER", "ORDERNEW")), http.StatusSeeOther)
+	expectStatus(t, op.Post("/comparisons/new", "/comparisons", createForm("ORDER", "ORDERNEW")), http.StatusSeeOther)
 	h.waitState(t, 1, migration.StateFinished)
 
 	v := h.signedIn(t, web.RoleViewer)
-	r := v.get("/comparisons/1")
+	r := v.Get("/comparisons/1")
 	expectContains(t, r, "1–2 of 5 differences", `rel="next"`, `Mismatched<span class="n">3</span>`,
 		`Missing on the right<span class="n">1</span>`, `Missing on the left (extra)<span class="n">1</span>`)
-	r = v.get("/comparisons/1?kind=mismatch")
+	r = v.Get("/comparisons/1?kind=mismatch")
 	expectContains(t, r, "1–2 of 3 differences", `<option value="mismatch" selected>`, `href="/comparisons/1?kind=mismatch&amp;page=2#differences"`,
 		// field diff and side-by-side values, the differing lines marked
 		`<td>order.total</td><td class="l">15</td><td class="r">1</td>`,
 		`<span class="ln mark">    &#34;total&#34;: 15,</span>`, `<span class="ln mark">    &#34;total&#34;: 1,</span>`,
 		`<span class="ln">    &#34;id&#34;: &#34;o-0010&#34;,</span>`)
-	if strings.Contains(diffTable(r.body), ">Missing on the right</span>") {
+	if strings.Contains(diffTable(r.Text), ">Missing on the right</span>") {
 		t.Fatal("the mismatch filter shows other kinds")
 	}
-	r = v.get("/comparisons/1?kind=mismatch&page=2")
+	r = v.Get("/comparisons/1?kind=mismatch&page=2")
 	expectContains(t, r, "3–3 of 3 differences", "o-0030", `rel="prev"`)
-	if strings.Contains(diffTable(r.body), "o-0010") {
+	if strings.Contains(diffTable(r.Text), "o-0010") {
 		t.Fatal("page 2 repeats page 1")
 	}
-	r = v.get("/comparisons/1?kind=missing_left")
+	r = v.Get("/comparisons/1?kind=missing_left")
 	expectContains(t, r, "o-9999", "1–1 of 1 differences", "No record on this side.")
-	r = v.get("/comparisons/1?kind=duplicate")
+	r = v.Get("/comparisons/1?kind=duplicate")
 	expectContains(t, r, "No Duplicate differences")
-	expectStatus(t, v.get("/comparisons/1?kind=bogus"), http.StatusBadRequest)
+	expectStatus(t, v.Get("/comparisons/1?kind=bogus"), http.StatusBadRequest)
 
 	// Export as JSON: every stored difference of the kind.
-	r = v.get("/comparisons/1/export?format=json&kind=mismatch")
+	r = v.Get("/comparisons/1/export?format=json&kind=mismatch")
 	expectStatus(t, r, http.StatusOK)
 	if cd := r.Header.Get("Content-Disposition"); !strings.HasPrefix(cd, `attachment; filename="comparison-1-mismatch-`) || !strings.HasSuffix(cd, `.json"`) {
 		t.Fatalf("JSON export disposition %q", cd)
 	}
 	var diffs []migration.Difference
-	if err := json.Unmarshal([]byte(r.body), &diffs); err != nil || len(diffs) != 3 {
+	if err := json.Unmarshal([]byte(r.Text), &diffs); err != nil || len(diffs) != 3 {
 		t.Fatalf("JSON export: %v, %d differences", err, len(diffs))
 	}
 	for _, d := range diffs {
@@ -339,12 +339,12 @@ func TestDifferencesFilterAndExport(t *testing.T) {
 		}
 	}
 	// As CSV: all kinds, with a header row.
-	r = v.get("/comparisons/1/export?format=csv")
+	r = v.Get("/comparisons/1/export?format=csv")
 	expectStatus(t, r, http.StatusOK)
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/csv") {
 		t.Fatalf("CSV content type %q", ct)
 	}
-	rows, err := csv.NewReader(strings.NewReader(r.body)).ReadAll()
+	rows, err := csv.NewReader(strings.NewReader(r.Text)).ReadAll()
 	if err != nil || len(rows) != 6 || strings.Join(rows[0], ",") != strings.Join(migration.DifferenceCSVHeader, ",") {
 		t.Fatalf("CSV export: %v, %d rows: %q", err, len(rows), rows)
 	}
@@ -355,10 +355,10 @@ func TestDifferencesFilterAndExport(t *testing.T) {
 	if kinds["mismatch"] != 3 || kinds["missing_right"] != 1 || kinds["missing_left"] != 1 {
 		t.Fatalf("CSV kinds %v", kinds)
 	}
-	expectStatus(t, v.get("/comparisons/1/export?format=xml"), http.StatusBadRequest)
-	expectStatus(t, v.get("/comparisons/9/export?format=csv"), http.StatusNotFound)
-	expectStatus(t, v.get("/comparisons/9"), http.StatusNotFound)
-	expectStatus(t, v.get("/comparisons/x"), http.StatusNotFound)
+	expectStatus(t, v.Get("/comparisons/1/export?format=xml"), http.StatusBadRequest)
+	expectStatus(t, v.Get("/comparisons/9/export?format=csv"), http.StatusNotFound)
+	expectStatus(t, v.Get("/comparisons/9"), http.StatusNotFound)
+	expectStatus(t, v.Get("/comparisons/x"), http.StatusNotFound)
 }
 
 // The preview shows the first pairs with their field diffs and stores
@@ -370,12 +370,12 @@ func TestPreview(t *testing.T) {
 	op := h.signedIn(t, web.RoleOperator)
 	form := createForm("ORDER", "ORDERNEW")
 	form.Set("preview", "1")
-	r := op.post("/comparisons/new", "/comparisons/preview", form)
+	r := op.Post("/comparisons/new", "/comparisons/preview", form)
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, `<h2 id="preview-h">Preview</h2>`, ">differs</span>", ">equal</span>",
 		`<td>order.total</td><td class="l">3</td><td class="r">7</td>`, "Nothing is stored until you create the comparison",
 		`value="orders cut-over"`) // the form is still filled in
-	if n := strings.Count(r.body, `<tr class="sbs-row">`); n != 5 {
+	if n := strings.Count(r.Text, `<tr class="sbs-row">`); n != 5 {
 		t.Fatalf("preview shows %d pairs, want 5", n)
 	}
 	if list, _ := h.mgr.List(context.Background()); len(list) != 0 {
@@ -386,7 +386,7 @@ func TestPreview(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = op.get("/comparisons/new?from=" + itoa(id))
+	r = op.Get("/comparisons/new?from=" + itoa(id))
 	expectContains(t, r, `<option value="json" selected>A field of the JSON value</option>`, `name="key_path" value="order.id"`, `name="window" value="5s"`, `<option value="continuous" selected>`, ">processed_at</textarea>")
 }
 
@@ -399,26 +399,26 @@ func TestLifecycleActions(t *testing.T) {
 	op := h.signedIn(t, web.RoleOperator)
 	form := createForm("ORDER", "ORDERNEW")
 	form.Set("mode", "continuous")
-	expectStatus(t, op.post("/comparisons/new", "/comparisons", form), http.StatusSeeOther)
+	expectStatus(t, op.Post("/comparisons/new", "/comparisons", form), http.StatusSeeOther)
 	h.waitState(t, 1, migration.StateRunning)
-	expectContains(t, op.get("/comparisons/1"), `action="/comparisons/1/pause"`, `href="/comparisons/1/delete"`, `action="/comparisons/1/restart"`)
+	expectContains(t, op.Get("/comparisons/1"), `action="/comparisons/1/pause"`, `href="/comparisons/1/delete"`, `action="/comparisons/1/restart"`)
 
-	expectStatus(t, op.post("/comparisons/1", "/comparisons/1/pause", nil), http.StatusSeeOther)
+	expectStatus(t, op.Post("/comparisons/1", "/comparisons/1/pause", nil), http.StatusSeeOther)
 	h.waitState(t, 1, migration.StatePaused)
-	r := op.get("/comparisons/1")
+	r := op.Get("/comparisons/1")
 	expectContains(t, r, "Comparison orders cut-over paused.", `action="/comparisons/1/resume"`, ">paused</span>")
 
-	expectStatus(t, op.post("/comparisons/1", "/comparisons/1/resume", nil), http.StatusSeeOther)
+	expectStatus(t, op.Post("/comparisons/1", "/comparisons/1/resume", nil), http.StatusSeeOther)
 	h.waitState(t, 1, migration.StateRunning)
-	expectStatus(t, op.post("/comparisons/1", "/comparisons/1/restart", nil), http.StatusSeeOther)
+	expectStatus(t, op.Post("/comparisons/1", "/comparisons/1/restart", nil), http.StatusSeeOther)
 	st := h.waitState(t, 1, migration.StateRunning)
 	if st.Generation != 2 {
 		t.Fatalf("restart: generation %d", st.Generation)
 	}
-	expectContains(t, op.get("/comparisons/1"), "restarted from its start", "restarted 1×")
+	expectContains(t, op.Get("/comparisons/1"), "restarted from its start", "restarted 1×")
 
 	// A bare POST does not delete: it asks first.
-	r = op.post("/comparisons/1", "/comparisons/1/delete", nil)
+	r = op.Post("/comparisons/1", "/comparisons/1/delete", nil)
 	expectStatus(t, r, http.StatusSeeOther)
 	if loc := r.Header.Get("Location"); loc != "/comparisons/1/delete" {
 		t.Fatalf("unconfirmed delete went to %q", loc)
@@ -426,12 +426,12 @@ func TestLifecycleActions(t *testing.T) {
 	if _, err := h.mgr.Get(context.Background(), 1); err != nil {
 		t.Fatalf("unconfirmed delete deleted: %v", err)
 	}
-	r = op.get("/comparisons/1/delete")
+	r = op.Get("/comparisons/1/delete")
 	expectContains(t, r, "Delete orders cut-over?", `name="confirm" value="yes"`, "This cannot be undone")
-	expectStatus(t, op.post("/comparisons/1/delete", "/comparisons/1/delete", url.Values{"confirm": {"yes"}}), http.StatusSeeOther)
-	expectContains(t, op.get("/comparisons"), "Comparison orders cut-over (#1) deleted.", "No comparisons yet")
-	expectStatus(t, op.get("/comparisons/1"), http.StatusNotFound)
-	expectStatus(t, op.post("/comparisons", "/comparisons/1/pause", nil), http.StatusNotFound)
+	expectStatus(t, op.Post("/comparisons/1/delete", "/comparisons/1/delete", url.Values{"confirm": {"yes"}}), http.StatusSeeOther)
+	expectContains(t, op.Get("/comparisons"), "Comparison orders cut-over (#1) deleted.", "No comparisons yet")
+	expectStatus(t, op.Get("/comparisons/1"), http.StatusNotFound)
+	expectStatus(t, op.Post("/comparisons", "/comparisons/1/pause", nil), http.StatusNotFound)
 
 	entries, _, _ := h.srv.Store().Audit(context.Background(), consoledb.AuditFilter{Action: "comparison."})
 	var actions []string
@@ -455,26 +455,26 @@ func TestFailedActionAudited(t *testing.T) {
 	orderStreams(t, brokers, "ORDER", "ORDERNEW", 1, 5, nil, nil)
 	h := newHarness(t, brokers)
 	op := h.signedIn(t, web.RoleAdmin)
-	expectStatus(t, op.post("/comparisons/new", "/comparisons", createForm("ORDER", "ORDERNEW")), http.StatusSeeOther)
+	expectStatus(t, op.Post("/comparisons/new", "/comparisons", createForm("ORDER", "ORDERNEW")), http.StatusSeeOther)
 	h.waitState(t, 1, migration.StateFinished)
-	expectStatus(t, op.post("/comparisons/1", "/comparisons/1/pause", nil), http.StatusSeeOther)
-	expectContains(t, op.get("/comparisons/1"), "Could not pause orders cut-over", "has finished; restart it")
+	expectStatus(t, op.Post("/comparisons/1", "/comparisons/1/pause", nil), http.StatusSeeOther)
+	expectContains(t, op.Get("/comparisons/1"), "Could not pause orders cut-over", "has finished; restart it")
 	entries, _, _ := h.srv.Store().Audit(context.Background(), consoledb.AuditFilter{Action: "comparison.pause"})
 	if len(entries) != 1 || !strings.Contains(entries[0].Outcome, "has finished") {
 		t.Fatalf("audit of a failed pause: %+v", entries)
 	}
 	// The stylesheet is served with its hash in the name.
-	r := op.get("/comparisons")
-	m := cssRe.FindStringSubmatch(r.body)
+	r := op.Get("/comparisons")
+	m := cssRe.FindStringSubmatch(r.Text)
 	if m == nil {
 		t.Fatal("the page does not link its stylesheet")
 	}
-	r = op.get(m[1])
+	r = op.Get(m[1])
 	expectStatus(t, r, http.StatusOK)
-	if !strings.HasPrefix(r.Header.Get("Content-Type"), "text/css") || !strings.Contains(r.body, ".sbs") {
+	if !strings.HasPrefix(r.Header.Get("Content-Type"), "text/css") || !strings.Contains(r.Text, ".sbs") {
 		t.Fatalf("stylesheet: %s", r.Header.Get("Content-Type"))
 	}
-	expectStatus(t, op.get("/comparisons/assets/comparisons.0000.css"), http.StatusNotFound)
+	expectStatus(t, op.Get("/comparisons/assets/comparisons.0000.css"), http.StatusNotFound)
 }
 
 // A start time is read in the zone the form named (the viewer's), stored
@@ -484,24 +484,24 @@ func TestStartTimeInViewersZone(t *testing.T) {
 	orderStreams(t, brokers, "ORDER", "ORDERNEW", 1, 5, nil, nil)
 	h := newHarness(t, brokers)
 	op := h.signedIn(t, web.RoleOperator)
-	op.cookies["tz"] = url.QueryEscape("Europe/Paris")
-	expectContains(t, op.get("/comparisons/new"), "Start time (Europe/Paris)", `name="zone" value="Europe/Paris"`)
+	op.Cookies["tz"] = url.QueryEscape("Europe/Paris")
+	expectContains(t, op.Get("/comparisons/new"), "Start time (Europe/Paris)", `name="zone" value="Europe/Paris"`)
 	form := createForm("ORDER", "ORDERNEW")
 	form.Set("start", "time")
 	form.Set("start_time", "2025-03-01T12:00")
 	form.Set("zone", "Europe/Paris")
-	expectStatus(t, op.post("/comparisons/new", "/comparisons", form), http.StatusSeeOther)
+	expectStatus(t, op.Post("/comparisons/new", "/comparisons", form), http.StatusSeeOther)
 	st, err := h.mgr.Get(context.Background(), 1)
 	if err != nil || st.Spec.Start != "2025-03-01T11:00:00Z" {
 		t.Fatalf("stored start %q (%v)", st.Spec.Start, err)
 	}
-	op.cookies["tz"] = url.QueryEscape("America/New_York")
-	expectContains(t, op.get("/comparisons/1"), `<time datetime="2025-03-01T11:00:00Z" title="EST · `, ">2025-03-01 06:00:00</time>")
+	op.Cookies["tz"] = url.QueryEscape("America/New_York")
+	expectContains(t, op.Get("/comparisons/1"), `<time datetime="2025-03-01T11:00:00Z" title="EST · `, ">2025-03-01 06:00:00</time>")
 	// The form copied from it shows the time in the viewer's zone.
-	expectContains(t, op.get("/comparisons/new?from=1"), `name="start_time" value="2025-03-01T06:00:00"`, "Start time (America/New_York)")
+	expectContains(t, op.Get("/comparisons/new?from=1"), `name="start_time" value="2025-03-01T06:00:00"`, "Start time (America/New_York)")
 	// A zone name that is not one is ignored (the viewer's zone applies).
 	form.Set("zone", "../../etc/passwd")
-	expectStatus(t, op.post("/comparisons/new", "/comparisons", form), http.StatusSeeOther)
+	expectStatus(t, op.Post("/comparisons/new", "/comparisons", form), http.StatusSeeOther)
 	if st, _ := h.mgr.Get(context.Background(), 2); st.Spec.Start != "2025-03-01T17:00:00Z" {
 		t.Fatalf("start with a bad zone field: %q", st.Spec.Start)
 	}

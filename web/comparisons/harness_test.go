@@ -3,20 +3,11 @@ package comparisons_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
-	"os"
-	"regexp"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/crypto/bcrypt"
 
@@ -24,6 +15,7 @@ import (
 	"github.com/sluice-io/sluice/migration"
 	"github.com/sluice-io/sluice/web"
 	"github.com/sluice-io/sluice/web/comparisons"
+	"github.com/sluice-io/sluice/web/webtest"
 )
 
 // The handler tests drive a real console (web.New, through app.Test) with
@@ -39,19 +31,7 @@ type harness struct {
 
 func kfakeBrokers(t testing.TB) []string {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ClusterID("sluice-cmp-test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
-}
-
-func testLogger() *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
+	return webtest.Kfake(t, "sluice-cmp-test")
 }
 
 // newHarness builds the console with the group owning its Manager (the
@@ -71,7 +51,7 @@ func newHarness(t testing.TB, brokers []string, opts ...func(*comparisons.Option
 		Listen:  "127.0.0.1:0",
 		DataDir: t.TempDir(),
 		Brokers: brokers,
-		Logger:  testLogger(),
+		Logger:  webtest.Logger(),
 		Extra:   []web.PageGroup{comparisons.PageGroup(nil, o)},
 	})
 	if err != nil {
@@ -92,19 +72,22 @@ func newHarness(t testing.TB, brokers []string, opts ...func(*comparisons.Option
 	return h
 }
 
-// client keeps cookies and sends requests through app.Test.
-type client struct {
-	t       testing.TB
-	h       *harness
-	cookies map[string]string
-	headers map[string]string
-}
+// client drives the console in process (app.Test), keeping cookies; see
+// webtest.Client.
+type (
+	client   = webtest.Client
+	response = webtest.Response
+)
+
+var (
+	snippet        = webtest.Snippet
+	expectStatus   = webtest.ExpectStatus
+	expectContains = webtest.ExpectContains
+)
 
 var userSeq atomic.Int64
 
-func (h *harness) client(t testing.TB) *client {
-	return &client{t: t, h: h, cookies: map[string]string{}, headers: map[string]string{}}
-}
+func (h *harness) client(t testing.TB) *client { return webtest.NewClient(t, h.srv.App()) }
 
 // signedIn returns a client signed in through the form as a new user with
 // role.
@@ -115,102 +98,8 @@ func (h *harness) signedIn(t testing.TB, role web.Role) *client {
 		t.Fatal(err)
 	}
 	c := h.client(t)
-	r := c.post("/login", "/login", url.Values{"username": {name}, "password": {"password-1"}})
-	if r.StatusCode != http.StatusSeeOther {
-		t.Fatalf("sign in as %s: status %d: %s", name, r.StatusCode, snippet(r.body))
-	}
+	c.SignIn(name, "password-1")
 	return c
-}
-
-type response struct {
-	*http.Response
-	body string
-}
-
-func (c *client) do(method, path string, form url.Values) response {
-	c.t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	req := httptest.NewRequest(method, path, body)
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	for k, v := range c.headers {
-		req.Header.Set(k, v)
-	}
-	var ck []string
-	for k, v := range c.cookies {
-		ck = append(ck, k+"="+v)
-	}
-	if len(ck) > 0 {
-		req.Header.Set("Cookie", strings.Join(ck, "; "))
-	}
-	resp, err := c.h.srv.App().Test(req, 30000)
-	if err != nil {
-		c.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, sc := range resp.Cookies() {
-		if sc.MaxAge < 0 || sc.Value == "" {
-			delete(c.cookies, sc.Name)
-		} else {
-			c.cookies[sc.Name] = sc.Value
-		}
-	}
-	return response{resp, string(b)}
-}
-
-func (c *client) get(path string) response { return c.do(http.MethodGet, path, nil) }
-
-var csrfRe = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
-
-// post sends form with the CSRF token of the page at from.
-func (c *client) post(from, path string, form url.Values) response {
-	c.t.Helper()
-	r := c.get(from)
-	m := csrfRe.FindStringSubmatch(r.body)
-	if m == nil {
-		c.t.Fatalf("no CSRF token on %s (status %d)", from, r.StatusCode)
-	}
-	if form == nil {
-		form = url.Values{}
-	}
-	form.Set("_csrf", m[1])
-	return c.do(http.MethodPost, path, form)
-}
-
-func snippet(s string) string {
-	if len(s) > 800 {
-		return s[:800] + "…"
-	}
-	return s
-}
-
-func expectStatus(t testing.TB, r response, want int) {
-	t.Helper()
-	if r.StatusCode != want {
-		t.Fatalf("%s %s: status %d, want %d; body: %s", r.Request.Method, r.Request.URL, r.StatusCode, want, snippet(r.body))
-	}
-}
-
-func expectContains(t testing.TB, r response, subs ...string) {
-	t.Helper()
-	for _, s := range subs {
-		if !strings.Contains(r.body, s) {
-			t.Fatalf("%s %s: body lacks %q; body: %s", r.Request.Method, r.Request.URL, s, snippet(bodyMain(r.body)))
-		}
-	}
-}
-
-// bodyMain is the page's main element, for failure messages.
-func bodyMain(s string) string {
-	if i := strings.Index(s, `<main`); i >= 0 {
-		return s[i:]
-	}
-	return s
 }
 
 // ---- the cluster ----
