@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -69,6 +70,8 @@ func ErrorCode(err error) (int16, string) {
 	case errors.Is(err, storage.ErrLogClosed), errors.Is(err, storage.ErrLogDeleted):
 		code = kerr.NotLeaderForPartition
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		code = kerr.RequestTimedOut
+	case errors.Is(err, cluster.ErrUnavailable): // no ZooKeeper session: transient
 		code = kerr.RequestTimedOut
 	}
 	return code.Code, err.Error()

@@ -70,11 +70,14 @@ func (b *Broker) CreateTopic(ctx context.Context, spec TopicSpec, validateOnly b
 	if validateOnly {
 		return created, nil
 	}
-	if err := b.cfg.Coordinator.CreateTopic(ctx, t, spec.Configs); err != nil {
+	cctx, cancel := boundBy(ctx, wait)
+	err = b.cfg.Coordinator.CreateTopic(cctx, t, spec.Configs)
+	cancel()
+	if err != nil {
 		if errors.Is(err, cluster.ErrTopicExists) {
 			return created, errorf(kerr.TopicAlreadyExists, "Topic '%s' already exists.", spec.Name)
 		}
-		return created, err
+		return created, storeErr(err)
 	}
 	b.log.Info("topic created", "topic", spec.Name, "partitions", created.Partitions, "replication_factor", created.ReplicationFactor, "configs", spec.Configs)
 	if err := b.waitLeaders(ctx, wait, spec.Name, t.ID, int(created.Partitions)); err != nil {
@@ -241,14 +244,17 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string, wait time.Duratio
 	if t.Internal {
 		return errorf(kerr.InvalidTopicException, "Topic %s is an internal topic and cannot be deleted", name)
 	}
-	if err := b.cfg.Coordinator.MarkTopicForDeletion(ctx, name); err != nil {
+	cctx, cancel := boundBy(ctx, wait)
+	err := b.cfg.Coordinator.MarkTopicForDeletion(cctx, name)
+	cancel()
+	if err != nil {
 		if errors.Is(err, cluster.ErrNoTopic) {
 			return errUnknownTopicOrPartition
 		}
-		return err
+		return storeErr(err)
 	}
 	b.log.Info("topic marked for deletion", "topic", name)
-	err := b.waitImageFor(ctx, wait, func(img *Image) bool {
+	err = b.waitImageFor(ctx, wait, func(img *Image) bool {
 		cur, ok := img.Topics[name]
 		return !ok || cur.ID != t.ID
 	})
@@ -319,7 +325,9 @@ func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32,
 			nt.Replicas = append(nt.Replicas, slices.Clone(p.Replicas))
 		}
 		nt.Replicas = append(nt.Replicas, assignment...)
-		_, err := b.cfg.Coordinator.SetTopicAssignment(ctx, nt)
+		cctx, cancel := boundBy(ctx, wait)
+		_, err := b.cfg.Coordinator.SetTopicAssignment(cctx, nt)
+		cancel()
 		if errors.Is(err, cluster.ErrBadVersion) && attempt < 3 {
 			// Someone else changed the topic; re-read and retry.
 			if err := b.refresh(ctx); err != nil {
@@ -331,7 +339,7 @@ func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32,
 			return errUnknownTopicOrPartition
 		}
 		if err != nil {
-			return err
+			return storeErr(err)
 		}
 		b.log.Info("partitions added", "topic", name, "from", cur, "to", count)
 		return b.waitLeaders(ctx, wait, name, t.ID, int(count))
@@ -350,6 +358,27 @@ func (b *Broker) TopicConfigs(name string) (map[string]string, error) {
 // String renders a topic spec for logs.
 func (s TopicSpec) String() string {
 	return fmt.Sprintf("%s(partitions=%d rf=%d)", s.Name, s.Partitions, s.ReplicationFactor)
+}
+
+// storeErr is what a client gets when the coordinator failed: with the
+// metadata store out of reach (no ZooKeeper session), NOT_CONTROLLER — the
+// broker cannot change metadata now; Kafka clients look the controller up
+// again and retry — rather than UNKNOWN_SERVER_ERROR, which ends their
+// request. Other errors pass through (ErrorCode maps them).
+func storeErr(err error) error {
+	if errors.Is(err, cluster.ErrUnavailable) {
+		return errorf(kerr.NotController, "this broker cannot reach the cluster metadata store (ZooKeeper) right now: %v", err)
+	}
+	return err
+}
+
+// boundBy bounds ctx by the request's timeout (timeout_ms) when it has one:
+// a metadata write waits that long at most for the store to be reachable.
+func boundBy(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
+	if wait <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, wait)
 }
 
 // untilDeadline is how long ctx has left (30 s when it has no deadline).

@@ -535,7 +535,7 @@ func (c *Controller) StartReassignments(ctx context.Context, topic string, targe
 	for attempt := 0; ; attempt++ {
 		t, err := co.Topic(ctx, topic)
 		if err != nil {
-			return nil, err
+			return nil, storeErr(err)
 		}
 		results, changed := ApplyReassignments(&t, targets, known)
 		if !changed {
@@ -545,7 +545,7 @@ func (c *Controller) StartReassignments(ctx context.Context, topic string, targe
 			if errors.Is(err, ErrBadVersion) && attempt < 5 {
 				continue
 			}
-			return nil, err
+			return nil, storeErr(err)
 		}
 		for p, err := range results {
 			if err == nil {
@@ -641,6 +641,17 @@ var (
 	ErrInvalidReplicaAssignment = errors.New("cluster: invalid replica assignment")
 )
 
+// storeErr marks the store being out of reach (ErrUnavailable) as
+// ErrNotController too: a controller cut off from its store cannot act, and
+// Kafka clients answered NOT_CONTROLLER look the controller up again and
+// retry, where UNKNOWN_SERVER_ERROR would end their request.
+func storeErr(err error) error {
+	if errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrNotController) {
+		return fmt.Errorf("%w: %w", ErrNotController, err)
+	}
+	return err
+}
+
 // Kick asks Run for a pass now.
 func (c *Controller) Kick() {
 	select {
@@ -677,7 +688,7 @@ func (c *Controller) ControlledShutdown(ctx context.Context, brokerID int32) ([]
 	err = c.reconcileRetrying(ctx, epoch)
 	c.passMu.Unlock()
 	if err != nil {
-		return nil, err
+		return nil, storeErr(err)
 	}
 	// What it still leads, among partitions with another replica.
 	var remaining []TopicPartitionID
@@ -726,7 +737,7 @@ func (c *Controller) ElectLeaders(ctx context.Context, unclean bool, parts []Top
 	co := c.cfg.Coordinator
 	v, err := c.view(ctx)
 	if err != nil {
-		return nil, err
+		return nil, storeErr(err)
 	}
 	all := parts == nil
 	if all {

@@ -46,6 +46,12 @@ var (
 	ErrBrokerExists  = errors.New("cluster: broker id already registered")
 	ErrClosed        = errors.New("cluster: coordinator closed")
 	ErrNotController = errors.New("cluster: this broker is not the controller")
+	// ErrUnavailable marks errors caused by the store being out of reach
+	// (zkcoord: no ZooKeeper session, or the connection lost mid-request).
+	// It is transient: a write may or may not have happened, so re-read
+	// before retrying. Brokers answer clients NOT_CONTROLLER for it, which
+	// Kafka clients retry after looking the controller up again.
+	ErrUnavailable = errors.New("cluster: metadata store unavailable")
 )
 
 // Endpoint is one advertised listener of a broker.

@@ -89,6 +89,8 @@ func handleAlterPartitionReassignments(ctx context.Context, s *Server, r *Reques
 					code = kerr.UnknownTopicOrPartition
 				case errors.Is(err, cluster.ErrNoReassignment):
 					code = kerr.NoReassignmentInProgress
+				case errors.Is(err, cluster.ErrNotController):
+					code = kerr.NotController
 				case errors.Is(err, errRFChange):
 					code = kerr.InvalidReplicationFactor
 				case errors.Is(err, cluster.ErrInvalidReplicaAssignment), err.Error() == "an empty replica list":

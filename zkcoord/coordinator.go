@@ -18,8 +18,10 @@ import (
 
 // ErrUnavailable marks errors caused by ZooKeeper being unreachable (no
 // connection, the connection lost mid-request, no session). The write may or
-// may not have happened; re-read before retrying.
-var ErrUnavailable = errors.New("zookeeper unavailable")
+// may not have happened; re-read before retrying. It is
+// cluster.ErrUnavailable, so callers that only know the cluster package can
+// test for it.
+var ErrUnavailable = cluster.ErrUnavailable
 
 // Coordinator is a cluster.Coordinator on ZooKeeper. See the package
 // documentation.
@@ -35,6 +37,9 @@ type Coordinator struct {
 	evMu     sync.Mutex
 	evQueue  []zk.Event
 	evSignal chan struct{}
+	// Signalled (without blocking) on every session event: leaderships
+	// re-evaluate.
+	sessionSubs map[chan struct{}]struct{}
 
 	// Loaders of one kind of znode hold its mutex across the read and the
 	// cache update, so a later read never lands before an earlier one.
@@ -93,6 +98,7 @@ func Open(ctx context.Context, cfg Config) (*Coordinator, error) {
 		zk.WithLogger(zkLogger{c.log.With("component", "zookeeper-client")}),
 		zk.WithLogInfo(false),
 		zk.WithEventCallback(c.onEvent),
+		zk.WithDialer(dialer(handshakeTimeout(cfg.SessionTimeout))),
 		zk.WithMaxBufferSize(16<<20))
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper.connect %q: %w", cfg.Connect, err)
@@ -189,11 +195,38 @@ func zkErr(err error) error {
 func (c *Coordinator) onEvent(ev zk.Event) {
 	c.evMu.Lock()
 	c.evQueue = append(c.evQueue, ev)
+	if ev.Type == zk.EventSession {
+		for ch := range c.sessionSubs {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
 	c.evMu.Unlock()
 	select {
 	case c.evSignal <- struct{}{}:
 	default:
 	}
+}
+
+// subscribeSession returns a channel signalled on every session event
+// (connected, disconnected, expired); unsubscribeSession releases it.
+func (c *Coordinator) subscribeSession() chan struct{} {
+	ch := make(chan struct{}, 1)
+	c.evMu.Lock()
+	if c.sessionSubs == nil {
+		c.sessionSubs = map[chan struct{}]struct{}{}
+	}
+	c.sessionSubs[ch] = struct{}{}
+	c.evMu.Unlock()
+	return ch
+}
+
+func (c *Coordinator) unsubscribeSession(ch chan struct{}) {
+	c.evMu.Lock()
+	delete(c.sessionSubs, ch)
+	c.evMu.Unlock()
 }
 
 // dirty is what the owner goroutine has to reload.
@@ -341,7 +374,12 @@ func (c *Coordinator) newSession() (cluster.Change, error) {
 	sid := c.conn.SessionID()
 	c.log.Info("new zookeeper session; re-registering and reloading", "session", fmt.Sprintf("%#x", sid))
 	c.mu.Lock()
-	c.won = nil
+	// A controllership of the expired session is over; one a Campaign won
+	// in this session already (the controller may campaign as soon as the
+	// session exists, before this runs) stands.
+	if c.won != nil && c.won.session != sid {
+		c.won = nil
+	}
 	regs := slices.Collect(maps.Values(c.registered))
 	c.mu.Unlock()
 	for _, b := range regs {
@@ -445,6 +483,37 @@ func (c *Coordinator) check(ctx context.Context) error {
 	defer c.mu.RUnlock()
 	if c.closed {
 		return cluster.ErrClosed
+	}
+	return nil
+}
+
+// writable is check plus a wait for a ZooKeeper session: a request issued
+// while the client has none fails at once (or, while a reconnection is in
+// progress, waits in the client without a bound), so writes wait here for
+// the session to come back, up to the session timeout and ctx, and then
+// fail with ErrUnavailable. A ZooKeeper restart or a switch to another
+// server of the ensemble is thus invisible to the writer.
+func (c *Coordinator) writable(ctx context.Context) error {
+	if err := c.check(ctx); err != nil {
+		return err
+	}
+	if c.conn.State() == zk.StateHasSession {
+		return nil
+	}
+	limit := time.NewTimer(c.cfg.SessionTimeout)
+	defer limit.Stop()
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for c.conn.State() != zk.StateHasSession {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: no zookeeper session: %w", ErrUnavailable, ctx.Err())
+		case <-c.done:
+			return cluster.ErrClosed
+		case <-limit.C:
+			return fmt.Errorf("%w: no zookeeper session for %v", ErrUnavailable, c.cfg.SessionTimeout)
+		case <-poll.C:
+		}
 	}
 	return nil
 }

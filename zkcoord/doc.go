@@ -66,8 +66,21 @@
 // Coordinator then registers the broker again, forgets any controllership,
 // reloads every znode, sets its watches again and delivers ChangeAll to
 // every Watch channel. While ZooKeeper is unreachable reads keep answering
-// from the cache (the metadata does not change) and writes fail with errors
-// that wrap ErrUnavailable; nothing panics and nothing is dropped locally.
+// from the cache (the metadata does not change); writes wait for the
+// session to come back, up to the session timeout (and their context), then
+// fail with errors that wrap ErrUnavailable (cluster.ErrUnavailable);
+// nothing panics and nothing is dropped locally. The session handshake with
+// a server is bounded by a third of the session timeout (the client's own
+// bound, ten times its receive timeout, outlives the session: a server that
+// accepts connections before it serves them, as a restarting ZooKeeper
+// does, would otherwise cost every broker its session).
+//
+// # Leaderships
+//
+// Lead holds a role that one process of the cluster has at a time through
+// an ephemeral znode (the console that does the background work holds
+// /console_leader); it re-campaigns when the node goes and in every new
+// session, and reports no leadership while the session is in doubt.
 //
 // # Controller fencing
 //

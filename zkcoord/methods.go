@@ -37,6 +37,9 @@ func (c *Coordinator) ClusterID(ctx context.Context) (string, error) {
 	if id != "" {
 		return id, nil
 	}
+	if err := c.writable(ctx); err != nil {
+		return "", err
+	}
 	for attempt := 0; ; attempt++ {
 		id, err := c.loadClusterID()
 		if errors.Is(err, zk.ErrNoNode) && attempt < 3 {
@@ -62,7 +65,7 @@ func (c *Coordinator) ClusterID(ctx context.Context) (string, error) {
 // that session, so RegisterBroker waits up to the session timeout for it to
 // go before answering ErrBrokerExists.
 func (c *Coordinator) RegisterBroker(ctx context.Context, b cluster.Broker) error {
-	if err := c.check(ctx); err != nil {
+	if err := c.writable(ctx); err != nil {
 		return err
 	}
 	if b.Timestamp == 0 {
@@ -139,7 +142,7 @@ func (c *Coordinator) Brokers(ctx context.Context) ([]cluster.Broker, error) {
 // NextBrokerID implements cluster.Coordinator as Kafka does: write
 // /brokers/seqid and use its new znode version plus reserved.broker.max.id.
 func (c *Coordinator) NextBrokerID(ctx context.Context) (int32, error) {
-	if err := c.check(ctx); err != nil {
+	if err := c.writable(ctx); err != nil {
 		return 0, err
 	}
 	if err := c.ensurePath(brokerSeqIDPath); err != nil {
@@ -155,7 +158,7 @@ func (c *Coordinator) NextBrokerID(ctx context.Context) (int32, error) {
 // Campaign implements cluster.Coordinator: create the ephemeral /controller
 // and increment /controller_epoch in one transaction.
 func (c *Coordinator) Campaign(ctx context.Context, brokerID int32) (cluster.ControllerInfo, error) {
-	if err := c.check(ctx); err != nil {
+	if err := c.writable(ctx); err != nil {
 		return cluster.ControllerInfo{}, err
 	}
 	c.mu.RLock()
@@ -168,15 +171,29 @@ func (c *Coordinator) Campaign(ctx context.Context, brokerID int32) (cluster.Con
 		if err := ctx.Err(); err != nil {
 			return cluster.ControllerInfo{}, err
 		}
-		b, _, err := c.conn.Get(c.path(controllerPath))
+		b, cst, err := c.conn.Get(c.path(controllerPath))
 		if err == nil {
 			id, derr := decodeController(b)
 			if derr != nil {
 				return cluster.ControllerInfo{}, derr
 			}
-			epoch, eerr := c.readEpoch()
+			eb, est, eerr := c.conn.Get(c.path(controllerEpochPath))
+			if eerr != nil {
+				return cluster.ControllerInfo{}, fmt.Errorf("campaign: read %s: %w", controllerEpochPath, zkErr(eerr))
+			}
+			epoch, eerr := decodeEpoch(eb)
 			if eerr != nil {
 				return cluster.ControllerInfo{}, eerr
+			}
+			if id == brokerID && cst.EphemeralOwner == c.conn.SessionID() {
+				// This session holds /controller, but c.won does not say so:
+				// an earlier Campaign's transaction went through and its
+				// answer was lost with the connection. /controller_epoch was
+				// bumped in that transaction, and nobody can bump it while
+				// our /controller exists, so it is our epoch: take the role
+				// up again rather than leave the cluster with a controller
+				// that cannot write.
+				return c.takeControl(brokerID, epoch, est.Version, cst.EphemeralOwner)
 			}
 			return cluster.ControllerInfo{ID: id, Epoch: epoch}, nil
 		}
@@ -201,6 +218,7 @@ func (c *Coordinator) Campaign(ctx context.Context, brokerID int32) (cluster.Con
 			}
 			epochVersion = est.Version
 		}
+		sid := c.conn.SessionID()
 		res, err := c.conn.Multi(
 			&zk.CreateRequest{Path: c.path(controllerPath), Data: encodeController(brokerID, time.Now().UnixMilli()), Acl: c.acl, Flags: zk.FlagEphemeral},
 			&zk.SetDataRequest{Path: c.path(controllerEpochPath), Data: []byte(strconv.Itoa(int(epoch + 1))), Version: epochVersion},
@@ -211,31 +229,41 @@ func (c *Coordinator) Campaign(ctx context.Context, brokerID int32) (cluster.Con
 			}
 			return cluster.ControllerInfo{}, fmt.Errorf("campaign: %w", zkErr(err))
 		}
-		won := &controllership{epoch: epoch + 1, session: c.conn.SessionID(), zkVersion: epochVersion + 1}
+		zkVersion := epochVersion + 1
 		if len(res) == 2 && res[1].Stat != nil {
-			won.zkVersion = res[1].Stat.Version
+			zkVersion = res[1].Stat.Version
 		}
-		// Under controllerMu, so that a reload of /controller begun before
-		// the election finishes first and cannot mistake its older read for
-		// a loss of the role.
-		c.controllerMu.Lock()
-		c.mu.Lock()
-		c.won = won
-		c.mu.Unlock()
-		c.controllerMu.Unlock()
-		c.log.Info("elected controller", "broker", brokerID, "epoch", won.epoch)
-		// Catch up with every notification before acting on the cache.
-		if _, err := c.loadController(); err != nil {
-			return cluster.ControllerInfo{}, err
-		}
-		ch, err := c.processStateLog()
-		c.notify(ch | cluster.ChangeController)
-		if err != nil {
-			return cluster.ControllerInfo{}, err
-		}
-		return cluster.ControllerInfo{ID: brokerID, Epoch: won.epoch}, nil
+		return c.takeControl(brokerID, epoch+1, zkVersion, sid)
 	}
 	return cluster.ControllerInfo{}, errors.New("campaign: the controller kept changing; try again")
+}
+
+// takeControl records the controllership of session sid at epoch (stored in
+// /controller_epoch at zkVersion) and catches up with every notification
+// before the controller acts on the cache.
+func (c *Coordinator) takeControl(brokerID, epoch, zkVersion int32, sid int64) (cluster.ControllerInfo, error) {
+	w := &controllership{epoch: epoch, session: sid, zkVersion: zkVersion}
+	// Under controllerMu, so that a reload of /controller begun before the
+	// election finishes first and cannot mistake its older read for a loss
+	// of the role.
+	c.controllerMu.Lock()
+	c.mu.Lock()
+	prev := c.won
+	c.won = w
+	c.mu.Unlock()
+	c.controllerMu.Unlock()
+	if prev == nil || prev.epoch != epoch || prev.session != sid {
+		c.log.Info("elected controller", "broker", brokerID, "epoch", epoch)
+	}
+	if _, err := c.loadController(); err != nil {
+		return cluster.ControllerInfo{}, err
+	}
+	ch, err := c.processStateLog()
+	c.notify(ch | cluster.ChangeController)
+	if err != nil {
+		return cluster.ControllerInfo{}, err
+	}
+	return cluster.ControllerInfo{ID: brokerID, Epoch: epoch}, nil
 }
 
 func (c *Coordinator) readEpoch() (int32, error) {
@@ -263,7 +291,7 @@ func (c *Coordinator) Controller(ctx context.Context) (cluster.ControllerInfo, e
 // /brokers/topics/<t> in one transaction, config first as Kafka writes
 // them.
 func (c *Coordinator) CreateTopic(ctx context.Context, t cluster.Topic, configs map[string]string) error {
-	if err := c.check(ctx); err != nil {
+	if err := c.writable(ctx); err != nil {
 		return err
 	}
 	if err := cluster.ValidateTopicName(t.Name); err != nil {
@@ -330,7 +358,7 @@ func (c *Coordinator) Topic(ctx context.Context, name string) (cluster.Topic, er
 // assignment and ongoing reassignment — is replaced when t.Version matches,
 // and every broker is told through a state change notification.
 func (c *Coordinator) SetTopicAssignment(ctx context.Context, t cluster.Topic) (int32, error) {
-	if err := c.check(ctx); err != nil {
+	if err := c.writable(ctx); err != nil {
 		return 0, err
 	}
 	if t.ID == (cluster.TopicID{}) {
@@ -367,7 +395,7 @@ func (c *Coordinator) SetTopicAssignment(ctx context.Context, t cluster.Topic) (
 
 // MarkTopicForDeletion implements cluster.Coordinator: /admin/delete_topics/<t>.
 func (c *Coordinator) MarkTopicForDeletion(ctx context.Context, name string) error {
-	if err := c.check(ctx); err != nil {
+	if err := c.writable(ctx); err != nil {
 		return err
 	}
 	ok, _, err := c.conn.Exists(c.path(topicPath(name)))
@@ -408,7 +436,7 @@ const maxMultiOps = 500
 // mark goes last, so an interrupted deletion is finished by the next
 // controller.
 func (c *Coordinator) DeleteTopic(ctx context.Context, name string) error {
-	if err := c.check(ctx); err != nil {
+	if err := c.writable(ctx); err != nil {
 		return err
 	}
 	for attempt := 0; ; attempt++ {
@@ -573,7 +601,7 @@ func (c *Coordinator) TopicConfig(ctx context.Context, topic string) (map[string
 // does: write /config/topics/<t>, then announce it with a sequential
 // /config/changes/config_change_ (one transaction here).
 func (c *Coordinator) SetTopicConfig(ctx context.Context, topic string, configs map[string]string) error {
-	if err := c.check(ctx); err != nil {
+	if err := c.writable(ctx); err != nil {
 		return err
 	}
 	ok, _, err := c.conn.Exists(c.path(topicPath(topic)))
@@ -619,7 +647,7 @@ func (c *Coordinator) AllocateProducerIDs(ctx context.Context, brokerID int32, s
 		return cluster.ProducerIDBlock{}, fmt.Errorf("cluster: producer id block size %d", size)
 	}
 	for {
-		if err := c.check(ctx); err != nil {
+		if err := c.writable(ctx); err != nil {
 			return cluster.ProducerIDBlock{}, err
 		}
 		b, st, err := c.conn.Get(c.path(producerIDBlockPath))
@@ -676,7 +704,7 @@ func (c *Coordinator) Reassignments(ctx context.Context) ([]cluster.Reassignment
 // /admin/reassign_partitions (deleting it when rs is empty), as
 // kafka-reassign-partitions.sh --zookeeper did.
 func (c *Coordinator) SetReassignments(ctx context.Context, rs []cluster.Reassignment) error {
-	if err := c.check(ctx); err != nil {
+	if err := c.writable(ctx); err != nil {
 		return err
 	}
 	p := c.path(reassignPath)

@@ -48,7 +48,7 @@ func (c *Coordinator) WritePartitionStates(ctx context.Context, writes []cluster
 	for i := range all {
 		all[i] = i
 	}
-	if err := c.check(ctx); err != nil {
+	if err := c.writable(ctx); err != nil {
 		fail(all, err)
 		return versions, errs
 	}

@@ -550,6 +550,102 @@ func TestZooKeeperRestart(t *testing.T) {
 	}
 }
 
+// TestSilentServerKeepsSession: the connection to ZooKeeper breaks and the
+// next connection reaches a server that accepts it but never answers (a
+// ZooKeeper restarting binds its port seconds before it answers, and
+// connections made in between are never served). The client gives up on the
+// silent connection within the handshake bound, reconnects once the server
+// answers again, and keeps its session, its registration and its
+// controllership; a write issued meanwhile waits for the session and
+// succeeds. (With the ZooKeeper client's own bound — ten times its receive
+// timeout, 40 s for a 6 s session — the session expired.)
+func TestSilentServerKeepsSession(t *testing.T) {
+	chroot := newChroot()
+	proxy := zktest.NewProxy(t, zkServer.Addr())
+	const session = 6 * time.Second
+	a := open(t, proxy.Addr(), chroot, func(c *Config) { c.SessionTimeout = session })
+	ctx := bg(t)
+	mustOK(t, a.RegisterBroker(ctx, cluster.Broker{ID: 1}))
+	ci, err := a.Campaign(ctx, 1)
+	mustOK(t, err)
+	mustOK(t, a.CreateTopic(ctx, cluster.Topic{Name: "s", ID: cluster.NewUUID(), Replicas: [][]int32{{1}}}, nil))
+	sid := a.SessionID()
+
+	proxy.Stall()
+	waitFor(t, 10*time.Second, "the client notices the broken connection", func() error {
+		if a.Connected() {
+			return errors.New("still connected")
+		}
+		return nil
+	})
+	// Let the client connect to the silent server and wait on it.
+	time.Sleep(500 * time.Millisecond)
+	written := make(chan error, 1)
+	go func() {
+		_, err := a.CreatePartitionState(cluster.WithControllerEpoch(ctx, ci.Epoch), "s", 0, cluster.PartitionState{Leader: 1, ISR: []int32{1}, ControllerEpoch: ci.Epoch})
+		written <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	proxy.Unblock()
+	start := time.Now()
+	waitFor(t, session, "a session again", func() error {
+		if !a.Connected() {
+			return errors.New("no session")
+		}
+		return nil
+	})
+	t.Logf("session back %v after the server answered again", time.Since(start).Round(time.Millisecond))
+	if a.SessionID() != sid {
+		t.Fatalf("session lost: %#x -> %#x", sid, a.SessionID())
+	}
+	select {
+	case err := <-written:
+		mustOK(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write made during the outage did not finish")
+	}
+	raw := rawConn(t, zkServer.Addr())
+	if ok, _, err := raw.Exists(chroot + "/brokers/ids/1"); err != nil || !ok {
+		t.Fatalf("registration after the outage: %v %v", ok, err)
+	}
+	if ctl, _ := a.Controller(ctx); ctl.ID != 1 || ctl.Epoch != ci.Epoch {
+		t.Fatalf("controller after the outage %+v, want broker 1 at epoch %d", ctl, ci.Epoch)
+	}
+}
+
+// TestCampaignRecoversLostAnswer: a Campaign whose transaction went through
+// but whose answer was lost (the connection broke) leaves this session
+// holding /controller without knowing it. The next Campaign finds its own
+// /controller and takes the role up at that epoch, so the controller's
+// fenced writes work, instead of the cluster keeping a controller that
+// cannot write (no other broker campaigns while /controller exists).
+func TestCampaignRecoversLostAnswer(t *testing.T) {
+	chroot := newChroot()
+	a := open(t, zkServer.Addr(), chroot)
+	b := open(t, zkServer.Addr(), chroot)
+	ctx := bg(t)
+	mustOK(t, a.RegisterBroker(ctx, cluster.Broker{ID: 1}))
+	mustOK(t, b.RegisterBroker(ctx, cluster.Broker{ID: 2}))
+	ci, err := a.Campaign(ctx, 1)
+	mustOK(t, err)
+	mustOK(t, a.CreateTopic(ctx, cluster.Topic{Name: "l", ID: cluster.NewUUID(), Replicas: [][]int32{{1, 2}}}, nil))
+	// Forget the win, as a lost answer does.
+	a.mu.Lock()
+	a.won = nil
+	a.mu.Unlock()
+	again, err := a.Campaign(ctx, 1)
+	mustOK(t, err)
+	if again.ID != 1 || again.Epoch != ci.Epoch {
+		t.Fatalf("campaign after the lost answer %+v, want broker 1 at epoch %d", again, ci.Epoch)
+	}
+	_, err = a.CreatePartitionState(cluster.WithControllerEpoch(ctx, again.Epoch), "l", 0, cluster.PartitionState{Leader: 1, ISR: []int32{1, 2}, ControllerEpoch: again.Epoch})
+	mustOK(t, err)
+	// Another broker's campaign still sees broker 1, at the same epoch.
+	if other, err := b.Campaign(ctx, 2); err != nil || other.ID != 1 || other.Epoch != ci.Epoch {
+		t.Fatalf("b's campaign %+v %v", other, err)
+	}
+}
+
 // TestBatchWrites: many states in few transactions, with per-write results.
 func TestBatchWrites(t *testing.T) {
 	chroot := newChroot()
@@ -717,4 +813,123 @@ func mustStates(t *testing.T, c *Coordinator, topic string) map[int32]cluster.Pa
 	sts, err := c.PartitionStates(bg(t), topic)
 	mustOK(t, err)
 	return sts
+}
+
+// TestLeadership: two processes campaign for one role through an ephemeral
+// znode. Exactly one leads; when it gives the role up the other takes it at
+// once; when the leader is cut off from ZooKeeper it stops leading at once
+// (its session is in doubt) and the other takes over when ZooKeeper expires
+// its session; back in a new session the first does not lead while the
+// second holds the node. An operator deleting the node makes the holder
+// create it again.
+func TestLeadership(t *testing.T) {
+	chroot := newChroot()
+	proxy := zktest.NewProxy(t, zkServer.Addr())
+	const session = 2 * time.Second
+	a := open(t, proxy.Addr(), chroot, func(c *Config) { c.SessionTimeout = session })
+	b := open(t, zkServer.Addr(), chroot)
+	raw := rawConn(t, zkServer.Addr())
+
+	la, err := a.Lead(ConsoleLeaderPath, []byte(`{"broker":1}`))
+	mustOK(t, err)
+	waitFor(t, 10*time.Second, "a leads", func() error {
+		if !la.IsLeader() {
+			return errors.New("a does not lead")
+		}
+		return nil
+	})
+	lb, err := b.Lead(ConsoleLeaderPath, []byte(`{"broker":2}`))
+	mustOK(t, err)
+	t.Cleanup(func() { lb.Close() })
+	waitFor(t, 10*time.Second, "b sees a hold the role", func() error {
+		if lb.Holder() != `{"broker":1}` {
+			return fmt.Errorf("holder %q", lb.Holder())
+		}
+		return nil
+	})
+	if lb.IsLeader() || !la.IsLeader() {
+		t.Fatalf("a leads %v, b leads %v", la.IsLeader(), lb.IsLeader())
+	}
+
+	// a gives the role up: b takes it at once.
+	mustOK(t, la.Close())
+	if la.IsLeader() {
+		t.Fatal("a still leads after Close")
+	}
+	waitFor(t, 5*time.Second, "b takes over after a's Close", func() error {
+		if !lb.IsLeader() {
+			return errors.New("b does not lead")
+		}
+		return nil
+	})
+	b1, st, err := raw.Get(chroot + ConsoleLeaderPath)
+	mustOK(t, err)
+	if string(b1) != `{"broker":2}` || st.EphemeralOwner != b.SessionID() {
+		t.Fatalf("node %q owned by %#x, want b's %#x", b1, st.EphemeralOwner, b.SessionID())
+	}
+
+	// An operator deletes the node: its holder creates it again.
+	mustOK(t, raw.Delete(chroot+ConsoleLeaderPath, -1))
+	waitFor(t, 5*time.Second, "b holds the node again", func() error {
+		_, st, err := raw.Get(chroot + ConsoleLeaderPath)
+		if err != nil {
+			return err
+		}
+		if st.EphemeralOwner != b.SessionID() || !lb.IsLeader() {
+			return fmt.Errorf("owner %#x, b leads %v", st.EphemeralOwner, lb.IsLeader())
+		}
+		return nil
+	})
+
+	// Hand the role back to a: b gives it up, a campaigns again.
+	la, err = a.Lead(ConsoleLeaderPath, []byte(`{"broker":1}`))
+	mustOK(t, err)
+	t.Cleanup(func() { la.Close() })
+	mustOK(t, lb.Close())
+	waitFor(t, 5*time.Second, "a leads again", func() error {
+		if !la.IsLeader() {
+			return errors.New("a does not lead")
+		}
+		return nil
+	})
+	lb, err = b.Lead(ConsoleLeaderPath, []byte(`{"broker":2}`))
+	mustOK(t, err)
+
+	// a is cut off: it stops leading at once; b leads once a's session
+	// has expired, within about the session timeout.
+	proxy.Block()
+	waitFor(t, 5*time.Second, "a stops leading when cut off", func() error {
+		if la.IsLeader() {
+			return errors.New("a still leads")
+		}
+		return nil
+	})
+	cut := time.Now()
+	waitFor(t, session+5*time.Second, "b takes over when a's session expires", func() error {
+		if !lb.IsLeader() {
+			return errors.New("b does not lead")
+		}
+		return nil
+	})
+	t.Logf("b took over %v after a was cut off (session timeout %v)", time.Since(cut).Round(time.Millisecond), session)
+	proxy.Unblock()
+	waitFor(t, 20*time.Second, "a in a new session", func() error {
+		if !a.Connected() {
+			return errors.New("not connected")
+		}
+		if la.Holder() != `{"broker":2}` {
+			return fmt.Errorf("a sees holder %q", la.Holder())
+		}
+		return nil
+	})
+	if la.IsLeader() || !lb.IsLeader() {
+		t.Fatalf("after a's return: a leads %v, b leads %v", la.IsLeader(), lb.IsLeader())
+	}
+	mustOK(t, lb.Close())
+	waitFor(t, 5*time.Second, "a takes over in its new session", func() error {
+		if !la.IsLeader() {
+			return errors.New("a does not lead")
+		}
+		return nil
+	})
 }

@@ -1,8 +1,8 @@
 package clustertest
 
 import (
-	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,17 +13,30 @@ import (
 // cluster has a leader and a full ISR on every broker's metadata; records
 // produced with acks=all are read back; every follower fetches them.
 func TestReplicationBasics(t *testing.T) {
+	t.Parallel() // with the other tests that stop no broker, after the ones that do
 	c := healthy(t)
 	createTopic(t, c, "basics", [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}, map[string]*string{"min.insync.replicas": strp("2")})
 	cl := c.client(t, kgo.DefaultProduceTopic("basics"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	ctx := ctxFor(t, 60*time.Second)
-	acked := map[int]bool{}
+	// Produced concurrently (kgo keeps each partition's records in order,
+	// idempotently); every one must be acknowledged.
+	var mu sync.Mutex
+	var errs []error
 	for i := 0; i < 300; i++ {
 		r := &kgo.Record{Value: value(i), Partition: int32(i % 3)}
-		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-			t.Fatalf("produce %d: %v", i, err)
-		}
-		acked[i] = true
+		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("produce %s: %w", r.Value, err))
+				mu.Unlock()
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) > 0 {
+		t.Fatalf("%d records not acknowledged, first: %v", len(errs), errs[0])
 	}
 	for p := int32(0); p < 3; p++ {
 		got := readAll(t, c, "basics", p)
@@ -42,5 +55,4 @@ func TestReplicationBasics(t *testing.T) {
 		}
 		return nil
 	})
-	_ = context.Background
 }

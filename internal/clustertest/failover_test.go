@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -154,112 +156,259 @@ func leaderOf(t *testing.T, c *testCluster, topic string, partition int32) int32
 	return leader
 }
 
-// TestFailoverWithoutLoss: acks=all, min.insync.replicas=2, replication
-// factor 3. The partition's leader is killed with kill -9 in mid-stream: a new
-// leader is elected from the ISR within seconds, the producer carries on, and
-// every acknowledged record is there afterwards exactly once, in order. The
-// killed broker restarts, truncates what it must and catches up (back in the
-// ISR).
-func TestFailoverWithoutLoss(t *testing.T) {
+// TestBrokerKilled kills one broker with kill -9 and checks, each in its
+// own subtest, what the death of a broker must not break. The broker is the
+// controller; it also leads partition "failover" while a producer writes
+// to it, follows partition "follower-kill" while another producer writes
+// there, leads "ctl-led", holds the only replica of "ctl-single", and is
+// the coordinator of a consumer group. The scenarios share the kill, and so
+// the session timeout it takes ZooKeeper to notice it, which keeps the
+// suite short; each asserts what it did as a test of its own.
+//
+//   - FailoverWithoutLoss: acks=all, min.insync.replicas=2, replication
+//     factor 3: a new leader is elected from the ISR within seconds, the
+//     producer carries on, and (FailoverRejoinAndCatchUp) every acknowledged record
+//     is there afterwards exactly once, in order; the killed broker
+//     restarts, truncates what it must and catches up (back in the ISR).
+//   - ControllerFailover: another broker takes over as controller
+//     (DescribeCluster names it) and goes on electing leaders — including
+//     for a partition the dead controller led — while a partition whose only
+//     replica was on the dead broker shows, visibly, no leader and an
+//     offline replica, until the broker returns.
+//   - GroupCoordinatorFollowsLeadership: a consumer group's coordinator is
+//     the leader of its __consumer_offsets partition; the leadership moves,
+//     and with it the group: the new coordinator has loaded the committed
+//     offsets from its replica of the partition.
+//   - KilledFollowerCatchesUp: a killed follower misses records (the ISR
+//     shrinks, so acks=all goes on with min.insync.replicas=2), then
+//     restarts, truncates and fetches until it is back in the ISR; made
+//     leader, it serves every acknowledged record.
+func TestBrokerKilled(t *testing.T) {
 	c := healthy(t)
 	restoreAfter(t, c)
-	createTopic(t, c, "failover", [][]int32{{1, 2, 3}}, map[string]*string{"min.insync.replicas": strp("2")})
-	p := startProducer(t, c, "failover")
-	p.waitAcks(t, 500, 60*time.Second)
-
-	leader := leaderOf(t, c, "failover", 0)
-	killedAt := time.Now()
-	c.broker(leader).kill()
-	t.Logf("killed leader %d after %d acknowledged records", leader, p.count())
-
-	// Writing resumes on a new leader within seconds: the session timeout
-	// (6 s) plus an election.
-	p.waitAcks(t, 500, 40*time.Second)
-	gap := p.gapAfter(killedAt)
-	t.Logf("longest pause in acknowledgements after the kill: %v", gap)
-	if gap > sessionTimeout+10*time.Second {
-		t.Fatalf("producing stopped for %v after the leader was killed", gap)
-	}
-	newLeader := leaderOf(t, c, "failover", 0)
-	if newLeader == leader {
-		t.Fatalf("leader still %d", leader)
-	}
-
-	// The killed broker comes back as a follower and rejoins the ISR.
-	if err := c.broker(leader).start(); err != nil {
-		t.Fatal(err)
-	}
-	p.waitAcks(t, 200, 30*time.Second)
-	p.halt()
-	waitISR(t, c, "failover", func(_ int32, pi partitionInfo) error {
-		if len(pi.ISR) != 3 {
-			return fmt.Errorf("ISR %v", pi.ISR)
-		}
-		return nil
-	})
-	acked := p.snapshot()
-	read := readAll(t, c, "failover", 0)
-	checkExactlyOnceInOrder(t, read, acked)
-	t.Logf("%d acknowledged, %d read back, %d producer errors", len(acked), len(read), p.errs)
-}
-
-// TestKilledFollowerCatchesUp: a follower killed with kill -9 misses records
-// (the ISR shrinks so acks=all goes on with min.insync.replicas=2), then
-// restarts, truncates and fetches until it is back in the ISR; made leader,
-// it serves every acknowledged record.
-func TestKilledFollowerCatchesUp(t *testing.T) {
-	c := healthy(t)
-	restoreAfter(t, c)
-	createTopic(t, c, "follower-kill", [][]int32{{2, 3, 1}}, map[string]*string{"min.insync.replicas": strp("2")})
-	p := startProducer(t, c, "follower-kill")
-	p.waitAcks(t, 300, 60*time.Second)
-	c.broker(3).kill()
-	p.waitAcks(t, 1000, 60*time.Second)
-	waitISR(t, c, "follower-kill", func(_ int32, pi partitionInfo) error {
-		if slices.Contains(pi.ISR, 3) {
-			return fmt.Errorf("ISR %v still has the dead follower", pi.ISR)
-		}
-		return nil
-	})
-	if err := c.broker(3).start(); err != nil {
-		t.Fatal(err)
-	}
-	p.waitAcks(t, 300, 60*time.Second)
-	waitISR(t, c, "follower-kill", func(_ int32, pi partitionInfo) error {
-		if len(pi.ISR) != 3 {
-			return fmt.Errorf("ISR %v", pi.ISR)
-		}
-		return nil
-	})
-	p.halt()
-	acked := p.snapshot()
-	// Make the restarted follower the leader (kill the other two in turn
-	// would take long; a preferred election after a reassignment that puts
-	// it first is the admin way).
-	adm := c.admin(t)
-	ctx := ctxFor(t, 60*time.Second)
-	_, err := adm.AlterPartitionAssignments(ctx, alterReq("follower-kill", 0, 3, 2, 1))
+	ctx := ctxFor(t, 240*time.Second)
+	old, err := describeController(ctx, c.client(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 30*time.Second, "broker 3 first in the replicas", func() error {
-		ps, err := partitionsFrom(ctx, c.broker(1), "follower-kill")
-		if err != nil {
-			return err
+	others := slices.DeleteFunc([]int32{1, 2, 3}, func(id int32) bool { return id == old })
+	minISR2 := map[string]*string{"min.insync.replicas": strp("2")}
+	createTopic(t, c, "failover", [][]int32{{old, others[0], others[1]}}, minISR2)
+	createTopic(t, c, "follower-kill", [][]int32{{others[0], old, others[1]}}, minISR2)
+	createTopic(t, c, "ctl-led", [][]int32{{old, others[0], others[1]}}, nil)
+	createTopic(t, c, "ctl-single", [][]int32{{old}}, nil)
+	createTopic(t, c, "grp", [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}, nil)
+	group, offs := groupCoordinatedBy(t, c, old)
+
+	pf := startProducer(t, c, "failover")
+	pk := startProducer(t, c, "follower-kill")
+	pf.waitAcks(t, 500, 60*time.Second)
+	pk.waitAcks(t, 300, 60*time.Second)
+	killedAt := time.Now()
+	c.broker(old).kill()
+	t.Logf("killed broker %d (controller, leader of failover, coordinator of %s) after %d acknowledged records", old, group, pf.count())
+
+	t.Run("FailoverWithoutLoss", func(t *testing.T) {
+		// Writing resumes on a new leader within seconds: the session
+		// timeout (6 s) plus an election.
+		pf.waitAcks(t, 500, 40*time.Second)
+		gap := pf.gapAfter(killedAt)
+		t.Logf("longest pause in acknowledgements after the kill: %v", gap)
+		if gap > sessionTimeout+10*time.Second {
+			t.Fatalf("producing stopped for %v after the leader was killed", gap)
 		}
-		if ps[0].Replicas[0] != 3 {
-			return fmt.Errorf("replicas %v", ps[0].Replicas)
+		if l := leaderOf(t, c, "failover", 0); l == old {
+			t.Fatalf("leader still %d", old)
 		}
-		return nil
 	})
-	electPreferred(t, c, "follower-kill", 0)
-	checkFor(t, 30*time.Second, "broker 3 leads", func() error {
-		if l := leaderOf(t, c, "follower-kill", 0); l != 3 {
-			return fmt.Errorf("leader %d", l)
+
+	t.Run("ControllerFailover", func(t *testing.T) {
+		var next int32 = -1
+		checkFor(t, 40*time.Second, "a new controller", func() error {
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			id, err := controllerFrom(cctx, c.broker(others[0]))
+			if err != nil {
+				return err
+			}
+			if id < 0 || id == old {
+				return fmt.Errorf("controller %d", id)
+			}
+			next = id
+			return nil
+		})
+		// DescribeCluster (from a surviving broker) names it.
+		cl2 := c.client(t, kgo.SeedBrokers(c.broker(others[1]).addr))
+		checkFor(t, 10*time.Second, "DescribeCluster names the new controller", func() error {
+			id, err := describeController(ctx, cl2)
+			if err != nil {
+				return err
+			}
+			if id != next {
+				return fmt.Errorf("controller %d, want %d", id, next)
+			}
+			return nil
+		})
+		t.Logf("controller %d killed; %d took over", old, next)
+		waitISR(t, c, "ctl-led", func(_ int32, pi partitionInfo) error {
+			if pi.Leader != others[0] || slices.Contains(pi.ISR, old) || !slices.Equal(pi.Offline, []int32{old}) {
+				return fmt.Errorf("%+v", pi)
+			}
+			return nil
+		})
+		waitISR(t, c, "ctl-single", func(_ int32, pi partitionInfo) error {
+			if pi.Leader != -1 || pi.Err != kerr.LeaderNotAvailable.Code || !slices.Equal(pi.Offline, []int32{old}) {
+				return fmt.Errorf("want an offline partition, got %+v", pi)
+			}
+			return nil
+		})
+		// The partition is writable through its new leader.
+		cl := c.client(t, kgo.DefaultProduceTopic("ctl-led"))
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil {
+			t.Fatal(err)
 		}
-		return nil
 	})
-	read := readAll(t, c, "follower-kill", 0)
-	checkExactlyOnceInOrder(t, read, acked)
-	t.Logf("%d acknowledged, %d read back from the restarted follower", len(acked), len(read))
+
+	t.Run("GroupCoordinatorFollowsLeadership", func(t *testing.T) {
+		adm := kadm.NewClient(c.client(t))
+		checkFor(t, 60*time.Second, "offsets from the new coordinator", func() error {
+			fc := adm.FindGroupCoordinators(ctx, group)
+			if r := fc[group]; r.Err != nil || r.NodeID == old {
+				return fmt.Errorf("coordinator %+v", r)
+			}
+			got, err := adm.FetchOffsets(ctx, group)
+			if err != nil {
+				return err
+			}
+			if err := got.Error(); err != nil {
+				return err
+			}
+			for p := int32(0); p < 3; p++ {
+				o, ok := got.Lookup("grp", p)
+				want, _ := offs.Lookup("grp", p)
+				if !ok || o.At != want.At {
+					return fmt.Errorf("grp-%d: %+v", p, o)
+				}
+			}
+			return nil
+		})
+	})
+
+	t.Run("KilledFollowerMissesRecords", func(t *testing.T) {
+		pk.waitAcks(t, 1000, 60*time.Second)
+		waitISR(t, c, "follower-kill", func(_ int32, pi partitionInfo) error {
+			if slices.Contains(pi.ISR, old) {
+				return fmt.Errorf("ISR %v still has the dead follower", pi.ISR)
+			}
+			return nil
+		})
+	})
+
+	// The killed broker comes back.
+	if err := c.broker(old).start(); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("FailoverRejoinAndCatchUp", func(t *testing.T) {
+		pf.waitAcks(t, 200, 30*time.Second)
+		pf.halt()
+		waitISR(t, c, "failover", func(_ int32, pi partitionInfo) error {
+			if len(pi.ISR) != 3 {
+				return fmt.Errorf("ISR %v", pi.ISR)
+			}
+			return nil
+		})
+		acked := pf.snapshot()
+		read := readAll(t, c, "failover", 0)
+		checkExactlyOnceInOrder(t, read, acked)
+		t.Logf("%d acknowledged, %d read back, %d producer errors", len(acked), len(read), pf.errs)
+	})
+
+	t.Run("ControllerFailoverSingleReplicaBack", func(t *testing.T) {
+		// Its single-replica partition comes back online (it is its ISR's
+		// only member).
+		waitISR(t, c, "ctl-single", func(_ int32, pi partitionInfo) error {
+			if pi.Leader != old || len(pi.Offline) != 0 {
+				return fmt.Errorf("%+v", pi)
+			}
+			return nil
+		})
+	})
+
+	t.Run("KilledFollowerCatchesUp", func(t *testing.T) {
+		pk.waitAcks(t, 300, 60*time.Second)
+		waitISR(t, c, "follower-kill", func(_ int32, pi partitionInfo) error {
+			if len(pi.ISR) != 3 {
+				return fmt.Errorf("ISR %v", pi.ISR)
+			}
+			return nil
+		})
+		pk.halt()
+		acked := pk.snapshot()
+		// Make the restarted follower the leader (a preferred election after
+		// a reassignment that puts it first is the admin way).
+		adm := c.admin(t)
+		if _, err := adm.AlterPartitionAssignments(ctx, alterReq("follower-kill", 0, old, others[0], others[1])); err != nil {
+			t.Fatal(err)
+		}
+		checkFor(t, 30*time.Second, fmt.Sprintf("broker %d first in the replicas", old), func() error {
+			ps, err := partitionsFrom(ctx, c.broker(others[0]), "follower-kill")
+			if err != nil {
+				return err
+			}
+			if ps[0].Replicas[0] != old {
+				return fmt.Errorf("replicas %v", ps[0].Replicas)
+			}
+			return nil
+		})
+		electPreferred(t, c, "follower-kill", 0)
+		checkFor(t, 30*time.Second, fmt.Sprintf("broker %d leads", old), func() error {
+			if l := leaderOf(t, c, "follower-kill", 0); l != old {
+				return fmt.Errorf("leader %d", l)
+			}
+			return nil
+		})
+		read := readAll(t, c, "follower-kill", 0)
+		checkExactlyOnceInOrder(t, read, acked)
+		t.Logf("%d acknowledged, %d read back from the restarted follower", len(acked), len(read))
+	})
+}
+
+// groupCoordinatedBy commits offsets of topic "grp" for a consumer group
+// whose coordinator is broker id (trying group names until one hashes to a
+// __consumer_offsets partition that id leads) and returns the group and the
+// offsets.
+func groupCoordinatedBy(t *testing.T, c *testCluster, id int32) (string, kadm.Offsets) {
+	t.Helper()
+	ctx := ctxFor(t, 90*time.Second)
+	adm := c.admin(t)
+	offs := kadm.Offsets{}
+	for p := int32(0); p < 3; p++ {
+		offs.AddOffset("grp", p, int64(10+p), -1)
+	}
+	for i := 0; i < 100; i++ {
+		group := fmt.Sprintf("g-failover-%d", i)
+		var coord int32
+		checkFor(t, 60*time.Second, "the coordinator of "+group, func() error {
+			r := adm.FindGroupCoordinators(ctx, group)[group]
+			if r.Err != nil {
+				return r.Err
+			}
+			coord = r.NodeID
+			return nil
+		})
+		if coord != id {
+			continue
+		}
+		checkFor(t, 60*time.Second, "offsets committed", func() error {
+			rs, err := adm.CommitOffsets(ctx, group, offs)
+			if err != nil {
+				return err
+			}
+			return rs.Error()
+		})
+		return group, offs
+	}
+	t.Fatalf("no group coordinated by broker %d among 100 names", id)
+	return "", nil
 }

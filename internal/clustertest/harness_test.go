@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -123,7 +124,14 @@ func startCluster() (*testCluster, error) {
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
-		b := &brokerProc{c: c, id: int32(i), addr: net.JoinHostPort(host, strconv.Itoa(port)), dir: filepath.Join(dir, fmt.Sprintf("broker-%d", i))}
+		cl, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return c, fmt.Errorf("free port on %s: %w", host, err)
+		}
+		consolePort := cl.Addr().(*net.TCPAddr).Port
+		cl.Close()
+		b := &brokerProc{c: c, id: int32(i), addr: net.JoinHostPort(host, strconv.Itoa(port)), dir: filepath.Join(dir, fmt.Sprintf("broker-%d", i)),
+			console: net.JoinHostPort(host, strconv.Itoa(consolePort))}
 		c.brokers = append(c.brokers, b)
 	}
 	// Start them together (each waits for its listener).
@@ -156,10 +164,11 @@ func (c *testCluster) close() {
 // brokerProc is one `sluice serve` process; its data directory survives
 // restarts.
 type brokerProc struct {
-	c    *testCluster
-	id   int32
-	addr string
-	dir  string
+	c       *testCluster
+	id      int32
+	addr    string
+	dir     string
+	console string // the web console's address (every host runs one, as in production)
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -191,8 +200,10 @@ func (b *brokerProc) args() []string {
 		"broker.id=" + strconv.Itoa(int(b.id)),
 		"listeners=PLAINTEXT://" + b.addr,
 		"log.dirs=" + filepath.Join(b.dir, "data"),
-		"console.listen=",
-		"zookeeper.connect=" + b.c.zk.Addr() + "/sluice",
+		"console.listen=" + b.console,
+		"console.data.dir=" + filepath.Join(b.dir, "console"),
+		"console.lag.sample.interval.ms=1000",
+		"zookeeper.connect=" + b.c.zk.Addr() + zkChroot,
 		"zookeeper.session.timeout.ms=" + strconv.Itoa(int(sessionTimeout.Milliseconds())),
 		"replica.lag.time.max.ms=" + strconv.Itoa(int(lagMaxFor().Milliseconds())),
 		"replica.fetch.backoff.ms=200",
@@ -722,4 +733,86 @@ func electPreferred(t *testing.T, c *testCluster, topic string, partition int32)
 		}
 		return nil
 	})
+}
+
+// zkChroot is the chroot the test brokers use.
+const zkChroot = "/sluice"
+
+// zkConn is a plain ZooKeeper client on the cluster's ZooKeeper (reconnecting
+// across its restarts), closed with the test.
+func (c *testCluster) zkConn(t *testing.T) *zk.Conn {
+	t.Helper()
+	conn, _, err := zk.Connect([]string{c.zk.Addr()}, 30*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietZK{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	checkFor(t, 30*time.Second, "a zookeeper session", func() error {
+		if conn.State() != zk.StateHasSession {
+			return errors.New(conn.State().String())
+		}
+		return nil
+	})
+	return conn
+}
+
+type quietZK struct{}
+
+func (quietZK) Printf(string, ...any) {}
+
+// registrationsOf returns, for each registered broker, the session that
+// owns its /brokers/ids/<id> znode.
+func registrationsOf(zc *zk.Conn, c *testCluster) (map[int32]int64, error) {
+	out := map[int32]int64{}
+	for _, b := range c.brokers {
+		ok, st, err := zc.Exists(fmt.Sprintf("%s/brokers/ids/%d", zkChroot, b.id))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out[b.id] = st.EphemeralOwner
+		}
+	}
+	return out, nil
+}
+
+// registrations is registrationsOf, once every broker is registered.
+func (c *testCluster) registrations(t *testing.T, zc *zk.Conn) map[int32]int64 {
+	t.Helper()
+	var regs map[int32]int64
+	checkFor(t, 30*time.Second, "every broker registered", func() error {
+		var err error
+		if regs, err = registrationsOf(zc, c); err != nil {
+			return err
+		}
+		if len(regs) != len(c.brokers) {
+			return fmt.Errorf("registered: %v", regs)
+		}
+		return nil
+	})
+	return regs
+}
+
+// zkControllerInfo is /controller's owner and /controller_epoch.
+type zkControllerInfo struct {
+	Session int64
+	Epoch   string
+}
+
+func (c *testCluster) zkController(t *testing.T, zc *zk.Conn) zkControllerInfo {
+	t.Helper()
+	var info zkControllerInfo
+	checkFor(t, 30*time.Second, "a controller in zookeeper", func() error {
+		_, st, err := zc.Get(zkChroot + "/controller")
+		if err != nil {
+			return err
+		}
+		e, _, err := zc.Get(zkChroot + "/controller_epoch")
+		if err != nil {
+			return err
+		}
+		info = zkControllerInfo{Session: st.EphemeralOwner, Epoch: string(e)}
+		return nil
+	})
+	return info
 }

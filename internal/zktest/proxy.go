@@ -11,14 +11,18 @@ import (
 // connections are closed and new ones are closed as soon as they are
 // accepted), which is how a test makes ZooKeeper unreachable for one client
 // without stopping it: hold it long enough and the server expires the
-// client's session.
+// client's session. Stall cuts clients off too, but accepts new connections
+// and never answers them (nor closes them), as a server that is starting,
+// stalled or gone behind a half-open connection does.
 type Proxy struct {
 	target string
 	ln     net.Listener
 
 	mu      sync.Mutex
 	blocked bool
+	stalled bool
 	conns   map[net.Conn]struct{}
+	held    map[net.Conn]struct{} // accepted while stalled: kept open, silent
 	closed  bool
 	wg      sync.WaitGroup
 }
@@ -41,7 +45,7 @@ func StartProxy(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}, held: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -61,6 +65,11 @@ func (p *Proxy) accept() {
 		if p.blocked || p.closed {
 			p.mu.Unlock()
 			c.Close()
+			continue
+		}
+		if p.stalled {
+			p.held[c] = struct{}{}
+			p.mu.Unlock()
 			continue
 		}
 		p.conns[c] = struct{}{}
@@ -113,11 +122,25 @@ func (p *Proxy) Block() {
 	}
 }
 
-// Unblock lets clients connect again.
+// Stall closes every proxied connection and, until Unblock, accepts new
+// ones without ever answering or closing them. Connections accepted while
+// stalled stay silent after Unblock too (until the client closes them or the
+// proxy is closed).
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stalled = true
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Unblock lets clients connect again (after Block or Stall).
 func (p *Proxy) Unblock() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.blocked = false
+	p.stalled = false
 }
 
 // Close stops the proxy and waits for its goroutines.
@@ -129,6 +152,9 @@ func (p *Proxy) Close() {
 	}
 	p.closed = true
 	for c := range p.conns {
+		c.Close()
+	}
+	for c := range p.held {
 		c.Close()
 	}
 	p.mu.Unlock()
