@@ -24,6 +24,7 @@ import (
 
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/protocol"
 	"github.com/sluice-io/sluice/storage"
 )
@@ -85,8 +86,9 @@ func RegisterZooKeeper(fn CoordinatorFactory) { zookeeperFactory = fn }
 
 // App is one running Sluice process.
 type App struct {
-	cfg    *Config
-	logger *slog.Logger
+	cfg     *Config
+	logger  *slog.Logger
+	metrics *metrics.Registry // this process's metrics: broker, protocol, console
 
 	coord      cluster.Coordinator
 	logs       *storage.Manager
@@ -123,8 +125,14 @@ func New(cfg *Config, logger *slog.Logger) (*App, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &App{cfg: cfg, logger: logger, brokerID: -1}, nil
+	return &App{cfg: cfg, logger: logger, brokerID: -1, metrics: metrics.New()}, nil
 }
+
+// Metrics is the appliance's own metrics registry: the broker's traffic and
+// state, the protocol's requests and connections, and the console's and
+// alerting's metrics all go to it, and /metrics serves it. Each App has its
+// own, so several appliances in one process (tests) keep separate counters.
+func (a *App) Metrics() *metrics.Registry { return a.metrics }
 
 // Config is the appliance's configuration.
 func (a *App) Config() *Config { return a.cfg }
@@ -246,6 +254,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		Logger:          a.logger,
 		MaxRequestBytes: cfg.SocketRequestMaxBytes,
 		LogDirs:         cfg.LogDirs,
+		Metrics:         a.metrics,
 	}
 	bound, err := protocol.Bind(srvCfg)
 	if err != nil {
@@ -288,6 +297,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		ReplicaFetchBackoff:           time.Duration(cfg.ReplicaFetchBackoffMs) * time.Millisecond,
 		ReplicaSocketTimeout:          time.Duration(cfg.ReplicaSocketTimeoutMs) * time.Millisecond,
 		InterBrokerListener:           cfg.InterBrokerListenerName,
+		Metrics:                       a.metrics,
 	})
 	if err != nil {
 		bound.Close()

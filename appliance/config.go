@@ -64,13 +64,18 @@ type Config struct {
 	MessageMaxBytes              int32         // message.max.bytes
 
 	// Consumer groups (used by the group coordinator).
-	OffsetsTopicNumPartitions     int32 // offsets.topic.num.partitions
-	OffsetsTopicReplicationFactor int16 // offsets.topic.replication.factor
-	OffsetsTopicSegmentBytes      int64 // offsets.topic.segment.bytes
-	OffsetsRetentionMinutes       int32 // offsets.retention.minutes
-	GroupInitialRebalanceDelayMs  int32 // group.initial.rebalance.delay.ms
-	GroupMinSessionTimeoutMs      int32 // group.min.session.timeout.ms
-	GroupMaxSessionTimeoutMs      int32 // group.max.session.timeout.ms
+	OffsetsTopicNumPartitions     int32         // offsets.topic.num.partitions
+	OffsetsTopicReplicationFactor int16         // offsets.topic.replication.factor
+	OffsetsTopicSegmentBytes      int64         // offsets.topic.segment.bytes
+	OffsetsRetentionMinutes       int32         // offsets.retention.minutes
+	GroupInitialRebalanceDelayMs  int32         // group.initial.rebalance.delay.ms
+	GroupMinSessionTimeoutMs      int32         // group.min.session.timeout.ms
+	GroupMaxSessionTimeoutMs      int32         // group.max.session.timeout.ms
+	GroupMaxSize                  int32         // group.max.size
+	OffsetsRetentionCheckInterval time.Duration // offsets.retention.check.interval.ms
+	OffsetsCommitTimeout          time.Duration // offsets.commit.timeout.ms
+	OffsetMetadataMaxBytes        int32         // offset.metadata.max.bytes
+	OffsetsLoadBufferSize         int32         // offsets.load.buffer.size
 
 	// Cluster mode (ZooKeeper); empty zookeeper.connect = single node.
 	ZookeeperConnect             string // zookeeper.connect
@@ -173,6 +178,11 @@ var keys = []keyDef{
 	{"group.initial.rebalance.delay.ms", "3000", "delay of a new group's first rebalance", func(c *Config, v string) error { return parseInt32(v, &c.GroupInitialRebalanceDelayMs) }},
 	{"group.min.session.timeout.ms", "6000", "smallest session timeout a group member may ask for", func(c *Config, v string) error { return parseInt32(v, &c.GroupMinSessionTimeoutMs) }},
 	{"group.max.session.timeout.ms", "1800000", "largest session timeout a group member may ask for", func(c *Config, v string) error { return parseInt32(v, &c.GroupMaxSessionTimeoutMs) }},
+	{"group.max.size", "2147483647", "most members a consumer group may have; a member joining a full group gets GROUP_MAX_SIZE_REACHED", func(c *Config, v string) error { return parseInt32(v, &c.GroupMaxSize) }},
+	{"offsets.retention.check.interval.ms", "600000", "how often expired committed offsets are removed", func(c *Config, v string) error { return parseDurationMs(v, &c.OffsetsRetentionCheckInterval) }},
+	{"offsets.commit.timeout.ms", "5000", "how long an offset commit waits for its write to __consumer_offsets to be acknowledged by every ISR replica", func(c *Config, v string) error { return parseDurationMs(v, &c.OffsetsCommitTimeout) }},
+	{"offset.metadata.max.bytes", "4096", "largest metadata string an offset commit may carry (else OFFSET_METADATA_TOO_LARGE)", func(c *Config, v string) error { return parseInt32(v, &c.OffsetMetadataMaxBytes) }},
+	{"offsets.load.buffer.size", "5242880", "bytes read at a time when loading __consumer_offsets after becoming a group coordinator", func(c *Config, v string) error { return parseInt32(v, &c.OffsetsLoadBufferSize) }},
 	{"zookeeper.connect", "", "host:port[,host:port...][/chroot] of ZooKeeper; empty = single node, metadata kept in the data directory", func(c *Config, v string) error { c.ZookeeperConnect = v; return nil }},
 	{"zookeeper.session.timeout.ms", "18000", "ZooKeeper session timeout", func(c *Config, v string) error { return parseInt32(v, &c.ZookeeperSessionTimeoutMs) }},
 	{"zookeeper.connection.timeout.ms", "", "time to wait for a ZooKeeper connection; unset = the session timeout", func(c *Config, v string) error { return parseInt32(v, &c.ZookeeperConnectionTimeoutMs) }},
@@ -467,6 +477,23 @@ func (c *Config) EnsureDefaults() {
 	if c.GroupMaxSessionTimeoutMs == 0 {
 		c.GroupMaxSessionTimeoutMs = d.GroupMaxSessionTimeoutMs
 	}
+	if c.GroupMaxSize == 0 {
+		c.GroupMaxSize = d.GroupMaxSize
+	}
+	if c.OffsetsRetentionCheckInterval == 0 {
+		c.OffsetsRetentionCheckInterval = d.OffsetsRetentionCheckInterval
+	}
+	if c.OffsetsCommitTimeout == 0 {
+		c.OffsetsCommitTimeout = d.OffsetsCommitTimeout
+	}
+	if c.OffsetMetadataMaxBytes == 0 {
+		if _, ok := c.Given["offset.metadata.max.bytes"]; !ok {
+			c.OffsetMetadataMaxBytes = d.OffsetMetadataMaxBytes
+		}
+	}
+	if c.OffsetsLoadBufferSize == 0 {
+		c.OffsetsLoadBufferSize = d.OffsetsLoadBufferSize
+	}
 	if c.ZookeeperSessionTimeoutMs == 0 {
 		c.ZookeeperSessionTimeoutMs = d.ZookeeperSessionTimeoutMs
 	}
@@ -640,6 +667,21 @@ func (c *Config) Validate() error {
 	}
 	if c.GroupMaxSessionTimeoutMs < c.GroupMinSessionTimeoutMs {
 		bad("group.max.session.timeout.ms", "%d: must not be below group.min.session.timeout.ms (%d)", c.GroupMaxSessionTimeoutMs, c.GroupMinSessionTimeoutMs)
+	}
+	if c.GroupMaxSize < 1 {
+		bad("group.max.size", "%d: must be at least 1", c.GroupMaxSize)
+	}
+	if c.OffsetsRetentionCheckInterval < time.Millisecond {
+		bad("offsets.retention.check.interval.ms", "%d: must be at least 1", c.OffsetsRetentionCheckInterval.Milliseconds())
+	}
+	if c.OffsetsCommitTimeout < time.Millisecond {
+		bad("offsets.commit.timeout.ms", "%d: must be at least 1", c.OffsetsCommitTimeout.Milliseconds())
+	}
+	if c.OffsetMetadataMaxBytes < 0 {
+		bad("offset.metadata.max.bytes", "%d: must not be negative", c.OffsetMetadataMaxBytes)
+	}
+	if c.OffsetsLoadBufferSize < 1 {
+		bad("offsets.load.buffer.size", "%d: must be at least 1", c.OffsetsLoadBufferSize)
 	}
 	if c.ZookeeperSessionTimeoutMs < 1 {
 		bad("zookeeper.session.timeout.ms", "%d: must be at least 1", c.ZookeeperSessionTimeoutMs)

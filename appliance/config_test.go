@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/group"
 )
 
 func TestDefaultsAreKafkas(t *testing.T) {
@@ -192,6 +194,66 @@ func TestDocsListEveryKey(t *testing.T) {
 		}
 		if row := "| `" + k.Name + "` | " + def + " |"; !strings.Contains(doc, row) {
 			t.Errorf("docs/readme/broker.md lacks the row %q", row)
+		}
+	}
+}
+
+// TestGroupKeys: every key the group coordinator understands is accepted in
+// the properties file with the coordinator's own default, a value given
+// there reaches the coordinator's configuration the way groups.go passes
+// it, and an out-of-range value is refused naming the key.
+func TestGroupKeys(t *testing.T) {
+	defaults := map[string]string{}
+	for _, k := range Keys() {
+		defaults[k.Name] = k.Default
+	}
+	fromDefaults := group.DefaultConfig()
+	for _, k := range group.ConfigKeys {
+		def, ok := defaults[k]
+		if !ok {
+			t.Errorf("group key %s is not an appliance key", k)
+			continue
+		}
+		if _, err := fromDefaults.Set(k, def); err != nil {
+			t.Errorf("%s: appliance default %q: %v", k, def, err)
+		}
+	}
+	if fromDefaults != group.DefaultConfig() {
+		t.Errorf("the appliance's defaults give the coordinator %+v, its own defaults are %+v", fromDefaults, group.DefaultConfig())
+	}
+
+	c, err := Load("", []string{
+		"group.max.size=7",
+		"offsets.retention.check.interval.ms=1500",
+		"offsets.commit.timeout.ms=2500",
+		"offset.metadata.max.bytes=0",
+		"offsets.load.buffer.size=65536",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.GroupMaxSize != 7 || c.OffsetsRetentionCheckInterval != 1500*time.Millisecond || c.OffsetsCommitTimeout != 2500*time.Millisecond ||
+		c.OffsetMetadataMaxBytes != 0 || c.OffsetsLoadBufferSize != 65536 {
+		t.Fatalf("loaded %d %v %v %d %d", c.GroupMaxSize, c.OffsetsRetentionCheckInterval, c.OffsetsCommitTimeout, c.OffsetMetadataMaxBytes, c.OffsetsLoadBufferSize)
+	}
+	gc := group.DefaultConfig()
+	for _, k := range group.ConfigKeys {
+		if v, ok := c.Given[k]; ok {
+			if _, err := gc.Set(k, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if gc.MaxSize != 7 || gc.OffsetsRetentionCheckInterval != 1500*time.Millisecond || gc.CommitTimeout != 2500*time.Millisecond ||
+		gc.MaxMetadataBytes != 0 || gc.LoadBufferSize != 65536 {
+		t.Fatalf("coordinator config %+v", gc)
+	}
+
+	for _, bad := range []string{"group.max.size=0", "offsets.retention.check.interval.ms=0", "offsets.commit.timeout.ms=-1",
+		"offset.metadata.max.bytes=-1", "offsets.load.buffer.size=0", "group.max.size=many"} {
+		key, _, _ := strings.Cut(bad, "=")
+		if _, err := Load("", []string{bad}); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: error %v, want one naming %s", bad, err, key)
 		}
 	}
 }

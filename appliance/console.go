@@ -108,7 +108,7 @@ func newConsole(a *App) (Component, error) {
 	if cfg.ConsoleListen == "" && cfg.MetricsListen == "" {
 		return nil, nil
 	}
-	return &consoleComponent{a: a, log: a.Logger(), reg: metrics.Default(), kafkaReady: make(chan struct{}),
+	return &consoleComponent{a: a, log: a.Logger(), reg: a.Metrics(), kafkaReady: make(chan struct{}),
 		localDisk: alerting.LocalDisk(a.BrokerID(), cfg.LogDirs...)}, nil
 }
 

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -81,6 +82,10 @@ type Config struct {
 
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
+
+	// Metrics is the registry the broker's traffic and state metrics go to
+	// (metrics.go), labelled with BrokerID; nil is metrics.Default().
+	Metrics *metrics.Registry
 }
 
 // Image is an immutable snapshot of the cluster metadata as this broker
@@ -188,6 +193,10 @@ type Broker struct {
 	fetchers *replicaFetchers // follower side of replication
 	isr      *isrManager      // leader side: ISR changes
 
+	mx            *metrics.Broker             // this broker's metrics handle (metrics.go)
+	purgatory     [numDelayedOps]atomic.Int64 // requests parked now, by kind
+	removeCollect func()                      // unregisters the scrape-time callback
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed atomic.Bool
@@ -255,6 +264,12 @@ func New(cfg Config) (*Broker, error) {
 		pidNext:    -1,
 	}
 	b.image.Store(&Image{Controller: -1, Topics: map[string]*TopicImage{}, byID: map[cluster.TopicID]*TopicImage{}})
+	reg := cfg.Metrics
+	if reg == nil {
+		reg = metrics.Default()
+	}
+	b.cfg.Metrics = reg
+	b.mx = reg.Broker(cfg.BrokerID)
 	b.fetchers = newReplicaFetchers(b)
 	b.isr = newISRManager(b, cfg.ReplicaLagTimeMax)
 	return b, nil
@@ -296,6 +311,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		b.isr.stop()
 		return fmt.Errorf("broker: load metadata: %w", err)
 	}
+	b.removeCollect = b.mx.OnCollect(b.collectMetrics)
 	b.wg.Add(2)
 	go b.run(runCtx, changes)
 	go b.applyLoop(runCtx)
@@ -358,6 +374,9 @@ func (b *Broker) Close() error {
 	}
 	if b.cancel != nil {
 		b.cancel()
+	}
+	if b.removeCollect != nil {
+		b.removeCollect()
 	}
 	b.wg.Wait()
 	b.StopReplication()
@@ -573,6 +592,7 @@ func (b *Broker) applyLocal(img *Image) {
 		}
 		events = append(events, PartitionChange{Topic: p.tp.Topic, Partition: p.tp.Partition, Deleted: true})
 	}
+	b.forgetTopicMetrics(drop)
 
 	settingsByTopic := map[string]topicSettings{}
 	settingsOf := func(tp storage.TopicPartition, t *TopicImage) topicSettings {

@@ -114,6 +114,7 @@ func (m *isrManager) write(ctx context.Context, batch map[*Partition]struct{}, q
 	var writes []cluster.StateWrite
 	var parts []*Partition
 	var epochs []int32
+	var before [][]int32 // the ISR each write replaces
 	for p := range batch {
 		st, err := co.PartitionState(ctx, p.tp.Topic, p.tp.Partition)
 		if err != nil {
@@ -128,6 +129,7 @@ func (m *isrManager) write(ctx context.Context, batch map[*Partition]struct{}, q
 		writes = append(writes, cluster.StateWrite{Topic: p.tp.Topic, Partition: p.tp.Partition, State: next})
 		parts = append(parts, p)
 		epochs = append(epochs, st.LeaderEpoch)
+		before = append(before, st.ISR)
 	}
 	if len(writes) == 0 {
 		return nil
@@ -156,6 +158,7 @@ func (m *isrManager) write(ctx context.Context, batch map[*Partition]struct{}, q
 			continue
 		}
 		m.log.Info("ISR changed", "partition", p.tp.String(), "leader_epoch", epochs[i], "isr", w.State.ISR)
+		m.b.countISRChange(before[i], w.State.ISR)
 		p.setISR(epochs[i], w.State.ISR, versions[i])
 	}
 	return again

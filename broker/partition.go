@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -24,6 +25,7 @@ type Partition struct {
 	tp      storage.TopicPartition
 	topicID cluster.TopicID
 	log     *storage.Log
+	mx      *metrics.Topic // the topic's traffic counters, resolved once here
 
 	// mu guards the leadership state below. Appends as leader hold it for
 	// reading so leadership cannot change under an append.
@@ -57,7 +59,7 @@ type replicaState struct {
 
 func newPartition(b *Broker, tp storage.TopicPartition, id cluster.TopicID, l *storage.Log) *Partition {
 	return &Partition{
-		b: b, tp: tp, topicID: id, log: l,
+		b: b, tp: tp, topicID: id, log: l, mx: b.mx.Topic(tp.Topic),
 		leader: -1, leaderEpoch: -1,
 		followers: map[int32]*replicaState{},
 		watchers:  map[*Waiter]struct{}{},
@@ -239,7 +241,10 @@ func (p *Partition) appendAsLeader(records []byte, acks int16) (storage.AppendIn
 	}
 	info, err := p.log.AppendAsLeader(records, p.leaderEpoch)
 	if errors.Is(err, storage.ErrDuplicateSequence) {
-		return info, nil
+		return info, nil // not appended again: not counted again
+	}
+	if err == nil {
+		p.mx.In(len(records), int(info.RecordCount))
 	}
 	return info, err
 }
@@ -394,6 +399,7 @@ func (p *Partition) appendAsFollower(epoch int32, records []byte, leaderHW, lead
 		if _, err := p.log.AppendAsFollower(records); err != nil {
 			return err
 		}
+		p.b.mx.ReplicationIn(len(records))
 	}
 	if hw := min(leaderHW, p.log.LogEndOffset()); hw > p.log.HighWatermark() {
 		p.log.SetHighWatermark(hw)

@@ -23,9 +23,10 @@ import (
 //     place and appends; a retried duplicate of one of a producer's recent
 //     batches answers with the original offsets and no error.
 //   - acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS). acks=-1 needs
-//     min.insync.replicas members in the ISR (NOT_ENOUGH_REPLICAS) and then
-//     parks, without holding up the connection, until the high watermark
-//     passes the batch or timeout_ms ends (REQUEST_TIMED_OUT). acks=0 gets
+//     min.insync.replicas members in the ISR (NOT_ENOUGH_REPLICAS); when
+//     the high watermark has not passed the batch yet it then parks (in the
+//     purgatory, without holding up the connection) until it does or
+//     timeout_ms ends (REQUEST_TIMED_OUT), else it answers at once. acks=0 gets
 //     no response; if any partition failed the connection is closed, which
 //     is how Kafka tells such a producer.
 //   - Transactional batches are refused (INVALID_TXN_STATE): transactions
@@ -111,16 +112,39 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (kmsg.Response, e
 		}
 		return nil, nil
 	}
-	if len(waits) > 0 {
-		// acks=all: wait for the high watermark (immediate on a single
-		// node, where the ISR is just this broker).
-		r.Detach()
-		wctx, cancel := context.WithTimeout(ctx, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
-		defer cancel()
+	if len(waits) == 0 {
+		return resp, nil
+	}
+	// acks=all: wait for the high watermark. It has usually passed the
+	// batch already (a single node, whose ISR is just this broker, or
+	// followers that are caught up): then answer now, on this goroutine.
+	// Only a request that must wait is detached (a new goroutine carries
+	// on reading the connection) and counted in the purgatory.
+	mustWait := false
+	for _, w := range waits {
+		if w.p.HighWatermark() < w.offset {
+			mustWait = true
+			break
+		}
+	}
+	if !mustWait {
 		for _, w := range waits {
-			if err := w.p.WaitForHighWatermark(wctx, w.offset); err != nil {
+			// Passed, but the ISR may have shrunk below
+			// min.insync.replicas since the append.
+			if err := w.p.WaitForHighWatermark(ctx, w.offset); err != nil {
 				setErr(w.rp, err)
 			}
+		}
+		return resp, nil
+	}
+	r.Detach()
+	b.EnterPurgatory(broker.DelayedProduce)
+	defer b.LeavePurgatory(broker.DelayedProduce)
+	wctx, cancel := context.WithTimeout(ctx, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
+	defer cancel()
+	for _, w := range waits {
+		if err := w.p.WaitForHighWatermark(wctx, w.offset); err != nil {
+			setErr(w.rp, err)
 		}
 	}
 	return resp, nil

@@ -60,6 +60,9 @@ func handleFetch(ctx context.Context, s *Server, r *Request) (streamResponse, er
 	}
 	b := s.cfg.Broker
 	f := fetcher{b: b, req: req}
+	// Whatever the response holds when the handler returns is what is
+	// sent: count it then, not at each read of a parked fetch.
+	defer resp.countSent(req.ReplicaID)
 	// Answer now when min_bytes is there (min_bytes 0 or less: always), on
 	// any partition error, or when the client will not wait.
 	enough := func() bool { return req.MinBytes <= 0 || resp.bytes() >= int64(req.MinBytes) || f.hadError }
@@ -69,6 +72,8 @@ func handleFetch(ctx context.Context, s *Server, r *Request) (streamResponse, er
 
 	// Not enough yet: park until an append, the deadline or shutdown.
 	r.Detach()
+	b.EnterPurgatory(broker.DelayedFetch)
+	defer b.LeavePurgatory(broker.DelayedFetch)
 	w := broker.NewWaiter()
 	for _, p := range f.parts {
 		p.Watch(w)
@@ -190,8 +195,7 @@ func (f *fetcher) readPartition(p *broker.Partition, rp kmsg.FetchRequestTopicPa
 		return err
 	}
 	if info.Region.Len > 0 {
-		ri := info
-		fp.read = &ri
+		fp.read, fp.part = info, p
 		*minOne = false
 		*remaining -= info.Region.Len
 		fp.highWatermark, fp.logStartOffset = info.HighWatermark, info.LogStartOffset

@@ -5,16 +5,20 @@
 //
 // # Connections
 //
-// Each accepted connection has two goroutines. The reader reads frames (a
-// 4-byte big-endian size, then a request header v1 or v2 and the body),
-// decodes them with kmsg (RequestForKey, SetVersion, SkipTags, ReadFrom) and
-// dispatches them; the writer sends the responses strictly in request order
-// while later requests are already being processed (pipelining). A frame
-// larger than socket.request.max.bytes, an unknown API key, a version outside
-// the registered range or a body that does not decode closes that connection
-// only, with a log line; the broker and other connections are unaffected.
-// Responses use response header v1 for flexible versions, except ApiVersions,
-// which always answers with header v0.
+// A connection has no goroutine of its own for reading or writing. The
+// goroutine that reads a frame (a 4-byte big-endian size, then a request
+// header v1 or v2 and the body) decodes it with kmsg (RequestForKey,
+// SetVersion, SkipTags, ReadFrom) and runs its handler itself; a handler
+// about to wait calls r.Detach() and a new goroutine carries on reading, so
+// later requests are handled meanwhile (pipelining, up to MaxInFlight
+// unanswered). Responses go out strictly in request order: whoever finishes
+// the oldest unanswered request writes it together with every answer ready
+// behind it, in one write (fetch record regions of 32 KiB or more follow by
+// sendfile). A frame larger than socket.request.max.bytes, an unknown API
+// key, a version outside the registered range or a body that does not
+// decode closes that connection only, with a log line; the broker and other
+// connections are unaffected. Responses use response header v1 for flexible
+// versions, except ApiVersions, which always answers with header v0.
 //
 // # Handlers
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"net"
 
+	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/storage"
 )
@@ -43,10 +44,13 @@ type fetchPartition struct {
 	abortedEmpty         bool // read_committed: an empty (not null) aborted transactions array
 	preferredReadReplica int32
 
-	// records: a file region (read must be released) or, for tests and
-	// errors, in-memory bytes.
-	read    *storage.ReadInfo
+	// records: a file region (read, present when read.Region.File is set;
+	// it must be released) or, for tests and errors, in-memory bytes.
+	read    storage.ReadInfo
 	records []byte
+	// part is the partition read was read from, to count what is sent
+	// (Partition.CountSent).
+	part *broker.Partition
 
 	// v12+ tagged fields; -1 means absent.
 	divergingEpoch     int32
@@ -65,7 +69,7 @@ func newFetchPartition(p int32) fetchPartition {
 }
 
 func (p *fetchPartition) recordsLen() int64 {
-	if p.read != nil {
+	if p.read.Region.File != nil {
 		return p.read.Region.Len
 	}
 	return int64(len(p.records))
@@ -78,9 +82,22 @@ func (f *fetchResponse) release() {
 	for i := range f.topics {
 		for j := range f.topics[i].partitions {
 			p := &f.topics[i].partitions[j]
-			if p.read != nil {
+			if p.read.Region.File != nil {
 				p.read.Release()
-				p.read = nil
+				p.read = storage.ReadInfo{}
+			}
+		}
+	}
+}
+
+// countSent counts every region in the response as sent, to a consumer or
+// to the follower replicaID (broker.Partition.CountSent).
+func (f *fetchResponse) countSent(replicaID int32) {
+	for i := range f.topics {
+		for j := range f.topics[i].partitions {
+			p := &f.topics[i].partitions[j]
+			if p.part != nil && p.read.Region.File != nil {
+				p.part.CountSent(&p.read, replicaID)
 			}
 		}
 	}
@@ -197,7 +214,7 @@ func (fw *fetchWriter) records(p *fetchPartition) {
 	if fw.counting || fw.err != nil || n == 0 {
 		return
 	}
-	if p.read == nil {
+	if p.read.Region.File == nil {
 		fw.buf = append(fw.buf, p.records...)
 		return
 	}

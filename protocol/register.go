@@ -188,7 +188,7 @@ func (s *Server) resolveMetrics() {
 	}
 	reg := s.cfg.Metrics
 	if reg == nil {
-		reg = metrics.Default()
+		reg = s.cfg.Broker.Metrics()
 	}
 	s.mx = reg.Broker(s.cfg.Broker.ID())
 	for key, a := range apis {

@@ -43,7 +43,9 @@ type Config struct {
 	// Metrics is the registry the request and connection metrics go to
 	// (sluice_broker_requests_total, ..._request_duration_seconds,
 	// ..._request_errors_total, ..._connections), labelled with the
-	// broker's id; nil is metrics.Default().
+	// broker's id; nil is the broker's (broker.Config.Metrics, itself
+	// metrics.Default() when not set), so request and traffic metrics land
+	// on one registry.
 	Metrics *metrics.Registry
 }
 

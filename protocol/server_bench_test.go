@@ -89,6 +89,7 @@ func startBenchNode(tb testing.TB, topicCfg map[string]*string, opts ...func(*pr
 		AutoCreateTopics:  false,
 		DeleteTopicEnable: true,
 		AdoptStrayLogs:    true,
+		Metrics:           pcfg.Metrics, // one registry for the request and traffic metrics
 	})
 	if err != nil {
 		tb.Fatal(err)

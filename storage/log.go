@@ -700,8 +700,13 @@ func (l *Log) maybeFlushByTime(now int64) error {
 
 // ReadInfo is the result of a Read.
 type ReadInfo struct {
-	Region                                      FileRegion // Len 0 when nothing to read
-	FirstOffset                                 int64      // base offset of the first batch returned
+	Region      FileRegion // Len 0 when nothing to read
+	FirstOffset int64      // base offset of the first batch returned
+	// NextOffset is the offset after the region's last batch (FirstOffset
+	// when the region is empty): NextOffset-FirstOffset is the region's
+	// offset span, its record count in a log without gaps (compaction
+	// leaves gaps, so there it is an upper bound).
+	NextOffset                                  int64
 	HighWatermark, LogStartOffset, LogEndOffset int64
 	seg                                         *segment
 }
@@ -766,6 +771,7 @@ func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bo
 		segs := l.segments()
 		info := ReadInfo{
 			FirstOffset:    offset,
+			NextOffset:     offset,
 			HighWatermark:  l.hw.Load(),
 			LogStartOffset: l.logStart.Load(),
 			LogEndOffset:   segs[len(segs)-1].next.Load(),
@@ -788,7 +794,7 @@ func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bo
 			if err != nil {
 				return info, fmt.Errorf("%s: %w", l.tp, err)
 			}
-			pos, n, first, found, err := s.read(f, max(offset, s.base), int64(maxBytes), maxOffset, minOneBatch, hb[:])
+			pos, n, first, next, found, err := s.read(f, max(offset, s.base), int64(maxBytes), maxOffset, minOneBatch, hb[:])
 			if err != nil {
 				s.release()
 				if errors.Is(err, errSegmentGone) {
@@ -807,6 +813,7 @@ func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bo
 			}
 			info.Region = FileRegion{File: f, Pos: pos, Len: n}
 			info.FirstOffset = first
+			info.NextOffset = next
 			info.seg = s
 			return info, nil
 		}

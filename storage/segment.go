@@ -357,46 +357,56 @@ func translateIn(f *os.File, data []byte, oi *index, target, size int64, hb []by
 // startOffset: at most maxBytes (at least one batch when minOneBatch), no
 // batch whose last offset is >= maxOffset. found is false when the segment
 // holds no batch ending at or after startOffset.
-func (s *segment) read(f *os.File, startOffset int64, maxBytes int64, maxOffset int64, minOneBatch bool, hb []byte) (pos, n, first int64, found bool, err error) {
+func (s *segment) read(f *os.File, startOffset int64, maxBytes int64, maxOffset int64, minOneBatch bool, hb []byte) (pos, n, first, next int64, found bool, err error) {
 	size := s.size.Load()
 	werr := s.withMaps(func(oi, _ *index, data []byte) {
-		pos, n, first, found, err = readIn(f, data, oi, size, startOffset, maxBytes, maxOffset, minOneBatch, hb)
+		pos, n, first, next, found, err = readIn(f, data, oi, size, startOffset, maxBytes, maxOffset, minOneBatch, hb)
 	})
 	if werr != nil {
-		return 0, 0, 0, false, werr
+		return 0, 0, 0, 0, false, werr
 	}
 	s.noteMapRead(pos + n)
-	return pos, n, first, found, err
+	return pos, n, first, next, found, err
 }
 
-func readIn(f *os.File, data []byte, oi *index, size, startOffset, maxBytes, maxOffset int64, minOneBatch bool, hb []byte) (pos, n, first int64, found bool, err error) {
+// readIn finds the whole batches from startOffset that fit maxBytes and
+// stay below maxOffset. next is the offset after the region: the last
+// offset of its last batch plus one, or, where the index jump skipped that
+// batch's header, the base offset of the batch after the region (the same
+// in a log without gaps).
+func readIn(f *os.File, data []byte, oi *index, size, startOffset, maxBytes, maxOffset int64, minOneBatch bool, hb []byte) (pos, n, first, next int64, found bool, err error) {
 	var h BatchHeader
 	start, found, err := translateIn(f, data, oi, startOffset, size, hb, &h)
 	if err != nil || !found {
-		return 0, 0, 0, found, err
+		return 0, 0, 0, 0, found, err
 	}
 	if h.LastOffset() >= maxOffset {
-		return start, 0, h.BaseOffset, true, nil
+		return start, 0, h.BaseOffset, h.BaseOffset, true, nil
 	}
 	first = h.BaseOffset
 	firstSize := int64(h.Size())
+	next = h.LastOffset() + 1 // when only the first batch goes
 	limit := min(start+maxBytes, size)
 	// Jump with the index to the last indexed batch that surely fits, then
 	// walk the few headers after it.
 	p := max(start, oi.lookupEnd(limit, maxOffset))
 	for p < size {
 		if err := header(f, data, p, size, hb, &h); err != nil {
-			return 0, 0, 0, false, err
+			return 0, 0, 0, 0, false, err
 		}
 		if p+int64(h.Size()) > limit || h.LastOffset() >= maxOffset {
+			if p > start {
+				next = h.BaseOffset
+			}
 			break
 		}
 		p += int64(h.Size())
+		next = h.LastOffset() + 1
 	}
 	if p == start && minOneBatch {
 		p = start + firstSize
 	}
-	return start, p - start, first, true, nil
+	return start, p - start, first, next, true, nil
 }
 
 // appendBatches writes buf (whole batches, offsets assigned) at the end of
