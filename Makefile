@@ -17,7 +17,7 @@ KAFKAJS_DIR ?= $(HOME)/.cache/sluice-test/kafkajs-$(KAFKAJS_VERSION)
 TEST_TIMEOUT ?= 14m
 FUZZTIME ?= 4s
 
-.PHONY: all build run test test-deps test-go test-fuzz generate check-generated vet fmt package bench clean
+.PHONY: all build run test test-deps test-go test-fuzz fuzz generate check-generated vet fmt package bench clean
 
 all: build
 
@@ -64,8 +64,16 @@ test: test-deps build vet test-go test-fuzz
 test-go:
 	SLUICE_KAFKAJS_DIR=$(KAFKAJS_DIR) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-# Every native fuzz target, a few seconds each (longer runs: make test-fuzz FUZZTIME=5m).
+# The fuzz targets of the decoders that read bytes from outside — record
+# batches and segments from disk, request frames, replica framing,
+# __consumer_offsets records, znodes, compared JSON — a few seconds each
+# (longer: make test-fuzz FUZZTIME=5m). Every other target's seed corpus runs
+# in test-go; `make fuzz` fuzzes them all.
+FUZZ_PKGS ?= ./storage ./protocol ./broker ./group ./zkcoord ./migration/jsondiff
 test-fuzz:
+	./scripts/fuzz.sh $(FUZZTIME) $(FUZZ_PKGS)
+
+fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)
 
 package: build

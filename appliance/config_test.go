@@ -179,10 +179,10 @@ func TestAdvertisedEndpoints(t *testing.T) {
 	}
 }
 
-// TestDocsListEveryKey keeps docs/readme/broker.md in step with the keys:
-// each has a table row with its default.
+// TestDocsListEveryKey keeps README.md ("Configuration keys") in step with
+// the keys: each has a table row with its default.
 func TestDocsListEveryKey(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "docs", "readme", "broker.md"))
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestDocsListEveryKey(t *testing.T) {
 			def = "`" + k.Default + "`"
 		}
 		if row := "| `" + k.Name + "` | " + def + " |"; !strings.Contains(doc, row) {
-			t.Errorf("docs/readme/broker.md lacks the row %q", row)
+			t.Errorf("README.md lacks the row %q", row)
 		}
 	}
 }

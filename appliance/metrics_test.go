@@ -6,45 +6,11 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-io/sluice/internal/testutil"
 )
-
-// sample sums the samples of family name (counters and gauges) whose labels
-// include want; ok is false when there is none.
-func sample(fams map[string]*dto.MetricFamily, name string, want map[string]string) (sum float64, ok bool) {
-	f := fams[name]
-	if f == nil {
-		return 0, false
-	}
-next:
-	for _, m := range f.GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if have[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			sum += m.GetCounter().GetValue()
-		case m.Gauge != nil:
-			sum += m.GetGauge().GetValue()
-		case m.Histogram != nil:
-			sum += float64(m.GetHistogram().GetSampleCount())
-		default:
-			continue
-		}
-		ok = true
-	}
-	return sum, ok
-}
 
 // produceConsume produces n records to topic with franz-go (acks=all,
 // idempotent: the client's defaults) and consumes them back with cl, which
@@ -113,8 +79,8 @@ func TestMetricsDuringProduceConsume(t *testing.T) {
 	tl := map[string]string{"topic": topic}
 	delta := func(name string, labels map[string]string) float64 {
 		t.Helper()
-		a, ok1 := sample(first, name, labels)
-		b, ok2 := sample(second, name, labels)
+		a, ok1 := testutil.MetricSum(first, name, labels)
+		b, ok2 := testutil.MetricSum(second, name, labels)
 		if !ok1 || !ok2 {
 			t.Fatalf("%s%v missing from a scrape (first %v, second %v)", name, labels, ok1, ok2)
 		}
@@ -138,16 +104,16 @@ func TestMetricsDuringProduceConsume(t *testing.T) {
 			t.Errorf("%s latency observations moved by %v", api, d)
 		}
 	}
-	if v, _ := sample(second, "sluice_log_end_offset", tl); v != 500 {
+	if v, _ := testutil.MetricSum(second, "sluice_log_end_offset", tl); v != 500 {
 		t.Errorf("log end offsets of %s sum to %v, want 500", topic, v)
 	}
-	if v, _ := sample(second, "sluice_broker_leader_partitions", nil); v < 2 {
+	if v, _ := testutil.MetricSum(second, "sluice_broker_leader_partitions", nil); v < 2 {
 		t.Errorf("leader partitions %v", v)
 	}
-	if v, _ := sample(second, "sluice_controller_active", nil); v != 1 {
+	if v, _ := testutil.MetricSum(second, "sluice_controller_active", nil); v != 1 {
 		t.Errorf("a single node is not reported as the active controller: %v", v)
 	}
-	if _, ok := sample(second, "sluice_console_http_requests_total", nil); !ok {
+	if _, ok := testutil.MetricSum(second, "sluice_console_http_requests_total", nil); !ok {
 		t.Error("the console's own metrics are not on the same registry")
 	}
 
@@ -156,16 +122,16 @@ func TestMetricsDuringProduceConsume(t *testing.T) {
 	if fams["sluice_build_info"] == nil {
 		t.Fatal("no sluice_build_info on the other appliance's metrics listener")
 	}
-	if v, ok := sample(fams, "sluice_broker_topic_messages_in_total", tl); ok {
+	if v, ok := testutil.MetricSum(fams, "sluice_broker_topic_messages_in_total", tl); ok {
 		t.Errorf("the other appliance reports %v messages in for %s", v, topic)
 	}
-	if v, _ := sample(fams, "sluice_broker_requests_total", map[string]string{"api": "Produce"}); v != 0 {
+	if v, _ := testutil.MetricSum(fams, "sluice_broker_requests_total", map[string]string{"api": "Produce"}); v != 0 {
 		t.Errorf("the other appliance counted %v Produce requests", v)
 	}
-	if v, _ := sample(fams, "sluice_broker_connections", nil); v != 0 {
+	if v, _ := testutil.MetricSum(fams, "sluice_broker_connections", nil); v != 0 {
 		t.Errorf("the other appliance reports %v open connections", v)
 	}
-	if _, ok := sample(fams, "sluice_broker_partitions", map[string]string{"broker": fmt.Sprint(other.BrokerID())}); !ok {
+	if _, ok := testutil.MetricSum(fams, "sluice_broker_partitions", map[string]string{"broker": fmt.Sprint(other.BrokerID())}); !ok {
 		t.Error("the other appliance reports no broker state")
 	}
 }

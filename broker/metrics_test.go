@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/storage"
 )
@@ -69,36 +68,12 @@ func series(t *testing.T, reg *metrics.Registry, name string, labels ...string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			for _, kv := range labels {
-				k, v, _ := strings.Cut(kv, "=")
-				if !hasLabel(m, k, v) {
-					continue next
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.GetCounter().GetValue(), true
-			case m.Gauge != nil:
-				return m.GetGauge().GetValue(), true
-			}
-		}
+	want := map[string]string{}
+	for _, kv := range labels {
+		k, v, _ := strings.Cut(kv, "=")
+		want[k] = v
 	}
-	return 0, false
-}
-
-func hasLabel(m *dto.Metric, k, v string) bool {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == k && l.GetValue() == v {
-			return true
-		}
-	}
-	return false
+	return testutil.MetricSum(testutil.ByName(fams), name, want)
 }
 
 func wantSeries(t *testing.T, reg *metrics.Registry, want float64, name string, labels ...string) {

@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // scrape fetches h like Prometheus does (text format) and parses the body
@@ -50,39 +52,11 @@ func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
 // want, or fails.
 func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
 	t.Helper()
-	v, ok := lookup(fams, name, want)
+	v, ok := testutil.MetricSum(fams, name, want)
 	if !ok {
 		t.Fatalf("no series %s%v", name, want)
 	}
 	return v
-}
-
-func lookup(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
-	f := fams[name]
-	if f == nil {
-		return 0, false
-	}
-next:
-	for _, m := range f.GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if have[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), true
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount()), true
-		}
-	}
-	return 0, false
 }
 
 func TestCatalogueMovesAndParses(t *testing.T) {
@@ -98,10 +72,10 @@ func TestCatalogueMovesAndParses(t *testing.T) {
 	before := scrape(t, r.Handler())
 	// Resolved series start at zero (so rate() sees their first increment);
 	// APIs never resolved export nothing.
-	if v, ok := lookup(before, "sluice_broker_requests_total", map[string]string{"api": "Produce"}); !ok || v != 0 {
+	if v, ok := testutil.MetricSum(before, "sluice_broker_requests_total", map[string]string{"api": "Produce"}); !ok || v != 0 {
 		t.Fatalf("resolved Produce series = %v, %v; want 0, true", v, ok)
 	}
-	if _, ok := lookup(before, "sluice_broker_requests_total", map[string]string{"api": "JoinGroup"}); ok {
+	if _, ok := testutil.MetricSum(before, "sluice_broker_requests_total", map[string]string{"api": "JoinGroup"}); ok {
 		t.Fatal("series of an unused API exported")
 	}
 	for _, f := range []string{"sluice_build_info", "go_goroutines", "process_cpu_seconds_total"} {
@@ -236,10 +210,10 @@ func TestCatalogueMovesAndParses(t *testing.T) {
 	if got := value(t, after, "sluice_broker_requests_total", with("api", "Produce")); got != 7 {
 		t.Errorf("produce requests after one more = %v, want 7", got)
 	}
-	if _, ok := lookup(after, "sluice_log_size_bytes", nil); ok {
+	if _, ok := testutil.MetricSum(after, "sluice_log_size_bytes", nil); ok {
 		t.Error("log sizes exported after the callback was removed")
 	}
-	if _, ok := lookup(after, "sluice_broker_topic_bytes_in_total", with("topic", "orders")); ok {
+	if _, ok := testutil.MetricSum(after, "sluice_broker_topic_bytes_in_total", with("topic", "orders")); ok {
 		t.Error("topic series exported after RemoveTopic")
 	}
 }

@@ -74,7 +74,7 @@ func TestThroughput1M(t *testing.T) {
 			if os.Getenv("SLUICE_BENCH_STRICT") == "1" {
 				t.Fatal(msg)
 			}
-			t.Log("WARNING: " + msg + " (machine load: see docs/bench/migration.md)")
+			t.Log("WARNING: " + msg + " (machine load: see BENCHMARKS.md)")
 		}
 	}
 }

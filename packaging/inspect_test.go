@@ -128,7 +128,7 @@ func TestDebPackage(t *testing.T) {
 		"/usr/share/man/man1/sluice.1.gz":           "-rw-r--r-- root/root",
 		"/usr/share/doc/sluice/copyright":           "-rw-r--r-- root/root",
 		"/usr/share/doc/sluice/changelog.Debian.gz": "-rw-r--r-- root/root",
-		"/usr/share/doc/sluice/appliance.md":        "-rw-r--r-- root/root",
+		"/usr/share/doc/sluice/README.md":           "-rw-r--r-- root/root",
 		"/usr/share/lintian/overrides/sluice":       "-rw-r--r-- root/root",
 	} {
 		if files[path] != modeOwner {

@@ -32,7 +32,7 @@ import (
 //	go test ./protocol -run '^$' -bench . -benchtime 20000x -count 6 | tee new.txt
 //	benchstat old.txt new.txt
 //
-// Figures are in docs/bench/perf.md.
+// Figures are in BENCHMARKS.md.
 
 // benchNode is a single-node broker assembled as the appliance does it.
 type benchNode struct {

@@ -1,22 +1,40 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark of Sluice, franz-go's kfake and NATS JetStream
-# (`make bench`, which runs `make build` first). Writes docs/bench/perf.md.
+# (`make bench`, which runs `make build` first). Writes the report into BENCHMARKS.md
+# (between its "make bench" markers).
 #
 #   make bench                              # the full matrix, 3 runs (tens of minutes)
 #   BENCH_SMOKE=1 make bench                # ~1 minute: checks the harness, report to stdout
 #   ./scripts/bench.sh --smoke              # the same without rebuilding bin/sluice
 #   BENCH_RECORDS=200000 BENCH_RUNS=1 make bench
 #   BENCH_SYSTEMS=kfake,nats make bench     # leave a system out
+#   BENCH_REPLICATION=3 make bench          # three-broker clusters, topics/streams with 3 replicas
+#   BENCH_SMOKE=1 BENCH_REPLICATION=3 ./scripts/bench.sh   # ~30 s check of the cluster harness
+#   ./scripts/bench.sh --replication 3 --records 50000 --runs 1
+#
+# Replication factor N > 1 (BENCH_REPLICATION, --replication, up to 5) starts, for
+# every measurement, a cluster of N brokers of each system on loopback: a ZooKeeper
+# server (java + Debian's /usr/share/java/zookeeper.jar) and N `sluice serve`
+# processes (broker.id 1..N, default.replication.factor N, min.insync.replicas
+# N/2+1); one kfakeserver process with N brokers; N clustered nats-server processes
+# (-js, routes, streams with N replicas). Broker CPU and peak RSS are summed over
+# the broker processes (ZooKeeper is not counted). Its default matrix is smaller:
+# 6 partitions, compression none (sizes 100,1024, acks 1,all, plus e2e); the
+# BENCH_* lists below still override. The report goes between BENCHMARKS.md's
+# "make bench rfN" markers (appended at the end when missing), never over the
+# single-broker report.
 #
 # Every flag of bench/benchrun can be given after the script name; their
 # defaults come from these variables:
 #   BENCH_RECORDS (1000000)  BENCH_RUNS (3)  BENCH_SYSTEMS (sluice,kfake,nats)
-#   BENCH_SIZES (100,1024)   BENCH_PARTITIONS (1,6)  BENCH_ACKS (1,all)
-#   BENCH_COMPRESSION (none,zstd)  BENCH_E2E (1)  BENCH_E2E_RATE (10000)
-#   BENCH_E2E_SECONDS (10)   BENCH_REPLICATION (1; 3 once cluster mode exists)
-#   BENCH_OUT (docs/bench/perf.md)  BENCH_WORKDIR (a temp dir)  BENCH_NOTE
+#   BENCH_SIZES (100,1024)   BENCH_PARTITIONS (1,6; 6 with replication)  BENCH_ACKS (1,all)
+#   BENCH_COMPRESSION (none,zstd; none with replication)  BENCH_E2E (1)  BENCH_E2E_RATE (10000)
+#   BENCH_E2E_SECONDS (10)   BENCH_REPLICATION (1)  BENCH_PROFILE (0)
+#   BENCH_OUT (BENCHMARKS.md)  BENCH_WORKDIR (a temp dir)  BENCH_NOTE
 #   BENCH_SLUICE_SERVE (the `sluice serve` arguments, {port} and {dir} filled in)
+#   BENCH_SLUICE_CLUSTER (added per broker of a Sluice cluster: {id}, {zk}, {rf}, {minisr})
 #   BENCH_NATS_SERVER (/usr/sbin/nats-server)
+#   SLUICE_JAVA, SLUICE_ZOOKEEPER_JAR (where java and the ZooKeeper jar are, for replication)
 #
 # The kfake launcher and the NATS load generator live in their own Go module
 # (bench/), so nats.go never enters the main module or the sluice binary.

@@ -50,7 +50,7 @@
 // (/brokers/ids, /brokers/topics, /admin/delete_topics, /controller,
 // /admin/reassign_partitions, /config/changes and
 // /state_change_notification), whatever the number of topics and
-// partitions. docs/bench/cluster.md has the measurements.
+// partitions. BENCHMARKS.md has the measurements.
 //
 // The controller purges notifications older than Config.ChangeRetention
 // (never the newest one). A broker whose session expires reloads everything

@@ -162,7 +162,7 @@ func TestScale10000Partitions(t *testing.T) {
 		t.Fatalf("%d notifications for 10,000 state creations; want a handful", r.notifications)
 	}
 	// Generous bounds for a shared 2-core machine; typical figures are
-	// in docs/bench/cluster.md.
+	// in BENCHMARKS.md.
 	if r.peersSeeNew > 30*time.Second || r.peersSeeMove > 10*time.Second || r.coldOpen > 30*time.Second {
 		t.Fatalf("too slow: %+v", r)
 	}
@@ -184,7 +184,7 @@ func BenchmarkScale(b *testing.B) {
 }
 
 // BenchmarkAlternativePerPartitionWatches measures the design this package
-// rejected, for docs/bench/cluster.md: a broker holding a data watch on
+// rejected, for BENCHMARKS.md: a broker holding a data watch on
 // every state znode and re-arming it (GetW) on each change, with the writer
 // doing plain compare-and-sets and no notification znode.
 func BenchmarkAlternativePerPartitionWatches(b *testing.B) {

@@ -3,15 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-io/sluice/internal/perf"
+	"github.com/sluice-io/sluice/internal/zktest"
 )
 
 func TestParseProc(t *testing.T) {
@@ -64,11 +68,29 @@ func TestConfig(t *testing.T) {
 	}
 	c, err = parseConfig(nil)
 	if err != nil || c.Records != 1_000_000 || c.Runs != 3 || len(c.Sizes)*len(c.Partitions)*len(c.Acks)*len(c.Compression) != 16 ||
-		c.Out != "docs/bench/perf.md" {
+		c.Out != "BENCHMARKS.md" {
 		t.Fatalf("full defaults: %+v %v", c, err)
 	}
+	// Replication 3: a smaller matrix by default (6 partitions, no
+	// compression), each setting still overridable.
+	c, err = parseConfig([]string{"--replication", "3"})
+	if err != nil || c.Replication != 3 || !slices.Equal(c.Sizes, []int{100, 1024}) || !slices.Equal(c.Partitions, []int{6}) ||
+		!slices.Equal(c.Acks, []string{"1", "all"}) || !slices.Equal(c.Compression, []string{"none"}) || !c.E2E || c.Out != "BENCHMARKS.md" {
+		t.Fatalf("replication 3 defaults: %+v %v", c, err)
+	}
+	c, err = parseConfig([]string{"--replication", "3", "--partitions", "1,12", "--compression", "none,zstd", "--sizes", "512", "--acks", "all"})
+	if err != nil || !slices.Equal(c.Partitions, []int{1, 12}) || !slices.Equal(c.Compression, []string{"none", "zstd"}) ||
+		!slices.Equal(c.Sizes, []int{512}) || !slices.Equal(c.Acks, []string{"all"}) {
+		t.Fatalf("replication 3 with explicit flags: %+v %v", c, err)
+	}
+	c, err = parseConfig([]string{"--replication", "3", "--smoke"})
+	if err != nil || c.Records != 20_000 || c.Runs != 1 || !slices.Equal(c.Sizes, []int{100}) || !slices.Equal(c.Partitions, []int{6}) ||
+		!slices.Equal(c.Acks, []string{"1", "all"}) || !slices.Equal(c.Compression, []string{"none"}) || c.Out != "" {
+		t.Fatalf("replication 3 smoke defaults: %+v %v", c, err)
+	}
 	for _, args := range [][]string{
-		{"--replication", "3"},
+		{"--replication", "0"},
+		{"--replication", "6"},
 		{"--systems", "kafka"},
 		{"--sizes", "0"},
 		{"--acks", "0"},
@@ -79,8 +101,88 @@ func TestConfig(t *testing.T) {
 			t.Errorf("%v accepted", args)
 		}
 	}
-	if _, err := parseConfig([]string{"--replication", "3"}); err == nil || !strings.Contains(err.Error(), "cluster mode") {
-		t.Errorf("replication 3: %v", err)
+	if _, err := parseConfig([]string{"--replication", "-1"}); err == nil || !strings.Contains(err.Error(), "--replication -1") {
+		t.Errorf("replication -1: %v", err)
+	}
+}
+
+// TestClusterCommands: with three brokers every system starts a cluster of
+// three on distinct loopback ports and data directories, Sluice's brokers
+// with their own broker.id, ZooKeeper and the replication settings, NATS's
+// routed to each other; the clients get every broker.
+func TestClusterCommands(t *testing.T) {
+	sys := newSystems(paths{Sluice: "bin/sluice", KfakeServer: "kfakeserver", NatsPerf: "natsperf", NatsServer: "nats-server",
+		SluiceServe: "serve --override listeners=PLAINTEXT://127.0.0.1:{port} --override log.dirs={dir}/kafka", SluiceCluster: defaultSluiceCluster})
+	l := layout{Brokers: 3, Ports: []int{9001, 9002, 9003}, Peers: []int{9101, 9102, 9103}, Monitor: []int{9201, 9202, 9203},
+		Dir: "/d", ZK: "127.0.0.1:2181"}
+
+	sl := sys["sluice"].procs(l)
+	if len(sl) != 3 {
+		t.Fatalf("sluice cluster: %d processes", len(sl))
+	}
+	for i, p := range sl {
+		argv := strings.Join(p.Argv, " ")
+		for _, want := range []string{
+			fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d ", 9001+i),
+			fmt.Sprintf("log.dirs=/d/broker-%d/kafka ", i+1),
+			fmt.Sprintf("broker.id=%d ", i+1),
+			"zookeeper.connect=127.0.0.1:2181/sluice-bench ",
+			"default.replication.factor=3 ", "min.insync.replicas=2 ", "zookeeper.session.timeout.ms=6000 ",
+		} {
+			if !strings.Contains(argv, want) {
+				t.Errorf("sluice broker %d lacks %q: %s", i+1, want, argv)
+			}
+		}
+		if p.Wait != fmt.Sprintf("127.0.0.1:%d", 9001+i) {
+			t.Errorf("sluice broker %d waits on %s", i+1, p.Wait)
+		}
+	}
+	if got := sys["sluice"].addr(l); got != "127.0.0.1:9001,127.0.0.1:9002,127.0.0.1:9003" {
+		t.Errorf("sluice client address %q", got)
+	}
+	// One broker: no cluster settings, the measurement's own directory.
+	one := layout{Brokers: 1, Ports: []int{9001}, Peers: []int{9101}, Monitor: []int{9201}, Dir: "/d"}
+	if argv := strings.Join(sys["sluice"].procs(one)[0].Argv, " "); strings.Contains(argv, "zookeeper") || !strings.Contains(argv, "log.dirs=/d/kafka") {
+		t.Errorf("single sluice broker: %s", argv)
+	}
+
+	kf := sys["kfake"].procs(l)
+	if len(kf) != 1 || !slices.Contains(kf[0].Argv, "127.0.0.1:9001,127.0.0.1:9002,127.0.0.1:9003") {
+		t.Errorf("kfake cluster: %+v", kf)
+	}
+
+	ns := sys["nats"].procs(l)
+	if len(ns) != 3 {
+		t.Fatalf("nats cluster: %d processes", len(ns))
+	}
+	for i, p := range ns {
+		argv := strings.Join(p.Argv, " ")
+		for _, want := range []string{
+			fmt.Sprintf("-sd /d/broker-%d ", i+1), fmt.Sprintf("-p %d ", 9001+i), fmt.Sprintf("--server_name n%d ", i+1),
+			"--cluster_name bench ", fmt.Sprintf("--cluster nats://127.0.0.1:%d ", 9101+i), fmt.Sprintf("-m %d", 9201+i),
+		} {
+			if !strings.Contains(argv+" ", want) {
+				t.Errorf("nats server %d lacks %q: %s", i+1, want, argv)
+			}
+		}
+		routes := p.Argv[slices.Index(p.Argv, "--routes")+1]
+		if strings.Count(routes, "nats://") != 2 || strings.Contains(routes, fmt.Sprint(9101+i)) {
+			t.Errorf("nats server %d routes %q", i+1, routes)
+		}
+	}
+	if got := sys["nats"].addr(l); got != "nats://127.0.0.1:9001,nats://127.0.0.1:9002,nats://127.0.0.1:9003" {
+		t.Errorf("nats client address %q", got)
+	}
+	w := workload{Size: 100, Partitions: 6, Acks: "all", Compression: "none", Replication: 3}
+	if argv := strings.Join(sys["sluice"].client("produce", w, "a,b,c", 10, 1, 1), " "); !strings.Contains(argv, "--brokers a,b,c ") ||
+		!strings.Contains(argv, "--replication-factor 3 ") {
+		t.Errorf("sluice perf produce: %s", argv)
+	}
+	if argv := strings.Join(sys["nats"].client("produce", w, "a,b,c", 10, 1, 1), " "); !strings.Contains(argv, "--replicas 3 ") {
+		t.Errorf("natsperf produce: %s", argv)
+	}
+	if w.String() != "100 B, 6 part., acks=all, none, RF 3" {
+		t.Errorf("workload %q", w)
 	}
 }
 
@@ -139,6 +241,48 @@ func TestReport(t *testing.T) {
 	}
 }
 
+// TestReportReplicated: a replication factor 3 report says so in its title,
+// settings and table titles, says what the CPU and RSS figures sum, skips
+// the single-broker targets and shows every broker's command.
+func TestReportReplicated(t *testing.T) {
+	ws := []workload{{Size: 100, Partitions: 6, Acks: "all", Compression: "none", Replication: 3}}
+	e2e := workload{E2E: true, Size: 100, Partitions: 1, Acks: "1", Compression: "none", Replication: 3}
+	w := ws[0].String()
+	ms := []measurement{
+		{System: "Sluice", Workload: w, Run: 1, Produce: res(1e6, 95, 10, 0.5), Consume: res(2e6, 190, 0, 0.1), PeakRSSKiB: 300 << 10},
+		{System: "kfake", Workload: w, Run: 1, Produce: res(1e6, 95, 5, 0.3), Consume: res(1e6, 95, 0, 0.2), PeakRSSKiB: 100 << 10},
+		{System: "Sluice", Workload: e2e.String(), Run: 1, E2E: res(1e4, 1, 2.5, 0.4)},
+	}
+	sys := newSystems(paths{Sluice: "bin/sluice", KfakeServer: "kfakeserver", NatsPerf: "natsperf", NatsServer: "nats-server",
+		SluiceServe: "serve --override listeners=PLAINTEXT://127.0.0.1:{port}", SluiceCluster: defaultSluiceCluster})
+	r := report{cfg: &config{Records: 1_000_000, Runs: 1, E2E: true, E2ERate: 10_000, E2ESecs: 10, Systems: []string{"sluice", "kfake"},
+		Sizes: []int{100}, Partitions: []int{6}, Acks: []string{"all"}, Compression: []string{"none"}, Replication: 3},
+		systems: []*system{sys["sluice"], sys["kfake"]}, workloads: ws, e2e: e2e, ms: ms, began: time.Now(), raw: "/tmp/x/results.json"}
+	md := r.markdown()
+	for _, want := range []string{
+		"# Side-by-side benchmark, replication factor 3: Sluice, kfake",
+		"**Replication factor 3**", "min.insync.replicas 2", "ZooKeeper's CPU and memory are not counted",
+		"**sum over the broker processes**", "**sum of the broker processes' VmHWM**",
+		"## Produce throughput (records/s, MiB/s) — replication factor 3",
+		"## Consume from the start (records/s, MiB/s) — replication factor 3",
+		"## Broker cost, summed over the 3 broker processes: CPU seconds per million records (produce / consume), peak RSS — replication factor 3",
+		"## End-to-end latency at 10000 records/s for 10 s (ms, medians of runs; max is the worst run) — replication factor 3",
+		"| 100 B, 6 part., acks=all, none, RF 3 | 1.00 M/s, 95.0 MiB/s | 1.00 M/s, 95.0 MiB/s | 1.00× |",
+		"0.50 / 0.10 s, 300 MiB",
+		"not checked against them",
+		"BENCH_REPLICATION=3",
+		"broker.id=3 ", "ZooKeeper first",
+		"kfakeserver --listen 127.0.0.1:0,127.0.0.1:0,127.0.0.1:0",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "(target") {
+		t.Errorf("replicated report checked against the single-broker targets:\n%s", md)
+	}
+}
+
 // TestSmokeRun runs the harness's smoke mode against kfake and NATS
 // JetStream (and Sluice when its broker is built in): every system starts,
 // every workload measures, the report and the raw results are written.
@@ -146,26 +290,7 @@ func TestSmokeRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds binaries and runs brokers")
 	}
-	natsServer := "/usr/sbin/nats-server"
-	if _, err := os.Stat(natsServer); err != nil {
-		t.Skip("nats-server not installed (apt-get install nats-server)")
-	}
-	dir := t.TempDir()
-	// bin/sluice is built in the main module (the repository root), the
-	// helpers in this one.
-	for pkg, out := range map[string]string{"./cmd/sluice": "sluice", "./kfakeserver": "kfakeserver", "./natsperf": "natsperf"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
-		cmd.Dir = ".."
-		if out == "sluice" {
-			cmd.Dir = "../.."
-		}
-		if b, err := cmd.CombinedOutput(); err != nil {
-			if out == "sluice" {
-				t.Skipf("cmd/sluice does not build right now (another package in progress?): %v\n%s", err, b)
-			}
-			t.Fatalf("building %s: %v\n%s", pkg, err, b)
-		}
-	}
+	dir, natsServer := buildBinaries(t)
 	c, err := parseConfig([]string{"--smoke", "--records", "5000", "--e2e-seconds", "1", "--profile",
 		"--sluice", filepath.Join(dir, "sluice"), "--kfake", filepath.Join(dir, "kfakeserver"),
 		"--natsperf", filepath.Join(dir, "natsperf"), "--nats-server", natsServer,
@@ -245,6 +370,127 @@ func TestSmokeRun(t *testing.T) {
 	}
 }
 
+// buildBinaries builds sluice, kfakeserver and natsperf into a temporary
+// directory, skipping the test when nats-server is missing or cmd/sluice
+// does not build at the moment.
+func buildBinaries(t *testing.T) (dir, natsServer string) {
+	t.Helper()
+	natsServer = "/usr/sbin/nats-server"
+	if _, err := os.Stat(natsServer); err != nil {
+		t.Skip("nats-server not installed (apt-get install nats-server)")
+	}
+	dir = t.TempDir()
+	// bin/sluice is built in the main module (the repository root), the
+	// helpers in this one.
+	for pkg, out := range map[string]string{"./cmd/sluice": "sluice", "./kfakeserver": "kfakeserver", "./natsperf": "natsperf"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
+		cmd.Dir = ".."
+		if out == "sluice" {
+			cmd.Dir = "../.."
+		}
+		if b, err := cmd.CombinedOutput(); err != nil {
+			if out == "sluice" {
+				t.Skipf("cmd/sluice does not build right now (another package in progress?): %v\n%s", err, b)
+			}
+			t.Fatalf("building %s: %v\n%s", pkg, err, b)
+		}
+	}
+	return dir, natsServer
+}
+
+// TestSmokeRunReplicated runs a replication factor 3 smoke run: each system
+// starts as a three-broker cluster (Sluice with ZooKeeper), every
+// measurement succeeds, the report says replication factor 3 and every
+// process is gone afterwards.
+func TestSmokeRunReplicated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds binaries and runs clusters")
+	}
+	if err := zktest.Available(); err != nil {
+		t.Skipf("ZooKeeper is needed for a Sluice cluster: %v", err)
+	}
+	dir, natsServer := buildBinaries(t)
+	c, err := parseConfig([]string{"--smoke", "--replication", "3", "--records", "5000", "--acks", "all", "--e2e-seconds", "1",
+		"--sluice", filepath.Join(dir, "sluice"), "--kfake", filepath.Join(dir, "kfakeserver"),
+		"--natsperf", filepath.Join(dir, "natsperf"), "--nats-server", natsServer,
+		"--out", filepath.Join(dir, "perf.md"), "--workdir", filepath.Join(dir, "work")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// A cluster stops whole: the brokers and ZooKeeper.
+	sys := newSystems(c.paths)
+	logs := filepath.Join(dir, "deploy-logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d, err := deploy(ctx, sys["sluice"], 3, filepath.Join(dir, "deploy"), logs, "deploy", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.procs) != 3 || d.zk == nil || strings.Count(d.addr, ",") != 2 {
+		t.Fatalf("sluice cluster: %d processes, zookeeper %v, address %q", len(d.procs), d.zk != nil, d.addr)
+	}
+	if rss, err := d.peakRSSKiB(); err != nil || rss <= 0 {
+		t.Fatalf("summed RSS %v, %v", rss, err)
+	}
+	zkAddr := d.zk.Addr()
+	d.stop()
+	for _, p := range d.procs {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", p.pid())); err == nil {
+			t.Errorf("broker %d still running after stop", p.pid())
+		}
+	}
+	if conn, err := net.DialTimeout("tcp", zkAddr, time.Second); err == nil {
+		conn.Close()
+		t.Errorf("ZooKeeper still answers on %s after stop", zkAddr)
+	}
+
+	if err := bench(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(c.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(c.WorkDir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []measurement
+	if err := json.Unmarshal(raw, &ms); err != nil {
+		t.Fatal(err)
+	}
+	measured := map[string]int{}
+	for _, m := range ms {
+		if m.Err != "" {
+			t.Errorf("%s %s: %s", m.System, m.Workload, m.Err)
+			continue
+		}
+		if m.E2E == nil && (m.Produce.Records != c.Records || m.Consume.Records < c.Records || m.PeakRSSKiB <= 0) {
+			t.Errorf("%s %s: produce %d consume %d rss %d", m.System, m.Workload, m.Produce.Records, m.Consume.Records, m.PeakRSSKiB)
+		}
+		measured[m.System]++
+	}
+	if measured["Sluice"] != 2 || measured["kfake"] != 2 || measured["NATS JetStream"] != 2 {
+		t.Fatalf("measurements per system: %v", measured)
+	}
+	for _, want := range []string{"# Side-by-side benchmark, replication factor 3", "| 100 B, 6 part., acks=all, none, RF 3 |",
+		"— replication factor 3", "<!-- make bench rf3: begin -->"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// Every Sluice measurement ran three brokers and a ZooKeeper.
+	for _, f := range []string{"broker-1.log", "broker-2.log", "broker-3.log", "zookeeper.log"} {
+		if m, _ := filepath.Glob(filepath.Join(c.WorkDir, "logs", "sluice-*-"+f)); len(m) != 2 {
+			t.Errorf("sluice logs *-%s: %v", f, m)
+		}
+	}
+}
+
 func TestParsePprofTotals(t *testing.T) {
 	out := "Showing nodes accounting for 1.79MB, 55.91% of 3.21MB total\n"
 	if got := parseAccounted(out); got != 1.79*(1<<20) {
@@ -261,5 +507,69 @@ func TestParsePprofTotals(t *testing.T) {
 	}
 	if got := parseTotal("no header"); got != 0 {
 		t.Errorf("no header: %v", got)
+	}
+}
+
+// TestWriteReportSplices: the report replaces what lies between the markers
+// of BENCHMARKS.md, one heading level down, and nothing else; a file without
+// markers is the report.
+func TestWriteReportSplices(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "B.md")
+	doc := "# Benchmarks\n\nintro\n\n" + reportBegin + "\nold table\n" + reportEnd + "\n\n## Storage\nkept\n"
+	if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeReport(p, "# Side by side\n\n## Produce\n```\n# not a heading\n```\n", 1); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	want := "# Benchmarks\n\nintro\n\n" + reportBegin + "\n## Side by side\n\n### Produce\n```\n# not a heading\n```\n" + reportEnd + "\n\n## Storage\nkept\n"
+	if string(b) != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", b, want)
+	}
+	q := filepath.Join(dir, "new.md")
+	if err := writeReport(q, "# R\n", 1); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(q); string(b) != "# R\n" {
+		t.Fatalf("no markers: %q", b)
+	}
+
+	// A replication factor 3 report never touches the single-broker one:
+	// without its own markers it is appended between new ones...
+	rf3Begin, rf3End := "<!-- make bench rf3: begin -->", "<!-- make bench rf3: end -->"
+	if b, e := reportMarkers(3); b != rf3Begin || e != rf3End {
+		t.Fatalf("rf3 markers %q %q", b, e)
+	}
+	if err := writeReport(p, "# RF3 run\n", 3); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(p)
+	want += "\n" + rf3Begin + "\n## RF3 run\n" + rf3End + "\n"
+	if string(b) != want {
+		t.Fatalf("rf3 appended, got:\n%s\nwant:\n%s", b, want)
+	}
+	// ...which the next replication factor 3 run replaces, and a single-broker
+	// run leaves alone.
+	if err := writeReport(p, "# RF3 again\n", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeReport(p, "# RF1 again\n", 1); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(p)
+	want = "# Benchmarks\n\nintro\n\n" + reportBegin + "\n## RF1 again\n" + reportEnd + "\n\n## Storage\nkept\n\n" +
+		rf3Begin + "\n## RF3 again\n" + rf3End + "\n"
+	if string(b) != want {
+		t.Fatalf("rf3 replaced, got:\n%s\nwant:\n%s", b, want)
+	}
+	// A replicated report into a file that does not exist yet.
+	n := filepath.Join(dir, "rf3.md")
+	if err := writeReport(n, "# X\n", 3); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(n); string(b) != rf3Begin+"\n## X\n"+rf3End+"\n" {
+		t.Fatalf("new rf3 file: %q", b)
 	}
 }

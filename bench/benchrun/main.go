@@ -11,6 +11,11 @@
 // CPU time (utime+stime from /proc/<pid>/stat before and after a phase) is
 // its own. Settings come from flags, whose defaults come from BENCH_*
 // environment variables (see scripts/bench.sh).
+//
+// With --replication N > 1 each measurement starts a cluster of N brokers of
+// every system instead (see cluster.go): CPU and peak RSS are then summed
+// over the broker processes, and the report goes between BENCHMARKS.md's
+// "make bench rfN" markers, next to the single-broker one.
 package main
 
 import (
@@ -31,6 +36,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/perf"
+	"github.com/sluice-io/sluice/internal/zktest"
 )
 
 type config struct {
@@ -53,6 +59,14 @@ type config struct {
 	Profile     bool
 	Timeout     time.Duration
 }
+
+// defaultSluiceCluster is what each Sluice broker of a cluster adds to
+// --sluice-serve. Controlled shutdown is off: the harness stops every broker
+// of a measurement at once and throws the data away, so moving leadership
+// first would only make each measurement wait for retries.
+const defaultSluiceCluster = "--override broker.id={id} --override zookeeper.connect={zk}/sluice-bench " +
+	"--override default.replication.factor={rf} --override min.insync.replicas={minisr} " +
+	"--override zookeeper.session.timeout.ms=6000 --override controlled.shutdown.enable=false"
 
 func env(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok && v != "" {
@@ -77,6 +91,8 @@ func parseConfig(args []string) (*config, error) {
 	fs.StringVar(&c.SluiceServe, "sluice-serve", env("BENCH_SLUICE_SERVE",
 		"serve --override listeners=PLAINTEXT://127.0.0.1:{port} --override log.dirs={dir}/kafka --override console.listen= --override console.data.dir={dir}/console"),
 		"arguments of the Sluice broker; {port} and {dir} are filled in")
+	fs.StringVar(&c.SluiceCluster, "sluice-cluster", env("BENCH_SLUICE_CLUSTER", defaultSluiceCluster),
+		"arguments added to each Sluice broker of a cluster (--replication > 1); {id}, {zk}, {rf} and {minisr} are filled in")
 	fs.StringVar(&c.KfakeServer, "kfake", env("BENCH_KFAKE", "bin/bench/kfakeserver"), "the kfake launcher")
 	fs.StringVar(&c.NatsPerf, "natsperf", env("BENCH_NATSPERF", "bin/bench/natsperf"), "the NATS load generator")
 	fs.StringVar(&c.NatsServer, "nats-server", env("BENCH_NATS_SERVER", "/usr/sbin/nats-server"), "the nats-server binary")
@@ -84,49 +100,65 @@ func parseConfig(args []string) (*config, error) {
 	fs.Int64Var(&records, "records", int64(envInt("BENCH_RECORDS", 1_000_000)), "records per produce/consume workload")
 	fs.IntVar(&c.Runs, "runs", envInt("BENCH_RUNS", 3), "runs of every workload on every system")
 	fs.StringVar(&sizes, "sizes", env("BENCH_SIZES", "100,1024"), "record sizes in bytes")
-	fs.StringVar(&parts, "partitions", env("BENCH_PARTITIONS", "1,6"), "partition counts")
+	fs.StringVar(&parts, "partitions", env("BENCH_PARTITIONS", "1,6"), "partition counts (default 6 with --replication > 1)")
 	fs.StringVar(&acks, "acks", env("BENCH_ACKS", "1,all"), "acks settings")
-	fs.StringVar(&comp, "compression", env("BENCH_COMPRESSION", "none,zstd"), "codecs")
-	fs.IntVar(&c.Replication, "replication", envInt("BENCH_REPLICATION", 1), "replication factor (3 needs cluster mode)")
+	fs.StringVar(&comp, "compression", env("BENCH_COMPRESSION", "none,zstd"), "codecs (default none with --replication > 1)")
+	fs.IntVar(&c.Replication, "replication", envInt("BENCH_REPLICATION", 1),
+		"replication factor, 1 to 5: above 1, a cluster of that many brokers of each system (Sluice with ZooKeeper), "+
+			"and the report goes between BENCHMARKS.md's \"make bench rf<N>\" markers")
 	fs.BoolVar(&c.E2E, "e2e", env("BENCH_E2E", "1") != "0", "run the end-to-end latency workload")
 	fs.IntVar(&c.E2ERate, "e2e-rate", envInt("BENCH_E2E_RATE", 10_000), "end-to-end rate, records/s")
 	fs.IntVar(&c.E2ESecs, "e2e-seconds", envInt("BENCH_E2E_SECONDS", 10), "end-to-end duration, seconds")
-	fs.StringVar(&c.Out, "out", env("BENCH_OUT", ""), "Markdown report (default docs/bench/perf.md, or stdout with --smoke)")
+	fs.StringVar(&c.Out, "out", env("BENCH_OUT", ""), "Markdown report (default BENCHMARKS.md, between its \"make bench\" markers, \"make bench rf<N>\" ones with --replication N > 1; stdout with --smoke)")
 	fs.StringVar(&c.WorkDir, "workdir", env("BENCH_WORKDIR", ""), "logs, data and raw results (default: a new temp dir)")
 	fs.StringVar(&c.Note, "note", env("BENCH_NOTE", ""), "a sentence on the conditions of the run, for the report")
-	fs.BoolVar(&c.Smoke, "smoke", env("BENCH_SMOKE", "0") == "1", "a quick run: 20,000 records, 1 run, two workloads, 2 s e2e")
-	fs.BoolVar(&c.Profile, "profile", env("BENCH_PROFILE", "0") == "1", "capture the Sluice broker's CPU and allocation profiles of every phase (and a trace of e2e)")
+	fs.BoolVar(&c.Smoke, "smoke", env("BENCH_SMOKE", "0") == "1", "a quick run: 20,000 records, 1 run, two workloads (with --replication > 1: 6 partitions, acks 1 and all), 2 s e2e")
+	fs.BoolVar(&c.Profile, "profile", env("BENCH_PROFILE", "0") == "1", "capture the Sluice broker's CPU and allocation profiles of every phase (and a trace of e2e); of broker 1 in a cluster")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "limit of one load generator run")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	c.Records = records
+	// Smoke mode and replication change the defaults of only what was not
+	// set explicitly (flag or environment variable).
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	unset := func(flag, envName string) bool { return !set[flag] && os.Getenv(envName) == "" }
+	if c.Replication > 1 {
+		// A cluster costs three times the processes: the replicated matrix
+		// is the 6-partition, uncompressed half of the single-broker one.
+		if unset("partitions", "BENCH_PARTITIONS") {
+			parts = "6"
+		}
+		if unset("compression", "BENCH_COMPRESSION") {
+			comp = "none"
+		}
+	}
 	if c.Smoke {
-		// Smoke mode overrides only what was not set explicitly.
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if !set["records"] && os.Getenv("BENCH_RECORDS") == "" {
+		if unset("records", "BENCH_RECORDS") {
 			c.Records = 20_000
 		}
-		if !set["runs"] && os.Getenv("BENCH_RUNS") == "" {
+		if unset("runs", "BENCH_RUNS") {
 			c.Runs = 1
 		}
-		if !set["sizes"] && os.Getenv("BENCH_SIZES") == "" {
+		if unset("sizes", "BENCH_SIZES") {
 			sizes = "100"
 		}
-		if !set["partitions"] && os.Getenv("BENCH_PARTITIONS") == "" {
-			parts = "1"
+		if c.Replication <= 1 {
+			if unset("partitions", "BENCH_PARTITIONS") {
+				parts = "1"
+			}
+			if unset("acks", "BENCH_ACKS") {
+				acks = "1"
+			}
+			if unset("compression", "BENCH_COMPRESSION") {
+				comp = "none,zstd"
+			}
 		}
-		if !set["acks"] && os.Getenv("BENCH_ACKS") == "" {
-			acks = "1"
-		}
-		if !set["compression"] && os.Getenv("BENCH_COMPRESSION") == "" {
-			comp = "none,zstd"
-		}
-		if !set["e2e-rate"] && os.Getenv("BENCH_E2E_RATE") == "" {
+		if unset("e2e-rate", "BENCH_E2E_RATE") {
 			c.E2ERate = 2_000
 		}
-		if !set["e2e-seconds"] && os.Getenv("BENCH_E2E_SECONDS") == "" {
+		if unset("e2e-seconds", "BENCH_E2E_SECONDS") {
 			c.E2ESecs = 2
 		}
 	}
@@ -160,15 +192,11 @@ func parseConfig(args []string) (*config, error) {
 	if c.Records <= 0 || c.Runs <= 0 || c.E2ERate <= 0 || c.E2ESecs <= 0 || len(c.Systems) == 0 {
 		return nil, errors.New("records, runs, e2e rate and seconds must be positive and at least one system given")
 	}
-	if c.Replication > 1 {
-		// The switch is here so the matrix, the clients (--replication-factor,
-		// --replicas) and the report already carry the replication factor;
-		// what is missing is starting three brokers of each system.
-		return nil, fmt.Errorf("--replication %d: replication needs cluster mode (three ZooKeeper-coordinated Sluice brokers, "+
-			"a three-broker kfake, a three-server NATS cluster), which the harness does not start yet", c.Replication)
+	if c.Replication < 1 || c.Replication > 5 {
+		return nil, fmt.Errorf("--replication %d: want 1 (one broker per system) up to 5 (a cluster of that many brokers)", c.Replication)
 	}
 	if c.Out == "" && !c.Smoke {
-		c.Out = "docs/bench/perf.md"
+		c.Out = "BENCHMARKS.md"
 	}
 	return c, nil
 }
@@ -353,7 +381,7 @@ func bench(ctx context.Context, c *config) error {
 		if err := os.MkdirAll(filepath.Dir(c.Out), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(c.Out, []byte(md), 0o644); err != nil {
+		if err := writeReport(c.Out, md, c.Replication); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "benchrun: wrote %s\n", c.Out)
@@ -382,6 +410,11 @@ func preflight(ctx context.Context, c *config, sys *system) string {
 			return "bin/sluice has no serve command yet"
 		}
 	}
+	if c.Replication > 1 && sys.zookeeper {
+		if err := zktest.Available(); err != nil {
+			return fmt.Sprintf("a cluster needs ZooKeeper: %v (apt-get install zookeeper)", err)
+		}
+	}
 	return ""
 }
 
@@ -400,7 +433,7 @@ func sluicePerfClientVersion(ctx context.Context, bin string) string {
 	return "unknown"
 }
 
-// measure starts a fresh broker and runs one workload against it.
+// measure starts a fresh broker (or cluster) and runs one workload against it.
 func measure(ctx context.Context, c *config, sys *system, w workload, run int) measurement {
 	m := measurement{System: sys.Name, Workload: w.String(), Run: run}
 	tag := fmt.Sprintf("%s-%s-r%d", sys.Key, slug(w.String()), run)
@@ -427,7 +460,7 @@ func measure(ctx context.Context, c *config, sys *system, w workload, run int) m
 		env = append(env, "SLUICE_PPROF_LISTEN="+addr)
 		prof = newProfiler(addr, filepath.Join(c.WorkDir, "profiles"), tag)
 	}
-	srv, err := startServer(ctx, sys, dir, filepath.Join(logDir, tag+"-broker.log"), env...)
+	srv, err := deploy(ctx, sys, max(c.Replication, 1), dir, logDir, tag, env)
 	if err != nil {
 		m.Err = err.Error()
 		return m
@@ -462,14 +495,14 @@ func measure(ctx context.Context, c *config, sys *system, w workload, run int) m
 			}
 			m.Profiles[phase] = pf
 		}
-		cpu0, err := cpuSeconds(srv.pid())
+		cpu0, err := srv.cpuSeconds()
 		if err != nil {
 			m.Err = err.Error()
 			return m
 		}
 		res, err := runClient(ctx, c.Timeout, argv, clientLog)
 		if res != nil {
-			if cpu1, cerr := cpuSeconds(srv.pid()); cerr == nil {
+			if cpu1, cerr := srv.cpuSeconds(); cerr == nil {
 				res.BrokerCPU = cpu1 - cpu0
 			}
 			switch phase {
@@ -500,7 +533,7 @@ func measure(ctx context.Context, c *config, sys *system, w workload, run int) m
 			break
 		}
 	}
-	if rss, err := peakRSSKiB(srv.pid()); err == nil {
+	if rss, err := srv.peakRSSKiB(); err == nil {
 		m.PeakRSSKiB = rss
 	}
 	return m
@@ -595,4 +628,62 @@ func latP99(r *result) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", r.Latency.P99)
+}
+
+// The markers between which writeReport puts the report in a file that has
+// them (BENCHMARKS.md), leaving the rest of the file as it is.
+const (
+	reportBegin = "<!-- make bench: begin -->"
+	reportEnd   = "<!-- make bench: end -->"
+)
+
+// reportMarkers returns the markers of a run with replication factor rf:
+// those above for 1, "<!-- make bench rf3: begin -->" and its end for 3, so
+// a replicated run never overwrites the single-broker report.
+func reportMarkers(rf int) (begin, end string) {
+	if rf <= 1 {
+		return reportBegin, reportEnd
+	}
+	return fmt.Sprintf("<!-- make bench rf%d: begin -->", rf), fmt.Sprintf("<!-- make bench rf%d: end -->", rf)
+}
+
+// writeReport writes md, the report of a run with replication factor rf, to
+// path: between the run's markers, its headings one level down, when the
+// file has both. Otherwise a single-broker report (rf 1) becomes the whole
+// file, and a replicated one is appended to the end of the file (created if
+// need be) between its markers, so the rest of the file stays.
+func writeReport(path, md string, rf int) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	begin, end := reportMarkers(rf)
+	before, rest, ok1 := strings.Cut(string(old), begin)
+	_, after, ok2 := strings.Cut(rest, end)
+	if !ok1 || !ok2 {
+		if rf <= 1 {
+			return os.WriteFile(path, []byte(md), 0o644)
+		}
+		before, after = string(old), "\n"
+		if before != "" {
+			before = strings.TrimRight(before, "\n") + "\n\n"
+		}
+	}
+	return os.WriteFile(path, []byte(before+begin+"\n"+demoteHeadings(md)+end+after), 0o644)
+}
+
+// demoteHeadings puts every Markdown heading outside code fences one level
+// down ("# x" becomes "## x").
+func demoteHeadings(md string) string {
+	lines := strings.Split(md, "\n")
+	fenced := false
+	for i, l := range lines {
+		if strings.HasPrefix(l, "```") {
+			fenced = !fenced
+		}
+		if !fenced && strings.HasPrefix(l, "#") {
+			lines[i] = "#" + l
+		}
+	}
+	return strings.Join(lines, "\n")
 }

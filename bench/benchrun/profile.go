@@ -318,7 +318,11 @@ func (r *report) profileMarkdown(b *strings.Builder) {
 	if len(r.profiles) == 0 {
 		return
 	}
-	b.WriteString("\n## Profiles of the Sluice broker (BENCH_PROFILE=1, first run of each workload)\n\n")
+	if r.cfg.Replication > 1 {
+		fmt.Fprintf(b, "\n## Profiles of Sluice broker 1 of %d (BENCH_PROFILE=1, first run of each workload)\n\n", r.cfg.Replication)
+	} else {
+		b.WriteString("\n## Profiles of the Sluice broker (BENCH_PROFILE=1, first run of each workload)\n\n")
+	}
 	b.WriteString("CPU profile of each phase and the heap allocated during it (the difference of two allocation profiles; " +
 		"Go samples allocations every 512 KiB, so counts are estimates). Profile files are in the work directory's `profiles/`.\n\n")
 	b.WriteString("| workload | phase | CPU sampled | allocated | per record |\n|---|---|---|---|---|\n")

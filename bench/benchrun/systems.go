@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,10 +25,12 @@ type workload struct {
 }
 
 func (w workload) String() string {
+	var s string
 	if w.E2E {
-		return fmt.Sprintf("e2e %d B, %d part., acks=%s", w.Size, w.Partitions, w.Acks)
+		s = fmt.Sprintf("e2e %d B, %d part., acks=%s", w.Size, w.Partitions, w.Acks)
+	} else {
+		s = fmt.Sprintf("%s, %d part., acks=%s, %s", sizeName(w.Size), w.Partitions, w.Acks, w.Compression)
 	}
-	s := fmt.Sprintf("%s, %d part., acks=%s, %s", sizeName(w.Size), w.Partitions, w.Acks, w.Compression)
 	if w.Replication > 1 {
 		s += fmt.Sprintf(", RF %d", w.Replication)
 	}
@@ -56,31 +59,101 @@ func (w workload) payloadFor() string {
 type system struct {
 	Key  string // sluice, kfake, nats
 	Name string // as printed in the report
-	// start returns the argv of the broker listening on port with its data
-	// under dir.
-	start func(port int, dir string) []string
+	// procs returns the processes of one measurement laid out as l: one
+	// broker, or with l.Brokers > 1 a cluster of them.
+	procs func(l layout) []procSpec
 	// client returns the load generator argv of one phase (produce,
 	// consume, e2e) against addr.
 	client  func(phase string, w workload, addr string, n int64, e2eRate, e2eSecs int) []string
 	version func(ctx context.Context) string
 	// unsupported returns why a workload cannot run on this system, or "".
 	unsupported func(w workload) string
-	// addr formats the client address of a broker listening on port.
-	addr func(port int) string
+	// addr is the client address of the brokers laid out as l.
+	addr func(l layout) string
+	// ready, when set, waits until a cluster laid out as l has formed (every
+	// process already accepts connections).
+	ready func(ctx context.Context, l layout) error
+	// zookeeper is set when a cluster of this system needs ZooKeeper.
+	zookeeper bool
+}
+
+// layout is where the processes of one measurement listen and keep data.
+type layout struct {
+	Brokers int    // 1, or the replication factor
+	Ports   []int  // client port of each broker
+	Peers   []int  // cluster port of each broker (NATS routes)
+	Monitor []int  // HTTP monitoring port of each broker (NATS)
+	Dir     string // the measurement's data directory
+	ZK      string // ZooKeeper's client address (Sluice with Brokers > 1)
+}
+
+// newLayout picks free loopback ports for n brokers with their data under
+// dir.
+func newLayout(n int, dir string) (layout, error) {
+	l := layout{Brokers: n, Dir: dir}
+	for range n {
+		var ps [3]int
+		for i := range ps {
+			p, err := freePort()
+			if err != nil {
+				return l, err
+			}
+			ps[i] = p
+		}
+		l.Ports, l.Peers, l.Monitor = append(l.Ports, ps[0]), append(l.Peers, ps[1]), append(l.Monitor, ps[2])
+	}
+	return l, nil
+}
+
+// exampleLayout is a layout for the report's commands: port 0 and dir
+// stand for what each measurement picks.
+func exampleLayout(n int) layout {
+	z := make([]int, n)
+	return layout{Brokers: n, Ports: z, Peers: z, Monitor: z, Dir: "<tmpdir>", ZK: "127.0.0.1:0"}
+}
+
+// brokerDir is broker i's data directory: the measurement's own for a
+// single broker, a subdirectory of it for each broker of a cluster.
+func (l layout) brokerDir(i int) string {
+	if l.Brokers <= 1 {
+		return l.Dir
+	}
+	return filepath.Join(l.Dir, fmt.Sprintf("broker-%d", i+1))
+}
+
+// procSpec is one process of a system under test.
+type procSpec struct {
+	Argv []string
+	Wait string // host:port that accepts connections once the process is up
 }
 
 type paths struct {
 	Sluice, KfakeServer, NatsPerf, NatsServer string
 	SluiceServe                               string // template with {port} and {dir}
+	SluiceCluster                             string // added for a cluster: {id}, {zk}, {rf}, {minisr}
 }
 
-func expand(tmpl string, port int, dir string) []string {
-	r := strings.NewReplacer("{port}", strconv.Itoa(port), "{dir}", dir)
+// expand splits tmpl into arguments and fills in its {placeholders}.
+func expand(tmpl string, vars map[string]string) []string {
+	var kv []string
+	for k, v := range vars {
+		kv = append(kv, "{"+k+"}", v)
+	}
+	r := strings.NewReplacer(kv...)
 	var out []string
 	for _, f := range strings.Fields(tmpl) {
 		out = append(out, r.Replace(f))
 	}
 	return out
+}
+
+// addrList joins the client addresses of every broker of l.
+func addrList(l layout, format func(port int) string) string {
+	s := make([]string, len(l.Ports))
+	for i, p := range l.Ports {
+		s[i] = format(p)
+	}
+	return strings.Join(s, ",")
 }
 
 // kafkaClient is `sluice perf` for the two Kafka-protocol systems.
@@ -122,32 +195,64 @@ func newSystems(p paths) map[string]*system {
 	return map[string]*system{
 		"sluice": {
 			Key: "sluice", Name: "Sluice",
-			start: func(port int, dir string) []string {
-				return append([]string{p.Sluice}, expand(p.SluiceServe, port, dir)...)
+			procs: func(l layout) []procSpec {
+				var out []procSpec
+				for i, port := range l.Ports {
+					vars := map[string]string{"port": strconv.Itoa(port), "dir": l.brokerDir(i)}
+					argv := append([]string{p.Sluice}, expand(p.SluiceServe, vars)...)
+					if l.Brokers > 1 {
+						argv = append(argv, expand(p.SluiceCluster, map[string]string{
+							"id": strconv.Itoa(i + 1), "zk": l.ZK, "rf": strconv.Itoa(l.Brokers),
+							"minisr": strconv.Itoa(l.Brokers/2 + 1),
+						})...)
+					}
+					out = append(out, procSpec{Argv: argv, Wait: localAddr(port)})
+				}
+				return out
 			},
 			client: kafkaClient(p),
 			version: func(ctx context.Context) string {
 				return versionOf(ctx, p.Sluice, "version")
 			},
 			unsupported: func(workload) string { return "" },
-			addr:        localAddr,
+			addr:        func(l layout) string { return addrList(l, localAddr) },
+			ready:       kafkaReady,
+			zookeeper:   true,
 		},
 		"kfake": {
 			Key: "kfake", Name: "kfake",
-			start: func(port int, dir string) []string {
-				return []string{p.KfakeServer, "--listen", localAddr(port)}
+			// One process holds every broker of a kfake cluster.
+			procs: func(l layout) []procSpec {
+				return []procSpec{{Argv: []string{p.KfakeServer, "--listen", addrList(l, localAddr)}, Wait: localAddr(l.Ports[len(l.Ports)-1])}}
 			},
 			client: kafkaClient(p),
 			version: func(ctx context.Context) string {
 				return versionOf(ctx, p.KfakeServer, "--version") + " (in memory)"
 			},
 			unsupported: func(workload) string { return "" },
-			addr:        localAddr,
+			addr:        func(l layout) string { return addrList(l, localAddr) },
+			ready:       kafkaReady,
 		},
 		"nats": {
 			Key: "nats", Name: "NATS JetStream",
-			start: func(port int, dir string) []string {
-				return []string{p.NatsServer, "-js", "-sd", dir, "-a", "127.0.0.1", "-p", strconv.Itoa(port)}
+			procs: func(l layout) []procSpec {
+				var out []procSpec
+				for i, port := range l.Ports {
+					argv := []string{p.NatsServer, "-js", "-sd", l.brokerDir(i), "-a", "127.0.0.1", "-p", strconv.Itoa(port)}
+					if l.Brokers > 1 {
+						var routes []string
+						for j, peer := range l.Peers {
+							if j != i {
+								routes = append(routes, "nats://"+localAddr(peer))
+							}
+						}
+						argv = append(argv, "--server_name", fmt.Sprintf("n%d", i+1), "--cluster_name", "bench",
+							"--cluster", "nats://"+localAddr(l.Peers[i]), "--routes", strings.Join(routes, ","),
+							"-m", strconv.Itoa(l.Monitor[i]))
+					}
+					out = append(out, procSpec{Argv: argv, Wait: localAddr(port)})
+				}
+				return out
 			},
 			client: func(phase string, w workload, addr string, n int64, rate, secs int) []string {
 				base := []string{p.NatsPerf, phase, "--server", addr, "--record-size", strconv.Itoa(w.Size),
@@ -173,7 +278,10 @@ func newSystems(p paths) map[string]*system {
 				}
 				return ""
 			},
-			addr: func(port int) string { return "nats://" + localAddr(port) },
+			addr: func(l layout) string {
+				return addrList(l, func(port int) string { return "nats://" + localAddr(port) })
+			},
+			ready: natsReady,
 		},
 	}
 }
@@ -182,7 +290,6 @@ func newSystems(p paths) map[string]*system {
 type server struct {
 	argv    []string
 	cmd     *exec.Cmd
-	addr    string
 	logPath string
 	exited  chan struct{}
 	waitErr error
@@ -190,14 +297,10 @@ type server struct {
 
 func (s *server) pid() int { return s.cmd.Process.Pid }
 
-// startServer starts sys with its data under dir, logging to logPath, and
-// waits until its port accepts connections.
-func startServer(ctx context.Context, sys *system, dir, logPath string, env ...string) (*server, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	argv := sys.start(port, dir)
+// startProc starts one process of sys, logging to logPath, and waits until
+// spec.Wait accepts connections.
+func startProc(ctx context.Context, name string, spec procSpec, logPath string, env ...string) (*server, error) {
+	argv := spec.Argv
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -205,14 +308,16 @@ func startServer(ctx context.Context, sys *system, dir, logPath string, env ...s
 	fmt.Fprintf(logf, "$ %s\n", strings.Join(argv, " "))
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// Should benchrun die without stopping it, the broker goes too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)
 	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return nil, fmt.Errorf("starting %s: %w", sys.Name, err)
+		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	s := &server{argv: argv, cmd: cmd, addr: sys.addr(port), logPath: logPath, exited: make(chan struct{})}
+	s := &server{argv: argv, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
 	go func() {
 		s.waitErr = cmd.Wait()
 		logf.Close()
@@ -220,14 +325,14 @@ func startServer(ctx context.Context, sys *system, dir, logPath string, env ...s
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", localAddr(port), 200*time.Millisecond)
+		c, err := net.DialTimeout("tcp", spec.Wait, 200*time.Millisecond)
 		if err == nil {
 			c.Close()
 			return s, nil
 		}
 		select {
 		case <-s.exited:
-			return nil, fmt.Errorf("%s exited at start (%v); log %s: %s", sys.Name, s.waitErr, logPath, tail(logPath, 5))
+			return nil, fmt.Errorf("%s exited at start (%v); log %s: %s", name, s.waitErr, logPath, tail(logPath, 5))
 		case <-ctx.Done():
 			s.stop()
 			return nil, ctx.Err()
@@ -235,7 +340,7 @@ func startServer(ctx context.Context, sys *system, dir, logPath string, env ...s
 		}
 		if time.Now().After(deadline) {
 			s.stop()
-			return nil, fmt.Errorf("%s did not listen on %d within 30s; log %s", sys.Name, port, logPath)
+			return nil, fmt.Errorf("%s did not listen on %s within 30s; log %s", name, spec.Wait, logPath)
 		}
 	}
 }

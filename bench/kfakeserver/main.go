@@ -8,12 +8,20 @@
 // Kafka's defaults; --sync-writes fsyncs every batch).
 //
 //	kfakeserver --listen 127.0.0.1:9092 [--data-dir DIR] [--brokers 1]
+//	kfakeserver --listen 127.0.0.1:9092,127.0.0.1:9192,127.0.0.1:9292
+//
+// A list of addresses starts one broker on each (the replication factor
+// benchmarks use three); a single address with --brokers N starts N brokers
+// on consecutive ports. All brokers live in this one process and share one
+// copy of the data: kfake accepts a replication factor up to the number of
+// brokers and reports the replicas in metadata, but does not replicate.
 //
 // It prints "kfake listening on ADDR" once it accepts connections and exits
 // cleanly on SIGINT or SIGTERM.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -21,6 +29,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -31,8 +40,8 @@ func main() {
 }
 
 func run() int {
-	listen := flag.String("listen", "127.0.0.1:9092", "host:port of the first broker (kfake always binds 127.0.0.1; more brokers take the next ports)")
-	brokers := flag.Int("brokers", 1, "brokers in the fake cluster")
+	listen := flag.String("listen", "127.0.0.1:9092", "host:port of the first broker, or a comma-separated list with one per broker (kfake always binds 127.0.0.1)")
+	brokers := flag.Int("brokers", 1, "brokers in the fake cluster, on consecutive ports from --listen's (ignored when --listen lists several)")
 	dataDir := flag.String("data-dir", "", "persist the log under this directory (default: memory only)")
 	syncWrites := flag.Bool("sync-writes", false, "with --data-dir, fsync every batch")
 	partitions := flag.Int("default-partitions", 1, "partitions of auto-created topics")
@@ -43,26 +52,13 @@ func run() int {
 		fmt.Println(kfakeVersion())
 		return 0
 	}
-	_, portStr, err := net.SplitHostPort(*listen)
+	ports, err := listenPorts(*listen, *brokers)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "kfakeserver: --listen %q: %v\n", *listen, err)
+		fmt.Fprintf(os.Stderr, "kfakeserver: %v\n", err)
 		return 2
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port <= 0 || port > 65535-*brokers {
-		fmt.Fprintf(os.Stderr, "kfakeserver: --listen %q: bad port\n", *listen)
-		return 2
-	}
-	if *brokers < 1 {
-		fmt.Fprintf(os.Stderr, "kfakeserver: --brokers must be at least 1\n")
-		return 2
-	}
-	ports := make([]int, *brokers)
-	for i := range ports {
-		ports[i] = port + i
 	}
 	opts := []kfake.Opt{
-		kfake.NumBrokers(*brokers),
+		kfake.NumBrokers(len(ports)),
 		kfake.Ports(ports...),
 		kfake.AllowAutoTopicCreation(),
 		kfake.DefaultNumPartitions(*partitions),
@@ -85,6 +81,40 @@ func run() int {
 	<-sig
 	c.Close()
 	return 0
+}
+
+// listenPorts returns the port of each broker: those of a comma-separated
+// list of host:port, or n consecutive ports from a single one.
+func listenPorts(listen string, n int) ([]int, error) {
+	addrs := strings.Split(listen, ",")
+	if len(addrs) == 1 {
+		if n < 1 {
+			return nil, errors.New("--brokers must be at least 1")
+		}
+	} else {
+		n = len(addrs)
+	}
+	var ports []int
+	for _, a := range addrs {
+		_, portStr, err := net.SplitHostPort(strings.TrimSpace(a))
+		if err != nil {
+			return nil, fmt.Errorf("--listen %q: %w", a, err)
+		}
+		port, err := strconv.Atoi(portStr)
+		if err != nil || port <= 0 || port > 65535 {
+			return nil, fmt.Errorf("--listen %q: bad port", a)
+		}
+		ports = append(ports, port)
+	}
+	if len(ports) == 1 {
+		if ports[0] > 65536-n {
+			return nil, fmt.Errorf("--listen %q: no room for %d consecutive ports", listen, n)
+		}
+		for i := 1; i < n; i++ {
+			ports = append(ports, ports[0]+i)
+		}
+	}
+	return ports, nil
 }
 
 // kfakeVersion returns the kfake module version this binary was built with.

@@ -13,7 +13,9 @@
 //     fsynced; JetStream syncs every two minutes by default), with at most
 //     --max-pending acknowledgements outstanding per publisher. On one
 //     server with one replica acks=all is the same thing, so --acks is
-//     accepted and echoed but changes nothing.
+//     accepted and echoed but changes nothing. With --replicas 3 (a stream
+//     replicated over three clustered servers) the acknowledgement comes once
+//     a quorum, two of the three, has the message: again the same for both.
 //
 //   - consume is an ordered consumer per stream (ephemeral, no acks, flow
 //     controlled) reading from the first message.
@@ -73,7 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var c config
 	fs := flag.NewFlagSet("natsperf "+mode, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.server, "server", nats.DefaultURL, "NATS server URL")
+	fs.StringVar(&c.server, "server", nats.DefaultURL, "NATS server URL, or a comma-separated list of a cluster's servers")
 	fs.StringVar(&c.stream, "stream", "bench", "stream name prefix (streams <stream>_0..N-1, subjects <stream>.0..N-1)")
 	fs.IntVar(&c.partitions, "partitions", 1, "streams to spread records over (the analogue of partitions)")
 	fs.IntVar(&c.replicas, "replicas", 1, "stream replicas when creating the streams")
@@ -95,7 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.consumers, "consumers", 1, "consumer connections (streams are dealt among them)")
 	fs.IntVar(&c.maxPending, "max-pending", 4000, "async publish acknowledgements outstanding per publisher")
 	fs.IntVar(&c.pullMaxMessages, "pull-max-messages", 0, "messages per pull request of a consumer (0: client default, 500)")
-	fs.StringVar(&c.acks, "acks", "1", "accepted for symmetry with sluice perf: 1 and all are the same on one server")
+	fs.StringVar(&c.acks, "acks", "1", "accepted for symmetry with sluice perf: 1 and all are the same (one server: stored; replicas: a quorum stored)")
 	fs.StringVar(&c.compression, "compression", "none", "must be none: JetStream has no record compression here")
 	fs.StringVar(&c.payload, "payload", perf.PayloadRandom, "payload bytes: random or text")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 10*time.Second, "give up after this long without a message")
@@ -202,7 +204,10 @@ func connect(c *config) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// ensureStreams creates the file-backed streams unless they exist.
+// ensureStreams creates the file-backed streams unless they exist. A
+// cluster that has only just formed may refuse a replicated stream for a
+// moment (no meta leader yet, peers not yet current): such refusals are
+// retried for up to 30 s.
 func ensureStreams(ctx context.Context, c *config) error {
 	nc, err := connect(c)
 	if err != nil {
@@ -216,17 +221,47 @@ func ensureStreams(ctx context.Context, c *config) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for i := range c.partitions {
-		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		cfg := jetstream.StreamConfig{
 			Name:     c.streamName(i),
 			Subjects: []string{c.subject(i)},
 			Storage:  jetstream.FileStorage,
 			Replicas: c.replicas,
-		})
-		if err != nil {
-			return fmt.Errorf("creating stream %s: %w", c.streamName(i), err)
+		}
+		for {
+			actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := js.CreateOrUpdateStream(actx, cfg)
+			acancel()
+			if err == nil {
+				break
+			}
+			if !transient(err) || ctx.Err() != nil {
+				return fmt.Errorf("creating stream %s (%d replicas): %w", c.streamName(i), c.replicas, err)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("creating stream %s (%d replicas): %w", c.streamName(i), c.replicas, err)
+			case <-time.After(250 * time.Millisecond):
+			}
 		}
 	}
 	return nil
+}
+
+// transient reports whether a JetStream API error is one a forming cluster
+// gives before it settles: no meta leader (the request goes unanswered or
+// "JetStream system temporarily unavailable", 10008), or too few current
+// peers for the replicas ("insufficient resources", 10023; "no suitable
+// peers for placement", 10005).
+func transient(err error) bool {
+	var je jetstream.JetStreamError
+	if errors.As(err, &je) && je.APIError() != nil {
+		switch je.APIError().ErrorCode {
+		case 10005, 10008, 10023:
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // publisher sends records [first, first+n) round-robin over the subjects,

@@ -36,7 +36,7 @@ func runServe(ctx context.Context, args []string) int {
 		over       overrides
 		logLevel   string
 	)
-	fs.StringVar(&configPath, "config", "", "properties file with Kafka's broker keys (see docs/readme/broker.md)")
+	fs.StringVar(&configPath, "config", "", "properties file with Kafka's broker keys (see README.md, Configuration keys)")
 	fs.Var(&over, "override", "key=value overriding the file; repeatable")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.SetOutput(io.Discard)

@@ -15,7 +15,7 @@ import (
 //
 //	go test ./internal/e2e -run '^$' -bench . -benchtime 200000x
 //
-// Figures are in docs/bench/broker.md.
+// Figures are in BENCHMARKS.md.
 
 const benchValueSize = 1024
 
