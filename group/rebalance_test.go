@@ -137,7 +137,11 @@ func startMember(t *testing.T, n *node, name, group, topic string, l *ledger, op
 				cl.AllowRebalance()
 				return
 			}
-			cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+			// The commit outlives a cancelled poll context: a member
+			// that leaves right after a poll still commits what that poll
+			// returned, as a consumer shutting down cleanly does; else the
+			// partition's next owner would rightly read those records again.
+			cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
 			if err := cl.CommitUncommittedOffsets(cctx); err == nil {
 				m.mu.Lock()
 				for _, ps := range cl.CommittedOffsets() {
