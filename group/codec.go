@@ -174,7 +174,9 @@ func decodeOffsetValue(b []byte) (offsetCommit, error) {
 	if v.Version >= 3 {
 		c.leaderEpoch = v.LeaderEpoch
 	}
-	if v.Version == 1 {
+	if v.Version == 1 && v.ExpireTimestamp >= 0 {
+		// A negative expire timestamp (Kafka writes -1) means none: the
+		// offsets.retention.minutes rule applies, as for a v3 value.
 		c.expireTime = v.ExpireTimestamp
 	}
 	return c, nil
