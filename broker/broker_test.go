@@ -17,6 +17,16 @@ import (
 // too but has no process: it is the follower the test plays by hand.
 func newTestBroker(t *testing.T, follower bool) (*Broker, *cluster.Standalone) {
 	t.Helper()
+	return startBroker(t, Config{DeleteTopicEnable: true, AutoCreateTopics: true,
+		TopicDefaults: map[string]TopicDefault{"retention.ms": {BrokerKey: "log.retention.hours", Value: "7200000", Static: true}}}, follower)
+}
+
+// startBroker runs broker 1 with cfg (its id, logs and coordinator filled
+// in) over a standalone coordinator and a storage manager in temporary
+// directories, closed when the test ends. With follower, broker 2 is
+// registered too (live, no process: the test plays it).
+func startBroker(t *testing.T, cfg Config, follower bool) (*Broker, *cluster.Standalone) {
+	t.Helper()
 	ctx := context.Background()
 	co, err := cluster.OpenStandalone(t.TempDir())
 	if err != nil {
@@ -26,8 +36,8 @@ func newTestBroker(t *testing.T, follower bool) (*Broker, *cluster.Standalone) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(Config{BrokerID: 1, Logs: logs, Coordinator: co, DeleteTopicEnable: true, AutoCreateTopics: true,
-		TopicDefaults: map[string]TopicDefault{"retention.ms": {BrokerKey: "log.retention.hours", Value: "7200000", Static: true}}})
+	cfg.BrokerID, cfg.Logs, cfg.Coordinator = 1, logs, co
+	b, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,31 +17,7 @@ import (
 // metrics on reg; broker 2 is registered (live) but played by the test.
 func newMetricsBroker(t *testing.T, reg *metrics.Registry, lag time.Duration) (*Broker, *cluster.Standalone) {
 	t.Helper()
-	ctx := context.Background()
-	co, err := cluster.OpenStandalone(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs, err := storage.OpenManager(storage.ManagerConfig{Dirs: []string{t.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := New(Config{BrokerID: 1, Logs: logs, Coordinator: co, DeleteTopicEnable: true, ReplicaLagTimeMax: lag, Metrics: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := co.RegisterBroker(ctx, cluster.Broker{ID: 2}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		b.Close()
-		logs.Close()
-		co.Close()
-	})
-	return b, co
+	return startBroker(t, Config{DeleteTopicEnable: true, ReplicaLagTimeMax: lag, Metrics: reg}, true)
 }
 
 // addTopic creates a one-partition topic with the given replicas and

@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/cluster"
-	"github.com/sluice-io/sluice/storage"
 )
 
 // newLeaderBroker runs broker 1 leading "r" (replicas 1 and 2, both in the
@@ -19,29 +18,7 @@ import (
 func newLeaderBroker(t *testing.T, lag time.Duration) (*Broker, *cluster.Standalone, *Partition) {
 	t.Helper()
 	ctx := context.Background()
-	co, err := cluster.OpenStandalone(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs, err := storage.OpenManager(storage.ManagerConfig{Dirs: []string{t.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := New(Config{BrokerID: 1, Logs: logs, Coordinator: co, ReplicaLagTimeMax: lag})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := co.RegisterBroker(ctx, cluster.Broker{ID: 2}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		b.Close()
-		logs.Close()
-		co.Close()
-	})
+	b, co := startBroker(t, Config{ReplicaLagTimeMax: lag}, true)
 	if err := co.CreateTopic(ctx, cluster.Topic{Name: "r", ID: cluster.NewUUID(), Replicas: [][]int32{{1, 2}}}, map[string]string{"min.insync.replicas": "2"}); err != nil {
 		t.Fatal(err)
 	}
