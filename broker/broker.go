@@ -27,6 +27,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/storage"
@@ -716,22 +718,12 @@ func (b *Broker) applyLocal(img *Image) {
 
 // parallelDo runs fn(0..n-1) on up to workers goroutines and waits.
 func parallelDo(n, workers int, fn func(i int)) {
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(workers, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				fn(i)
-			}
-		}()
-	}
+	var g errgroup.Group
+	g.SetLimit(workers)
 	for i := range n {
-		next <- i
+		g.Go(func() error { fn(i); return nil })
 	}
-	close(next)
-	wg.Wait()
+	g.Wait()
 }
 
 // OnPartitionChange registers fn to learn when this broker starts or stops

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"sync"
 
 	"github.com/go-zookeeper/zk"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-io/sluice/cluster"
 )
@@ -83,29 +83,12 @@ func (c *Coordinator) getMany(paths []string) []getResult {
 
 // parallel runs fn(0..n-1) on up to 64 goroutines and waits for them.
 func parallel(n int, fn func(i int)) {
-	const workers = 64
-	if n <= 1 {
-		for i := range n {
-			fn(i)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(workers, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				fn(i)
-			}
-		}()
-	}
+	var g errgroup.Group
+	g.SetLimit(64)
 	for i := range n {
-		next <- i
+		g.Go(func() error { fn(i); return nil })
 	}
-	close(next)
-	wg.Wait()
+	g.Wait()
 }
 
 // ---- loaders (each returns the kinds of change it made) ----

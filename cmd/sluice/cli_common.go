@@ -268,6 +268,27 @@ func (f *clientFlags) admin(ctx context.Context) (*kadm.Client, func(), error) {
 	return adm, cl.Close, nil
 }
 
+// adminSession validates the flags and connects (see connect).
+func (f *clientFlags) adminSession(ctx context.Context) (context.Context, *kadm.Client, func(), error) {
+	if err := f.validate(); err != nil {
+		return nil, nil, nil, err
+	}
+	return f.connect(ctx)
+}
+
+// connect connects an admin client to flags already validated; the
+// returned context bounds the rest of the command by --timeout, and done
+// closes the client and releases the context.
+func (f *clientFlags) connect(ctx context.Context) (context.Context, *kadm.Client, func(), error) {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	adm, closeClient, err := f.admin(ctx)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, adm, func() { closeClient(); cancel() }, nil
+}
+
 // writeJSON writes v indented, with a trailing newline.
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

@@ -85,12 +85,7 @@ func configsDescribe(ctx context.Context, env *cliEnv, args []string) error {
 	if err := ent.validate(); err != nil {
 		return err
 	}
-	if err := cf.validate(); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	adm, done, err := cf.admin(ctx)
+	ctx, adm, done, err := cf.adminSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -225,9 +220,7 @@ func configsAlter(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	alters := buildAlters(pairs, del)
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	adm, done, err := cf.admin(ctx)
+	ctx, adm, done, err := cf.connect(ctx)
 	if err != nil {
 		return err
 	}

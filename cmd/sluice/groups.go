@@ -47,12 +47,7 @@ func groupsList(ctx context.Context, env *cliEnv, args []string) error {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	if err := cf.validate(); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	adm, done, err := cf.admin(ctx)
+	ctx, adm, done, err := cf.adminSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -142,12 +137,7 @@ func groupsDescribe(ctx context.Context, env *cliEnv, args []string) error {
 	if *members && *state {
 		return usagef("--members and --state exclude each other")
 	}
-	if err := cf.validate(); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	adm, done, err := cf.admin(ctx)
+	ctx, adm, done, err := cf.adminSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -377,9 +367,7 @@ func groupsResetOffsets(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	adm, done, err := cf.admin(ctx)
+	ctx, adm, done, err := cf.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -550,12 +538,7 @@ func groupsDelete(ctx context.Context, env *cliEnv, args []string) error {
 	if len(topics) > 0 && len(names) != 1 {
 		return usagef("--topic works on exactly one group")
 	}
-	if err := cf.validate(); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	adm, done, err := cf.admin(ctx)
+	ctx, adm, done, err := cf.adminSession(ctx)
 	if err != nil {
 		return err
 	}

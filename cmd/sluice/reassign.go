@@ -264,12 +264,7 @@ func reassignList(ctx context.Context, env *cliEnv, args []string) error {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	if err := cf.validate(); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	adm, done, err := cf.admin(ctx)
+	ctx, adm, done, err := cf.adminSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -344,9 +339,7 @@ func reassignCancel(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	adm, done, err := cf.admin(ctx)
+	ctx, adm, done, err := cf.connect(ctx)
 	if err != nil {
 		return err
 	}

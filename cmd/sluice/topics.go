@@ -78,12 +78,7 @@ func topicsList(ctx context.Context, env *cliEnv, args []string) error {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	if err := cf.validate(); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	adm, done, err := cf.admin(ctx)
+	ctx, adm, done, err := cf.adminSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -129,12 +124,7 @@ func topicsDescribe(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := cf.validate(); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	adm, done, err := cf.admin(ctx)
+	ctx, adm, done, err := cf.adminSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -311,9 +301,7 @@ func topicsCreate(ctx context.Context, env *cliEnv, args []string) error {
 		v := p[1]
 		configs[p[0]] = &v
 	}
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	adm, done, err := cf.admin(ctx)
+	ctx, adm, done, err := cf.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -367,12 +355,7 @@ func topicsDelete(ctx context.Context, env *cliEnv, args []string) error {
 	if len(names) == 0 {
 		return usagef("name at least one topic")
 	}
-	if err := cf.validate(); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	adm, done, err := cf.admin(ctx)
+	ctx, adm, done, err := cf.adminSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -437,12 +420,7 @@ func topicsAlter(ctx context.Context, env *cliEnv, args []string) error {
 	if *partitions == 0 && len(pairs) == 0 && len(del) == 0 {
 		return usagef("nothing to alter: give --partitions, --config or --delete-config")
 	}
-	if err := cf.validate(); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	adm, done, err := cf.admin(ctx)
+	ctx, adm, done, err := cf.adminSession(ctx)
 	if err != nil {
 		return err
 	}
