@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -247,17 +248,52 @@ func TestCrashRecoveryMidLog(t *testing.T) {
 	}
 }
 
+// TestStrayDirectorySkipped: a folder in a log dir that is not a partition
+// (here a console data directory placed inside the log dir) is logged and
+// skipped, as Kafka does, on the first start and on every restart; it is
+// left as it is and the partitions beside it load.
+func TestStrayDirectorySkipped(t *testing.T) {
+	noSync(t)
+	dir := t.TempDir()
+	stray := filepath.Join(dir, "console")
+	if err := os.MkdirAll(stray, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(stray, "console.db")
+	if err := os.WriteFile(db, []byte("not a log"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for start := 1; start <= 3; start++ {
+		var logged bytes.Buffer
+		m, err := OpenManager(ManagerConfig{Dirs: []string{dir}, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+		if err != nil {
+			t.Fatalf("start %d: %v", start, err)
+		}
+		if !strings.Contains(logged.String(), "not a partition") || !strings.Contains(logged.String(), stray) {
+			t.Errorf("start %d: no warning naming %s:\n%s", start, stray, logged.String())
+		}
+		if start == 1 {
+			l, err := m.GetOrCreateLog(TopicPartition{"orders", 0}, DefaultLogConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustAppend(t, l, testBatch(t, 5, 10, time.Now().UnixMilli(), CompressionNone))
+		}
+		if logs := m.Logs(); len(logs) != 1 || logs[0].LogEndOffset() != 5 {
+			t.Fatalf("start %d: logs %v", start, logs)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, err := os.ReadFile(db); err != nil || string(b) != "not a log" {
+		t.Fatalf("the stray directory was changed: %q %v", b, err)
+	}
+}
+
 // TestLoadErrors: what cannot be read is an error naming the file, and
 // nothing is changed.
 func TestLoadErrors(t *testing.T) {
-	t.Run("foreign directory", func(t *testing.T) {
-		dir := t.TempDir()
-		os.MkdirAll(filepath.Join(dir, "not_a_partition"), 0o755)
-		_, err := OpenManager(ManagerConfig{Dirs: []string{dir}})
-		if err == nil || !strings.Contains(err.Error(), "not_a_partition") {
-			t.Fatalf("error %v", err)
-		}
-	})
 	t.Run("bad segment name", func(t *testing.T) {
 		dir := t.TempDir()
 		os.MkdirAll(filepath.Join(dir, "t-0"), 0o755)

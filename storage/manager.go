@@ -89,8 +89,9 @@ type Manager struct {
 }
 
 // OpenManager locks the directories, recovers every log in them and starts
-// the background work. A directory that cannot be read, or holds a folder
-// that is not a partition, is an error naming it; nothing is deleted.
+// the background work. A directory that cannot be read is an error naming
+// it; a folder in it that is not a partition is logged and skipped. Nothing
+// but interrupted deletions and temporary files is deleted.
 func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	cfg.setDefaults()
 	if len(cfg.Dirs) == 0 {
@@ -221,7 +222,11 @@ func (m *Manager) openDir(dir string) error {
 		}
 		tp, err := parseTopicPartition(name)
 		if err != nil {
-			return fmt.Errorf("log dir %s holds %s, which is not a partition directory: %w", dir, path, err)
+			// Not ours (a backup, a snapshot directory, a misplaced data
+			// directory): Kafka loads only <topic>-<partition> folders, and
+			// a stray one must not keep the broker from starting.
+			m.cfg.Logger.Warn("ignoring a directory that is not a partition", "dir", path, "err", err)
+			continue
 		}
 		if other, dup := m.dirOf[tp]; dup {
 			return fmt.Errorf("partition %s is in two log dirs: %s and %s", tp, other, dir)
