@@ -195,6 +195,9 @@ func (a *App) Start(ctx context.Context) (err error) {
 		}
 	}()
 	cfg := a.cfg
+	for _, w := range cfg.Warnings() {
+		a.logger.Warn(w)
+	}
 	for _, d := range cfg.LogDirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("log.dirs: %w", err)

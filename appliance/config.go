@@ -202,7 +202,7 @@ var keys = []keyDef{
 	{"controlled.shutdown.max.retries", "3", "attempts at a controlled shutdown before stopping anyway", func(c *Config, v string) error { return parseInt32(v, &c.ControlledShutdownMaxRetries) }},
 	{"controlled.shutdown.retry.backoff.ms", "5000", "pause between controlled shutdown attempts", func(c *Config, v string) error { return parseInt64(v, &c.ControlledShutdownRetryBackoffMs) }},
 	{"console.listen", ":8080", "address of the web console; empty disables it", func(c *Config, v string) error { c.ConsoleListen = v; return nil }},
-	{"console.data.dir", "./data/console", "directory of the console's SQLite database", func(c *Config, v string) error { c.ConsoleDataDir = v; return nil }},
+	{"console.data.dir", "./data/console", "directory of the console's SQLite database; outside every log dir", func(c *Config, v string) error { c.ConsoleDataDir = v; return nil }},
 	{"console.tls.cert", "", "PEM certificate for HTTPS on the console (with console.tls.key)", func(c *Config, v string) error { c.ConsoleTLSCert = v; return nil }},
 	{"console.tls.key", "", "PEM private key for HTTPS on the console (with console.tls.cert)", func(c *Config, v string) error { c.ConsoleTLSKey = v; return nil }},
 	{"console.base.url", "", "external URL of the console, used in links sent by alerts", func(c *Config, v string) error { c.ConsoleBaseURL = v; return nil }},
@@ -752,6 +752,7 @@ func (c *Config) Validate() error {
 	if c.AlertingEvaluationInterval < 100*time.Millisecond {
 		bad("alerting.evaluation.interval.ms", "%d: must be at least 100", c.AlertingEvaluationInterval.Milliseconds())
 	}
+	errs = append(errs, c.checkDirs()...) // dirs.go
 	return errors.Join(errs...)
 }
 

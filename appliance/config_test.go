@@ -257,3 +257,55 @@ func TestGroupKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsPropertiesExamples: every properties example in README.md loads
+// as written: known keys, no trailing comments (the format has none, so
+// they would become part of the value), and the configuration file is named
+// server.properties wherever the README names its path.
+func TestDocsPropertiesExamples(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	blocks := 0
+	for rest := doc; ; {
+		i := strings.Index(rest, "```properties\n")
+		if i < 0 {
+			break
+		}
+		rest = rest[i+len("```properties\n"):]
+		end := strings.Index(rest, "```")
+		if end < 0 {
+			t.Fatal("unterminated properties block")
+		}
+		block := rest[:end]
+		rest = rest[end:]
+		blocks++
+		props, err := parseProperties(strings.NewReader(block))
+		if err != nil {
+			t.Errorf("README.md properties block %d: %v\n%s", blocks, err, block)
+			continue
+		}
+		given := map[string]string{}
+		for _, p := range props {
+			if _, ok := lookupKey(p.key); !ok {
+				t.Errorf("README.md properties block %d: unknown key %q", blocks, p.key)
+			}
+			given[p.key] = p.value
+		}
+		c := &Config{Given: given}
+		if err := c.apply(); err != nil {
+			t.Errorf("README.md properties block %d: %v", blocks, err)
+		}
+		if w := c.Warnings(); len(w) > 0 {
+			t.Errorf("README.md properties block %d: %v", blocks, w)
+		}
+	}
+	if blocks == 0 {
+		t.Fatal("README.md has no properties examples")
+	}
+	if strings.Contains(doc, "/etc/sluice/sluice.properties") {
+		t.Error("README.md names /etc/sluice/sluice.properties; the file is /etc/sluice/server.properties")
+	}
+}

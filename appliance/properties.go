@@ -129,3 +129,24 @@ func unescape(s string) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// trailingComment reports whether a value holds what looks like a comment
+// after it: a '#' after a space or tab. The properties format has comment
+// lines only, so `broker.rack=eu-west-1a  # optional` sets the rack to the
+// whole text, as Java's Properties would.
+func trailingComment(value string) bool {
+	return strings.Contains(value, " #") || strings.Contains(value, "\t#")
+}
+
+// Warnings lists what in the configuration is accepted but probably not
+// meant, for the log at start: values that hold a trailing comment.
+func (c *Config) Warnings() []string {
+	var out []string
+	for _, k := range keys {
+		v, ok := c.Given[k.name]
+		if ok && trailingComment(v) {
+			out = append(out, fmt.Sprintf("config: %s=%q contains \" #\": a properties file has no trailing comments, so the text after it is part of the value; put comments on lines of their own", k.name, v))
+		}
+	}
+	return out
+}

@@ -88,4 +88,7 @@ func TestConfigFileListsEveryKey(t *testing.T) {
 	if strings.Join(cfg.LogDirs, ",") != "/var/lib/sluice/kafka" || cfg.ConsoleDataDir != "/var/lib/sluice/console" {
 		t.Fatalf("loaded log.dirs=%v console.data.dir=%q", cfg.LogDirs, cfg.ConsoleDataDir)
 	}
+	if w := cfg.Warnings(); len(w) > 0 {
+		t.Errorf("the packaged configuration draws warnings at start: %v", w)
+	}
 }

@@ -222,9 +222,9 @@ func (m *Manager) openDir(dir string) error {
 		}
 		tp, err := parseTopicPartition(name)
 		if err != nil {
-			// Not ours (a backup, a snapshot directory, a misplaced data
-			// directory): Kafka loads only <topic>-<partition> folders, and
-			// a stray one must not keep the broker from starting.
+			// Not a partition (a backup, a snapshot directory, a misplaced
+			// data directory): skipped, as Kafka skips its own special
+			// directories, so a stray folder cannot stop the broker.
 			m.cfg.Logger.Warn("ignoring a directory that is not a partition", "dir", path, "err", err)
 			continue
 		}
