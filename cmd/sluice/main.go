@@ -55,6 +55,9 @@ func realMain(args []string) int {
 		}
 		return 0
 	}
+	if versionFlag(args[0]) {
+		args[0] = "version"
+	}
 	c, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "sluice: unknown command %q\n\n", args[0])
@@ -77,7 +80,7 @@ func usage(w *os.File) {
 	for _, n := range names {
 		fmt.Fprintf(&b, "  %-10s %s\n", n, commands[n].summary)
 	}
-	b.WriteString("\nRun 'sluice <command> --help' for the flags of one command.\n")
+	b.WriteString("\nRun 'sluice <command> --help' for the flags of one command;\n'sluice --version' (or -v) is 'sluice version'.\n")
 	fmt.Fprint(w, b.String())
 }
 
@@ -88,4 +91,14 @@ func errorExit(cmd string, err error) int {
 	}
 	fmt.Fprintf(os.Stderr, "sluice %s: %v\n", cmd, err)
 	return 1
+}
+
+// versionFlag reports whether a first argument asks for the version the way
+// other tools are asked (kafka-topics.sh --version, go -version).
+func versionFlag(arg string) bool {
+	switch arg {
+	case "--version", "-version", "-v", "-V":
+		return true
+	}
+	return false
 }

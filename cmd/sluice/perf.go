@@ -47,7 +47,7 @@ func runPerf(ctx context.Context, args []string) int {
 		}
 		return 0
 	}
-	return perfMain(ctx, args[0], args[1:], os.Stdout, os.Stderr)
+	return perfMain(ctx, args[0], args[1:], os.Stdout, os.Stderr, os.Getenv)
 }
 
 // perfFlags holds every flag of the three modes; each mode registers the
@@ -62,11 +62,17 @@ type perfFlags struct {
 	linger, progress, duration, deliveryTimeout, idleTimeout, setup       time.Duration
 }
 
-func perfMain(ctx context.Context, mode string, args []string, stdout, stderr io.Writer) int {
+// perfMain is `sluice perf MODE ARGS`; getenv reads $SLUICE_BROKERS, the
+// default of --brokers as for every other subcommand.
+func perfMain(ctx context.Context, mode string, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	f := perfFlags{}
+	defBrokers := getenv(brokersEnv)
+	if defBrokers == "" {
+		defBrokers = "127.0.0.1:9092"
+	}
 	fs := flag.NewFlagSet("sluice perf "+mode, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.brokers, "brokers", "127.0.0.1:9092", "comma-separated seed brokers (host:port)")
+	fs.StringVar(&f.brokers, "brokers", defBrokers, "comma-separated seed brokers (host:port); $"+brokersEnv+" sets the default")
 	fs.StringVar(&f.topic, "topic", "sluice-perf", "topic to use")
 	fs.StringVar(&f.output, "output", "text", "summary format: text or json")
 	fs.DurationVar(&f.progress, "progress", time.Second, "interval of the progress line on stderr (0: none)")

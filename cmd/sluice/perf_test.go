@@ -16,11 +16,49 @@ import (
 
 func perfRun(t *testing.T, mode string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return perfRunEnv(t, "", mode, args...)
+}
+
+// perfRunEnv runs sluice perf with $SLUICE_BROKERS set to brokers (unset
+// when empty), whatever the test process's own environment says.
+func perfRunEnv(t *testing.T, brokers, mode string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	var out, errb bytes.Buffer
-	code = perfMain(ctx, mode, args, &out, &errb)
+	getenv := func(k string) string {
+		if k == brokersEnv {
+			return brokers
+		}
+		return ""
+	}
+	code = perfMain(ctx, mode, args, &out, &errb, getenv)
 	return code, out.String(), errb.String()
+}
+
+// TestPerfBrokersFromEnv: $SLUICE_BROKERS is the default of --brokers, as
+// for every other subcommand, and --brokers wins over it.
+func TestPerfBrokersFromEnv(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	live := strings.Join(c.ListenAddrs(), ",")
+	dead := testutil.FreeAddr(t)
+
+	code, out, errOut := perfRunEnv(t, live, "produce", "--topic", "env", "--num-records", "200", "--progress", "0")
+	if code != 0 || !strings.Contains(out, "200 records") {
+		t.Fatalf("produce with $SLUICE_BROKERS: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	code, out, errOut = perfRunEnv(t, dead, "consume", "--brokers", live, "--topic", "env", "--num-records", "200", "--progress", "0")
+	if code != 0 {
+		t.Fatalf("--brokers over $SLUICE_BROKERS: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	code, out, errOut = perfRunEnv(t, dead, "produce", "--topic", "env", "--setup-timeout", "1s", "--progress", "0")
+	if code != 1 || !strings.Contains(out+errOut, dead) {
+		t.Fatalf("with a dead $SLUICE_BROKERS: exit %d, want 1 naming %s\nstdout: %s\nstderr: %s", code, dead, out, errOut)
+	}
 }
 
 func TestPerfProduceConsumeAgainstKfake(t *testing.T) {
