@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -381,6 +382,55 @@ func (l *cliList) Set(s string) error {
 }
 
 // errKafka turns a Kafka error into a readable message naming what failed.
+// A request the client split over brokers fails as kadm's ShardErrors
+// ("request X has 1 separate shard errors, first: ..."): its message is
+// replaced by each broker's own error (its answer, or why it could not be
+// asked).
 func errKafka(what string, err error) error {
-	return fmt.Errorf("%s: %w", what, err)
+	var se *kadm.ShardErrors
+	if !errors.As(err, &se) || len(se.Errs) == 0 {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	var msgs []string
+	seen := map[string]bool{}
+	for _, e := range se.Errs {
+		msg := e.Err.Error()
+		if e.Broker.NodeID >= 0 {
+			msg = fmt.Sprintf("broker %d: %s", e.Broker.NodeID, msg)
+		}
+		if !seen[msg] {
+			seen[msg] = true
+			msgs = append(msgs, msg)
+		}
+	}
+	return &kafkaError{msg: what + ": " + strings.Join(msgs, "; "), err: err}
+}
+
+// kafkaError is an error with a message of its own that still unwraps to
+// the client's error (for errors.Is, context cancellation above all).
+type kafkaError struct {
+	msg string
+	err error
+}
+
+func (e *kafkaError) Error() string { return e.msg }
+func (e *kafkaError) Unwrap() error { return e.err }
+
+// requireBrokers checks that every id is a broker of the cluster: a request
+// for another id goes nowhere, and the client says only "unknown broker".
+func requireBrokers(ctx context.Context, adm *kadm.Client, ids []int32) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	bs, err := adm.ListBrokers(ctx)
+	if err != nil {
+		return errKafka("list brokers", err)
+	}
+	known := bs.NodeIDs()
+	for _, id := range ids {
+		if !slices.Contains(known, id) {
+			return fmt.Errorf("broker %d is not a broker of this cluster (its brokers: %s)", id, int32List(sortedInt32(known)))
+		}
+	}
+	return nil
 }

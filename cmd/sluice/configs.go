@@ -90,6 +90,9 @@ func configsDescribe(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer done()
+	if err := requireBrokers(ctx, adm, ent.brokers); err != nil {
+		return err
+	}
 
 	var out []configEntityJSON
 	keep := func(typ string, c kadm.Config) bool {
@@ -225,6 +228,9 @@ func configsAlter(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer done()
+	if err := requireBrokers(ctx, adm, ent.brokers); err != nil {
+		return err
+	}
 
 	okStatus := "altered"
 	if *dryRun {
