@@ -197,8 +197,10 @@ put_dir() {
 # set_key KEY VALUE: make the active line of KEY in the configuration read
 # KEY=VALUE: replace an active line, or add one below the commented default,
 # or append. Nothing is written when it already says so.
+declare -A planned=() # what set_key wrote, or would write with --dry-run
 set_key() {
 	local key=$1 value=$2 tmp
+	planned[$key]=$value
 	[ -f "$CONFIG" ] || { changed "set $key=$value in $CONFIG"; return 0; }
 	tmp=$(mktemp)
 	awk -v key="$key" -v value="$value" '
@@ -228,11 +230,18 @@ set_key() {
 	config_changed=1
 }
 
-# get_key KEY DEFAULT: the active value of KEY in the configuration.
+# get_key KEY DEFAULT: the active value of KEY in the configuration as this
+# run leaves it: what set_key set (a dry run changes no file), else the
+# file's, else (a dry run before the file exists) the file to be installed.
 get_key() {
-	local v
-	v=$(sed -n "s/^${1//./\\.}=//p" "$CONFIG" 2>/dev/null | tail -n 1)
-	if [ -n "$v" ] || grep -q "^$1=" "$CONFIG" 2>/dev/null; then echo "$v"; else echo "$2"; fi
+	local v file=$CONFIG
+	if [ -n "${planned[$1]+set}" ]; then
+		echo "${planned[$1]}"
+		return 0
+	fi
+	[ -f "$file" ] || file=$here/packaging/server.properties
+	v=$(sed -n "s/^${1//./\\.}=//p" "$file" 2>/dev/null | tail -n 1) || true
+	if [ -n "$v" ] || grep -q "^$1=" "$file" 2>/dev/null; then echo "$v"; else echo "$2"; fi
 }
 
 # ---- uninstall ----------------------------------------------------------------
@@ -292,11 +301,19 @@ fi
 
 # ---- choose what to install ---------------------------------------------------
 
+# newest_package PATTERN: the newest package in ./dist named PATTERN, or
+# nothing when there is no ./dist (after 'make build' or 'make run') or no
+# such package.
+newest_package() {
+	[ -d "$here/dist" ] || return 0
+	find "$here/dist" -maxdepth 1 -name "$1" | sort -V | tail -n 1
+}
+
 if [ -z "$package" ] && [ -z "$binary" ]; then
 	if [ -z "$root" ] && [ "$family" = deb ]; then
-		package=$(find "$here/dist" -maxdepth 1 -name "sluice_*_$goarch.deb" 2>/dev/null | sort -V | tail -n 1)
+		package=$(newest_package "sluice_*_$goarch.deb") || die "cannot list the packages in $here/dist"
 	elif [ -z "$root" ] && [ "$family" = rpm ]; then
-		package=$(find "$here/dist" -maxdepth 1 -name "sluice-*.$rpmarch.rpm" 2>/dev/null | sort -V | tail -n 1)
+		package=$(newest_package "sluice-*.$rpmarch.rpm") || die "cannot list the packages in $here/dist"
 	fi
 	if [ -z "$package" ]; then
 		binary=$here/bin/sluice
@@ -333,6 +350,8 @@ else
 		say "note: unknown distribution (ID=$os_id); installing the binary layout"
 	fi
 fi
+
+if [ -n "$package" ]; then say "source: $package"; else say "source: $binary"; fi
 
 # ---- ZooKeeper ----------------------------------------------------------------
 

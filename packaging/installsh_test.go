@@ -274,3 +274,59 @@ func zookeeperdInstalled() bool {
 	out, _ := exec.Command("dpkg-query", "-W", "-f=${Status}", "zookeeperd").Output()
 	return strings.Contains(string(out), "install ok installed")
 }
+
+// TestInstallScriptWithoutDist runs install.sh from a checkout after `make
+// build` (bin/sluice, no dist/, or an empty one) as a dry run on this host:
+// it falls back to bin/sluice instead of stopping silently under `set -euo
+// pipefail`, and its summary shows what the flags set (--advertise,
+// --console-listen, --listen), not the file it did not write.
+func TestInstallScriptWithoutDist(t *testing.T) {
+	a := buildArtifacts(t)
+	for _, withDist := range []bool{false, true} {
+		tree := t.TempDir()
+		for src, dst := range map[string]string{
+			filepath.Join(repoRoot, "install.sh"):                     "install.sh",
+			filepath.Join(repoRoot, "packaging", "server.properties"): "packaging/server.properties",
+			filepath.Join(repoRoot, "systemd", "sluice.service"):      "systemd/sluice.service",
+			a.binary: "bin/sluice",
+		} {
+			b, err := os.ReadFile(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(tree, dst)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(tree, dst), b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if withDist {
+			if err := os.Mkdir(filepath.Join(tree, "dist"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command(filepath.Join(tree, "install.sh"), "--dry-run", "--advertise", "kafka1.example:9092",
+			"--console-listen", "127.0.0.1:18080")
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		out := stdout.String()
+		if err != nil || stderr.Len() > 0 {
+			t.Fatalf("dist/ present: %v: %v\nstdout:\n%s\nstderr:\n%s", withDist, err, out, stderr.String())
+		}
+		for _, want := range []string{
+			"source: " + filepath.Join(tree, "bin", "sluice") + "\n",
+			"Kafka:    PLAINTEXT://kafka1.example:9092\n",
+			"Console:  http://127.0.0.1:18080/\n",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("dist/ present: %v: the dry run lacks %q:\n%s", withDist, want, out)
+			}
+		}
+	}
+	code, out, errOut := installSh(t, nil, nil, "--root", t.TempDir(), "--binary", a.binary, "--dry-run", "--listen", "127.0.0.1:19093")
+	if code != 0 || !strings.Contains(out, "Kafka:    PLAINTEXT://127.0.0.1:19093\n") {
+		t.Fatalf("--listen in the summary of a dry run: exit %d\n%s%s", code, out, errOut)
+	}
+}
