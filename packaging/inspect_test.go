@@ -20,7 +20,10 @@ var unitDirectives = []string{
 	"Group=sluice",
 	"ExecStart=/usr/bin/sluice serve --config /etc/sluice/server.properties",
 	"Restart=on-failure",
-	"LimitNOFILE=1048576",
+	"LimitNOFILE=131072",
+	"MemoryHigh=80%",
+	"MemoryMax=90%",
+	"TasksMax=4096",
 	"TimeoutStopSec=180",
 	"NoNewPrivileges=yes",
 	"CapabilityBoundingSet=",
@@ -68,6 +71,34 @@ func TestUnitVerifies(t *testing.T) {
 	out, err := exec.Command(analyze, "verify", "--man=no", path).CombinedOutput()
 	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+
+	// The drop-ins README.md shows (resource limits, IPAddressAllow, ...)
+	// are what `systemctl edit sluice` would write: each must verify on
+	// top of the unit, without a warning.
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropIns := regexp.MustCompile("(?s)```ini\n(.*?)```").FindAllSubmatch(readme, -1)
+	if len(dropIns) < 3 {
+		t.Fatalf("README.md shows %d drop-ins, want the ReadWritePaths, resource-limit and IPAddressAllow ones", len(dropIns))
+	}
+	dropInDir := path + ".d"
+	for _, d := range dropIns {
+		if err := os.MkdirAll(dropInDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dropInDir, "override.conf"), d[1], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(analyze, "verify", "--man=no", path).CombinedOutput()
+		if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+			t.Errorf("systemd-analyze verify with the README's drop-in\n%s: %v\n%s", d[1], err, out)
+		}
+	}
+	if err := os.RemoveAll(dropInDir); err != nil {
+		t.Fatal(err)
 	}
 
 	out, err = exec.Command(analyze, "security", "--offline=yes", path).CombinedOutput()
