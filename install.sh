@@ -194,10 +194,12 @@ put_dir() {
 	if [ -n "$owner" ] && [ -z "$root" ]; then chown "$owner" "$dir"; fi
 }
 
+# planned holds what set_key wrote, or would have written with --dry-run.
+declare -A planned=()
+
 # set_key KEY VALUE: make the active line of KEY in the configuration read
 # KEY=VALUE: replace an active line, or add one below the commented default,
 # or append. Nothing is written when it already says so.
-declare -A planned=() # what set_key wrote, or would write with --dry-run
 set_key() {
 	local key=$1 value=$2 tmp
 	planned[$key]=$value
