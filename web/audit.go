@@ -19,11 +19,28 @@ func Audit(c *fiber.Ctx, action, target, detail string, err error) {
 	if s == nil {
 		return
 	}
-	user := "(anonymous)"
-	if u := CurrentUser(c); u != nil {
-		user = u.Name
+	s.audit(requestCtx(c), requestUser(c), ClientIP(c), action, target, detail, err)
+}
+
+// AuditAccess records that the request's user read data that may be
+// personal (records browsed, searched, exported or tailed): a lighter
+// entry than a change, action "access.<what>", written to the audit log
+// but not to the service log, and not at all when
+// console.audit.access.enable is false.
+func AuditAccess(c *fiber.Ctx, what, target, detail string) {
+	s := serverOf(c)
+	if s == nil || s.cfg.DisableAccessAudit {
+		return
 	}
-	s.audit(requestCtx(c), user, c.IP(), action, target, detail, err)
+	e := consoledb.AuditEntry{At: time.Now(), User: requestUser(c), Action: "access." + what, Target: target, Detail: detail, RemoteAddr: ClientIP(c)}
+	s.writeAudit(requestCtx(c), e)
+}
+
+func requestUser(c *fiber.Ctx) string {
+	if u := CurrentUser(c); u != nil {
+		return u.Name
+	}
+	return "(anonymous)"
 }
 
 func (s *Server) audit(ctx context.Context, user, addr, action, target, detail string, err error) {
@@ -31,6 +48,13 @@ func (s *Server) audit(ctx context.Context, user, addr, action, target, detail s
 	if err != nil {
 		e.Outcome = err.Error()
 	}
+	e.Bound() // what reaches the service log is bounded too
+	s.writeAudit(ctx, e)
+	s.log.Info("console change", "user", e.User, "action", e.Action, "target", e.Target, "from", e.RemoteAddr, "ok", err == nil)
+}
+
+func (s *Server) writeAudit(ctx context.Context, e consoledb.AuditEntry) {
+	e.Bound()
 	if ctx.Err() != nil {
 		// The request timed out; the record still matters.
 		c2, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -38,7 +62,6 @@ func (s *Server) audit(ctx context.Context, user, addr, action, target, detail s
 		ctx = c2
 	}
 	if _, werr := s.store.AppendAudit(ctx, e); werr != nil {
-		s.log.Error("audit log write failed", "action", action, "target", target, "user", user, "err", werr)
+		s.log.Error("audit log write failed", "action", e.Action, "target", e.Target, "user", e.User, "err", werr)
 	}
-	s.log.Info("console change", "user", user, "action", action, "target", target, "from", addr, "ok", err == nil)
 }
