@@ -2,6 +2,8 @@ package web
 
 import (
 	"context"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -64,4 +66,65 @@ func (s *Server) writeAudit(ctx context.Context, e consoledb.AuditEntry) {
 	if _, werr := s.store.AppendAudit(ctx, e); werr != nil {
 		s.log.Error("audit log write failed", "action", e.Action, "target", e.Target, "user", e.User, "err", werr)
 	}
+}
+
+// Refusals that cost the client nothing — a form without a valid CSRF token
+// from someone not signed in, a sign-in refused while its backoff lasts —
+// would let anyone fill the audit log and the service log as fast as they
+// can send requests. Their entries are throttled: at most noisePerAddr a
+// minute per client address and noiseTotal a minute in all; the next entry
+// recorded says how many were left out.
+const (
+	noisePerAddr = 10
+	noiseTotal   = 300
+)
+
+type noiseGate struct {
+	mu      sync.Mutex
+	window  time.Time      // start of the current minute. Lock mu.
+	total   int            // entries let through this minute. Lock mu.
+	perAddr map[string]int // entries let through this minute, per address (at most noiseTotal keys). Lock mu.
+	dropped int64          // entries left out since the last one let through. Lock mu.
+	now     func() time.Time
+}
+
+func newNoiseGate() *noiseGate { return &noiseGate{perAddr: map[string]int{}, now: time.Now} }
+
+// allow reports whether an entry from addr is recorded now, and how many
+// were left out before it.
+func (g *noiseGate) allow(addr string) (bool, int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	if now.Sub(g.window) >= time.Minute {
+		g.window, g.total = now, 0
+		clear(g.perAddr)
+	}
+	if g.total >= noiseTotal || g.perAddr[addr] >= noisePerAddr {
+		g.dropped++
+		return false, 0
+	}
+	g.total++
+	g.perAddr[addr]++
+	d := g.dropped
+	g.dropped = 0
+	return true, d
+}
+
+// auditNoise records a refusal that may be part of a flood (see noiseGate),
+// as user.
+func auditNoise(c *fiber.Ctx, user, action, target, detail string, err error) {
+	s := serverOf(c)
+	if s == nil {
+		return
+	}
+	addr := ClientIP(c)
+	ok, dropped := s.noise.allow(addr)
+	if !ok {
+		return
+	}
+	if dropped > 0 {
+		detail += " (" + strconv.FormatInt(dropped, 10) + " similar refusals left out of the log before this one)"
+	}
+	s.audit(requestCtx(c), user, addr, action, target, detail, err)
 }

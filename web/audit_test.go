@@ -124,3 +124,43 @@ func TestAuditLogRetention(t *testing.T) {
 		return nil
 	})
 }
+
+// TestCheapRefusalsDoNotFloodTheAuditLog: forms without a token from
+// someone not signed in, and sign-ins refused during the backoff, cost the
+// sender nothing; their entries are throttled per address and in all, and
+// the next entry says how many were left out.
+func TestCheapRefusalsDoNotFloodTheAuditLog(t *testing.T) {
+	ts := newTestServer(t)
+	clk := &tClock{now: time.Now()}
+	ts.noise.mu.Lock()
+	ts.noise.now = clk.Now
+	ts.noise.mu.Unlock()
+	anon := ts.client(t)
+	for i := 0; i < 100; i++ {
+		expectStatus(t, anon.Do(http.MethodPost, "/login", url.Values{"username": {"x"}}), http.StatusForbidden)
+	}
+	if es := auditOf(t, ts, "auth.csrf-refused"); len(es) != noisePerAddr {
+		t.Fatalf("%d entries for 100 refusals from one address, want %d", len(es), noisePerAddr)
+	}
+	clk.Add(time.Minute)
+	expectStatus(t, anon.Do(http.MethodPost, "/login", url.Values{"username": {"x"}}), http.StatusForbidden)
+	es := auditOf(t, ts, "auth.csrf-refused")
+	if len(es) != noisePerAddr+1 || !strings.Contains(es[0].Detail, "90 similar refusals left out") {
+		t.Fatalf("after a minute: %d entries, newest %+v", len(es), es[0])
+	}
+
+	// A signed-in user's refusals are all recorded.
+	op := ts.signedIn(t, "olga", RoleOperator)
+	for i := 0; i < 2*noisePerAddr; i++ {
+		op.Do(http.MethodPost, "/topics", url.Values{"name": {"x"}})
+	}
+	n := 0
+	for _, e := range auditOf(t, ts, "auth.csrf-refused") {
+		if e.User == "olga" {
+			n++
+		}
+	}
+	if n != 2*noisePerAddr {
+		t.Fatalf("%d of the signed-in user's refusals recorded", n)
+	}
+}

@@ -34,13 +34,20 @@ func parseTrustedProxies(list []string) (trustedProxies, error) {
 		}
 		a, err := netip.ParseAddr(e)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("console.trusted.proxies: %q is not an address or a CIDR prefix", e))
+			errs = append(errs, fmt.Errorf("%q is not an address or a CIDR prefix", e))
 			continue
 		}
 		a = a.Unmap()
 		out = append(out, netip.PrefixFrom(a, a.BitLen()))
 	}
 	return out, errors.Join(errs...)
+}
+
+// ValidateTrustedProxies checks console.trusted.proxies: every entry an
+// address or a CIDR prefix.
+func ValidateTrustedProxies(list []string) error {
+	_, err := parseTrustedProxies(list)
+	return err
 }
 
 func (t trustedProxies) trusts(a netip.Addr) bool {

@@ -67,6 +67,10 @@ func (s *Server) checkCSRF(c *fiber.Ctx) error {
 // refuseCSRF audits a refused unsafe request (a forged form, or one left
 // open across a sign-out) and answers it.
 func refuseCSRF(c *fiber.Ctx, why string) error {
-	Audit(c, "auth.csrf-refused", c.Method()+" "+c.Path(), why, errors.New("refused: "+why))
+	if CurrentUser(c) != nil {
+		Audit(c, "auth.csrf-refused", c.Method()+" "+c.Path(), why, errors.New("refused: "+why))
+	} else {
+		auditNoise(c, requestUser(c), "auth.csrf-refused", c.Method()+" "+c.Path(), why, errors.New("refused: "+why))
+	}
 	return errCSRF
 }

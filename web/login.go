@@ -76,7 +76,7 @@ func (h *loginHandler) post(c *fiber.Ctx) error {
 	ip := ClientIP(c)
 	if wait, blocked := h.limiter.blocked(ip, name); blocked {
 		f.Err = "Too many failed sign-ins. Wait " + templates.Dur(wait.Round(time.Second)) + " and try again."
-		serverOf(c).audit(requestCtx(c), nonEmptyName(name), ip, "session.login", name, "rate limited: wait "+wait.Round(time.Second).String(), errors.New("too many failed sign-ins"))
+		auditNoise(c, nonEmptyName(name), "session.login", name, "refused during the sign-in backoff: wait "+wait.Round(time.Second).String(), errors.New("too many failed sign-ins"))
 		return Render(c, fiber.StatusTooManyRequests, templates.LoginPage(f, next, false))
 	}
 	if raw == "" || password == "" {

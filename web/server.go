@@ -161,7 +161,7 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("metrics path %q must start with /", c.MetricsPath))
 	}
 	if _, err := parseTrustedProxies(c.TrustedProxies); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("console.trusted.proxies: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -179,6 +179,7 @@ type Server struct {
 	csrfSecret []byte
 	proxies    trustedProxies
 	limiter    *limiter
+	noise      *noiseGate // throttles the audit entries of cheap refusals
 	scans      *userSlots // concurrent record scans and tails per user
 	sampler    *sampler
 	nav        []NavItem
@@ -236,6 +237,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.kc = kc
 	s.limiter = newLimiter()
+	s.noise = newNoiseGate()
 	s.scans = newUserSlots()
 	s.sampler = newSampler(s.kc, s.store, s.log, cfg.LagSampleInterval, cfg.LagRetention, s.IsLeader, cfg.BytesOutTotal)
 	s.app = fiber.New(fiber.Config{
