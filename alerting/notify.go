@@ -356,7 +356,7 @@ func (s *Service) attempt(ctx context.Context, n Notifier, secret string, body [
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.URL, bytes.NewReader(body))
 	if err != nil {
-		return 0, fmt.Errorf("request: %w", err)
+		return 0, fmt.Errorf("request: %w", maskURLError(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Sluice/"+buildinfo.Version)
