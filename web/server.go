@@ -249,7 +249,11 @@ func New(cfg Config) (*Server, error) {
 		BodyLimit:             4 << 20,
 		// X-Forwarded-For is read by clientAddr (clientip.go), which takes
 		// the rightmost untrusted hop; Fiber's ProxyHeader would take the
-		// leftmost, which the client writes.
+		// leftmost, which the client writes. With proxies configured,
+		// Fiber believes X-Forwarded-Host/-Proto (Hostname, Protocol) from
+		// them only.
+		EnableTrustedProxyCheck: len(cfg.TrustedProxies) > 0,
+		TrustedProxies:          cfg.TrustedProxies,
 	})
 	if err := s.routes(); err != nil {
 		s.closeResources()
