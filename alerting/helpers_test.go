@@ -159,6 +159,9 @@ func newTestService(t testing.TB, edit func(*Config)) *testEnv {
 		Logger:    slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Metrics:   reg.Alerting(),
 		ExportLag: reg.Lag(),
+		// The test receivers listen on 127.0.0.1, which notifications may
+		// reach only when allowed.
+		AllowedTargets: []string{"127.0.0.0/8"},
 		Retry: RetryPolicy{
 			MaxAttempts:    4,
 			Backoff:        func(int) time.Duration { return 20 * time.Millisecond },

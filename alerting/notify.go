@@ -356,7 +356,7 @@ func (s *Service) attempt(ctx context.Context, n Notifier, secret string, body [
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.URL, bytes.NewReader(body))
 	if err != nil {
-		return 0, fmt.Errorf("request: %w", err)
+		return 0, fmt.Errorf("request: %w", maskURLError(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Sluice/"+buildinfo.Version)
@@ -366,6 +366,10 @@ func (s *Service) attempt(ctx context.Context, n Notifier, secret string, body [
 	resp, err := s.cfg.HTTPClient.Do(req)
 	if err != nil {
 		d.HTTPStatus, d.Response = 0, ""
+		err = maskURLError(err)
+		if errors.Is(err, ErrTargetRefused) {
+			return 0, err // the address will not change by retrying
+		}
 		return 0, fmt.Errorf("%w: %v", errRetryable, err)
 	}
 	defer resp.Body.Close()
@@ -380,6 +384,10 @@ func (s *Service) attempt(ctx context.Context, n Notifier, secret string, body [
 			retryAfter = time.Duration(v) * time.Second
 		}
 		return retryAfter, fmt.Errorf("%w: HTTP %d", errRetryable, code)
+	case code >= 300 && code < 400:
+		// The client does not follow redirects (see target.go): a receiver
+		// that moved must be entered with its new URL.
+		return 0, fmt.Errorf("HTTP %d: %w; enter the receiver's final URL", code, errRedirect)
 	default:
 		return 0, fmt.Errorf("HTTP %d: not retried", code)
 	}

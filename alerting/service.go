@@ -65,7 +65,17 @@ type Config struct {
 	Cluster string
 	// Client is PagerDuty's client name (default "Sluice").
 	Client string
-	// HTTPClient sends notifications (default: a client with a 30s timeout).
+	// AllowedTargets are the receivers on loopback, link-local, private or
+	// other internal addresses that notifications may reach
+	// (alerting.allowed.targets): CIDR prefixes, addresses and host:port
+	// pairs; see ParseTargets. Public addresses need no entry.
+	AllowedTargets []string
+	// Proxy is the HTTP proxy notifications go through (alerting.proxy;
+	// empty: none, and the environment's HTTP(S)_PROXY is not used).
+	Proxy string
+	// HTTPClient sends notifications. Default: NewHTTPClient over
+	// AllowedTargets (no redirects, internal addresses refused). A client
+	// given here replaces those checks; tests only.
 	HTTPClient *http.Client
 	Retry      RetryPolicy
 	// BurrowWindow is the number of commits kept per partition for
@@ -103,9 +113,6 @@ func (c *Config) ensureDefaults() {
 		c.Client = "Sluice"
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
-	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: 30 * time.Second}
-	}
 	c.Retry.ensureDefaults()
 	if c.BurrowWindow <= 0 {
 		c.BurrowWindow = 10
@@ -164,6 +171,17 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, errors.New("alerting: no database")
 	}
 	cfg.ensureDefaults()
+	targets, err := ParseTargets(cfg.AllowedTargets)
+	if err != nil {
+		return nil, err
+	}
+	proxy, err := ParseProxy(cfg.Proxy)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = NewHTTPClient(targets, proxy)
+	}
 	if err := cfg.DB.Migrate(ctx, "alerting", migrations); err != nil {
 		return nil, fmt.Errorf("alerting: %w", err)
 	}

@@ -402,9 +402,15 @@ type NotifierInput struct {
 	// token for a webhook. On update, empty keeps the stored secret.
 	Secret string
 	// ClearSecret removes a webhook's stored token on update.
-	ClearSecret  bool
-	Enabled      bool
-	SendResolved bool
+	ClearSecret bool
+	// KeepSecretOnRetarget lets an update that changes the URL or the type
+	// keep the stored secret without entering it again. Without it such an
+	// update must carry the secret (or clear a webhook's token), so whoever
+	// may edit a notifier but does not know its key cannot send the key to
+	// an endpoint of their choosing. The console sets it for admins.
+	KeepSecretOnRetarget bool
+	Enabled              bool
+	SendResolved         bool
 }
 
 func (in *NotifierInput) normalize() {
@@ -515,6 +521,13 @@ func (s *Service) UpdateNotifier(ctx context.Context, id int64, in NotifierInput
 	in.normalize()
 	if err := in.validate(false, old.HasSecret); err != nil {
 		return Notifier{}, err
+	}
+	if old.HasSecret && in.Secret == "" && !in.ClearSecret && !in.KeepSecretOnRetarget && (in.URL != old.URL || in.Type != old.Type) {
+		msg := "the endpoint or type changed: enter the key again, it is only sent where it was entered for"
+		if in.Type == NotifierWebhook {
+			msg = "the endpoint or type changed: enter the token again (or remove it), it is only sent where it was entered for"
+		}
+		return Notifier{}, &ValidationError{Fields: map[string]string{"secret": msg}}
 	}
 	q := `UPDATE alert_notifiers SET name=?, type=?, url=?, enabled=?, send_resolved=?, updated_at=?`
 	args := []any{in.Name, in.Type, in.URL, b2i(in.Enabled), b2i(in.SendResolved), ms(s.now())}

@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-io/sluice/alerting"
+	"github.com/sluice-io/sluice/web"
 )
 
 // Listener is one entry of listeners or advertised.listeners:
@@ -107,6 +110,15 @@ type Config struct {
 	ConsoleBaseURL string // console.base.url
 	MetricsListen  string // metrics.listen; "" = served by the console listener
 	MetricsPath    string // metrics.path
+
+	// Console hardening: who is the client, what the audit log keeps, where
+	// notifications may go.
+	ConsoleTrustedProxies     []string // console.trusted.proxies
+	ConsoleAuditRetentionDays int32    // console.audit.retention.days
+	ConsoleAuditMaxRows       int32    // console.audit.max.rows
+	ConsoleAuditAccessEnable  bool     // console.audit.access.enable
+	AlertingAllowedTargets    []string // alerting.allowed.targets
+	AlertingProxy             string   // alerting.proxy
 
 	// Background work of the console (lag sampling, alert evaluation).
 	ConsoleLagSampleInterval   time.Duration // console.lag.sample.interval.ms
@@ -206,6 +218,12 @@ var keys = []keyDef{
 	{"console.tls.cert", "", "PEM certificate for HTTPS on the console (with console.tls.key)", func(c *Config, v string) error { c.ConsoleTLSCert = v; return nil }},
 	{"console.tls.key", "", "PEM private key for HTTPS on the console (with console.tls.cert)", func(c *Config, v string) error { c.ConsoleTLSKey = v; return nil }},
 	{"console.base.url", "", "external URL of the console, used in links sent by alerts", func(c *Config, v string) error { c.ConsoleBaseURL = v; return nil }},
+	{"console.trusted.proxies", "", "comma-separated addresses or CIDR prefixes of reverse proxies in front of the console; X-Forwarded-For is honoured only from them (client address in the audit log and the sign-in backoff)", func(c *Config, v string) error { c.ConsoleTrustedProxies = splitList(v); return nil }},
+	{"console.audit.retention.days", "365", "days the console keeps audit log entries", func(c *Config, v string) error { return parseInt32(v, &c.ConsoleAuditRetentionDays) }},
+	{"console.audit.max.rows", "1000000", "most audit log entries the console keeps; the oldest go first", func(c *Config, v string) error { return parseInt32(v, &c.ConsoleAuditMaxRows) }},
+	{"console.audit.access.enable", "true", "record reads of records (browse, search, export, live tail) as access entries in the audit log", func(c *Config, v string) error { return parseBool(v, &c.ConsoleAuditAccessEnable) }},
+	{"alerting.allowed.targets", "", "comma-separated CIDR prefixes, addresses or host:port pairs that notifications may reach although they are loopback, link-local or private (public addresses need no entry)", func(c *Config, v string) error { c.AlertingAllowedTargets = splitList(v); return nil }},
+	{"alerting.proxy", "", "HTTP proxy (http://host:port) every notification goes through; empty = direct (the environment's HTTPS_PROXY is not used)", func(c *Config, v string) error { c.AlertingProxy = v; return nil }},
 	{"metrics.listen", "", "address of the Prometheus endpoint; empty = served by the console listener", func(c *Config, v string) error { c.MetricsListen = v; return nil }},
 	{"metrics.path", "/metrics", "path of the Prometheus endpoint", func(c *Config, v string) error { c.MetricsPath = v; return nil }},
 	{"console.lag.sample.interval.ms", "30000", "how often the console samples every group's lag (history charts, exported lag metrics)", func(c *Config, v string) error { return parseDurationMs(v, &c.ConsoleLagSampleInterval) }},
@@ -552,6 +570,15 @@ func (c *Config) EnsureDefaults() {
 	if c.AlertingEvaluationInterval == 0 {
 		c.AlertingEvaluationInterval = d.AlertingEvaluationInterval
 	}
+	if c.ConsoleAuditRetentionDays == 0 {
+		c.ConsoleAuditRetentionDays = d.ConsoleAuditRetentionDays
+	}
+	if c.ConsoleAuditMaxRows == 0 {
+		c.ConsoleAuditMaxRows = d.ConsoleAuditMaxRows
+	}
+	if _, ok := c.Given["console.audit.access.enable"]; !ok && !c.ConsoleAuditAccessEnable {
+		c.ConsoleAuditAccessEnable = d.ConsoleAuditAccessEnable
+	}
 }
 
 // Validate checks ranges and combinations; the error names the key.
@@ -751,6 +778,21 @@ func (c *Config) Validate() error {
 	}
 	if c.AlertingEvaluationInterval < 100*time.Millisecond {
 		bad("alerting.evaluation.interval.ms", "%d: must be at least 100", c.AlertingEvaluationInterval.Milliseconds())
+	}
+	if err := web.ValidateTrustedProxies(c.ConsoleTrustedProxies); err != nil {
+		bad("console.trusted.proxies", "%v", err)
+	}
+	if c.ConsoleAuditRetentionDays < 1 {
+		bad("console.audit.retention.days", "%d: must be at least 1", c.ConsoleAuditRetentionDays)
+	}
+	if c.ConsoleAuditMaxRows < 1000 {
+		bad("console.audit.max.rows", "%d: must be at least 1000", c.ConsoleAuditMaxRows)
+	}
+	if _, err := alerting.ParseTargets(c.AlertingAllowedTargets); err != nil {
+		bad("alerting.allowed.targets", "%v", errors.Unwrap(err)) // the error names the key already
+	}
+	if _, err := alerting.ParseProxy(c.AlertingProxy); err != nil {
+		bad("alerting.proxy", "%v", errors.Unwrap(err))
 	}
 	errs = append(errs, c.checkDirs()...) // dirs.go
 	return errors.Join(errs...)

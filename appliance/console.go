@@ -182,6 +182,9 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 		Cluster: c.a.ClusterID(),
 		Logger:  c.log,
 		Metrics: c.reg.Alerting(),
+
+		AllowedTargets: cfg.AlertingAllowedTargets,
+		Proxy:          cfg.AlertingProxy,
 	})
 	if err != nil {
 		return err
@@ -205,6 +208,10 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 			comparisons.PageGroup(c.mgr, comparisons.Options{}),
 		},
 	}
+	wcfg.TrustedProxies = cfg.ConsoleTrustedProxies
+	wcfg.AuditRetention = time.Duration(cfg.ConsoleAuditRetentionDays) * 24 * time.Hour
+	wcfg.AuditMaxRows = int(cfg.ConsoleAuditMaxRows)
+	wcfg.DisableAccessAudit = !cfg.ConsoleAuditAccessEnable
 	if cfg.MetricsListen == "" {
 		wcfg.Metrics = c.reg.Handler()
 	}

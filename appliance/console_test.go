@@ -156,7 +156,10 @@ func (r *pdReceiver) actions(action string) []map[string]any {
 // Close stops the console.
 func TestServeWithConsole(t *testing.T) {
 	consoleAddr := testutil.FreeAddr(t)
-	app := startAppliance(t, "console.listen="+consoleAddr, "alerting.evaluation.interval.ms=200", "console.lag.sample.interval.ms=1000")
+	// The PagerDuty stand-in listens on 127.0.0.1, which notifications
+	// reach only when allowed.
+	app := startAppliance(t, "console.listen="+consoleAddr, "alerting.evaluation.interval.ms=200", "console.lag.sample.interval.ms=1000",
+		"alerting.allowed.targets=127.0.0.0/8")
 	base := "http://" + consoleAddr
 	c := consoleOf(t, app)
 

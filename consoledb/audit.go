@@ -2,9 +2,12 @@ package consoledb
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // AuditEntry is one change made through the console: who, what, when and
@@ -20,7 +23,51 @@ type AuditEntry struct {
 	Outcome    string // "ok" or the error text
 }
 
-// AppendAudit records e. A zero At means now; an empty Outcome means "ok".
+// Bounds of the audit entry's fields, in bytes: what a client sends (a
+// user name on a failed sign-in, a path) is recorded, but never more.
+const (
+	MaxAuditUser    = 128
+	MaxAuditAction  = 64
+	MaxAuditTarget  = 512
+	MaxAuditDetail  = 4096
+	MaxAuditAddr    = 64
+	MaxAuditOutcome = 1024
+)
+
+// Bound cuts every field of e to its bound (valid UTF-8, "…" marking a
+// cut) and replaces control characters, so an entry is small and prints
+// on one line. AppendAudit applies it; callers that also log the entry
+// apply it first.
+func (e *AuditEntry) Bound() {
+	e.User = boundText(e.User, MaxAuditUser, false)
+	e.Action = boundText(e.Action, MaxAuditAction, false)
+	e.Target = boundText(e.Target, MaxAuditTarget, false)
+	e.Detail = boundText(e.Detail, MaxAuditDetail, true)
+	e.RemoteAddr = boundText(e.RemoteAddr, MaxAuditAddr, false)
+	e.Outcome = boundText(e.Outcome, MaxAuditOutcome, true)
+}
+
+// boundText returns s as valid UTF-8 without control characters (but
+// newlines when lines is set), at most n bytes plus "…" when cut.
+func boundText(s string, n int, lines bool) string {
+	clean := func(r rune) rune {
+		if r < ' ' && !(lines && r == '\n') || r == 0x7f || r == utf8.RuneError {
+			return '?'
+		}
+		return r
+	}
+	if len(s) > n {
+		s = s[:n]
+		for len(s) > 0 && !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+		return strings.Map(clean, s) + "…"
+	}
+	return strings.Map(clean, s)
+}
+
+// AppendAudit records e, bounded (see Bound). A zero At means now; an
+// empty Outcome means "ok".
 func (c *Console) AppendAudit(ctx context.Context, e AuditEntry) (int64, error) {
 	if e.At.IsZero() {
 		e.At = time.Now()
@@ -28,9 +75,7 @@ func (c *Console) AppendAudit(ctx context.Context, e AuditEntry) (int64, error) 
 	if e.Outcome == "" {
 		e.Outcome = "ok"
 	}
-	if len(e.Detail) > 4096 {
-		e.Detail = e.Detail[:4096] + "…"
-	}
+	e.Bound()
 	res, err := c.db.ExecContext(ctx, `INSERT INTO audit_log(at, username, action, target, detail, remote_addr, outcome) VALUES(?,?,?,?,?,?,?)`,
 		ms(e.At), e.User, e.Action, e.Target, e.Detail, e.RemoteAddr, e.Outcome)
 	if err != nil {
@@ -108,4 +153,43 @@ func (c *Console) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, bool,
 		out = out[:f.Limit]
 	}
 	return out, more, nil
+}
+
+// pruneBatch is how many audit rows one DELETE removes, so pruning a large
+// backlog never holds the database's write lock for long.
+const pruneBatch = 5000
+
+// PruneAudit deletes the audit entries recorded before before, then the
+// oldest beyond the newest keep entries (keep <= 0: no size cap), in
+// batches. It returns how many it deleted.
+func (c *Console) PruneAudit(ctx context.Context, before time.Time, keep int) (int64, error) {
+	var total int64
+	del := func(q string, args ...any) error {
+		for {
+			res, err := c.db.ExecContext(ctx, q, args...)
+			if err != nil {
+				return fmt.Errorf("prune audit log: %w", err)
+			}
+			n, _ := res.RowsAffected()
+			total += n
+			if n < pruneBatch {
+				return nil
+			}
+		}
+	}
+	if err := del(`DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE at < ? ORDER BY id LIMIT ?)`, ms(before), pruneBatch); err != nil {
+		return total, err
+	}
+	if keep > 0 {
+		var cut int64
+		err := c.db.QueryRowContext(ctx, `SELECT id FROM audit_log ORDER BY id DESC LIMIT 1 OFFSET ?`, keep).Scan(&cut)
+		if err == nil {
+			if err := del(`DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE id <= ? ORDER BY id LIMIT ?)`, cut, pruneBatch); err != nil {
+				return total, err
+			}
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return total, fmt.Errorf("prune audit log: %w", err)
+		}
+	}
+	return total, nil
 }

@@ -74,6 +74,8 @@ var consoleMigrations = []string{
 		first_seen_at INTEGER NOT NULL,
 		last_seen_at INTEGER NOT NULL
 	);`,
+	// 2: the audit log is pruned by age.
+	`CREATE INDEX audit_log_at ON audit_log(at);`,
 }
 
 // ErrNotFound is returned by lookups that found nothing.

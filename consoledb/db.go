@@ -40,6 +40,9 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("consoledb: create directory for %s: %w", path, err)
 	}
+	if err := createPrivate(path); err != nil {
+		return nil, err
+	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(5000)")
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -65,7 +68,57 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("consoledb: %s: create schema_migrations: %w", path, err)
 	}
+	// SQLite creates the WAL and shared-memory files with the database
+	// file's mode; files left by an older Sluice are tightened here.
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		if err := tighten(f); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	return d, nil
+}
+
+// The database holds password hashes, session ids and the audit log: it is
+// created readable by its owner only (0600), whatever the umask, and an
+// existing file readable by others loses those bits (group read, 0640, is
+// left for installs that grant it on purpose).
+const (
+	fileMode    os.FileMode = 0o600
+	maxFileMode os.FileMode = 0o640
+)
+
+// createPrivate creates path with fileMode when it does not exist.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, fileMode)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("consoledb: create %s: %w", path, err)
+	}
+	if err := f.Chmod(fileMode); err != nil { // the umask only removes bits; be explicit anyway
+		f.Close()
+		return fmt.Errorf("consoledb: chmod %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// tighten removes from path's mode what maxFileMode does not grant.
+func tighten(path string) error {
+	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("consoledb: %w", err)
+	}
+	if perm := st.Mode().Perm(); perm&^maxFileMode != 0 {
+		if err := os.Chmod(path, perm&maxFileMode); err != nil {
+			return fmt.Errorf("consoledb: %s has mode %v and cannot be made private: %w", path, perm, err)
+		}
+	}
+	return nil
 }
 
 // Migrate applies the migrations of component that are not applied yet, each

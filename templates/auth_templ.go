@@ -75,11 +75,11 @@ func LoginPage(f Form, next string, noAdmin bool) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = TextField(f, "username", "User name", "text", "", templ.Attributes{"autocomplete": "username", "required": true, "autofocus": true, "autocapitalize": "none"}).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = TextField(f, "username", "User name", "text", "", templ.Attributes{"autocomplete": "username", "required": true, "autofocus": true, "autocapitalize": "none", "maxlength": "64"}).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = TextField(f, "password", "Password", "password", "", templ.Attributes{"autocomplete": "current-password", "required": true}).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = TextField(f, "password", "Password", "password", "", templ.Attributes{"autocomplete": "current-password", "required": true, "maxlength": "72"}).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -157,11 +157,11 @@ func SetupPage(f Form, token string) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = TextField(f, "username", "User name", "text", "Letters, digits, and . _ @ -", templ.Attributes{"autocomplete": "username", "required": true, "autofocus": true, "autocapitalize": "none"}).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = TextField(f, "username", "User name", "text", "Letters, digits, and . _ @ -", templ.Attributes{"autocomplete": "username", "required": true, "autofocus": true, "autocapitalize": "none", "maxlength": "64"}).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = TextField(f, "password", "Password", "password", "At least 8 characters.", templ.Attributes{"autocomplete": "new-password", "required": true, "minlength": "8"}).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = TextField(f, "password", "Password", "password", "At least 8 characters.", templ.Attributes{"autocomplete": "new-password", "required": true, "minlength": "8", "maxlength": "72"}).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

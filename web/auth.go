@@ -22,11 +22,12 @@ const (
 
 // Locals keys.
 const (
-	localsSession = "sluice.session"
-	localsToken   = "sluice.token"
-	localsCSRF    = "sluice.csrf"
-	localsServer  = "sluice.server"
-	localsLoc     = "sluice.loc"
+	localsSession  = "sluice.session"
+	localsToken    = "sluice.token"
+	localsCSRF     = "sluice.csrf"
+	localsServer   = "sluice.server"
+	localsLoc      = "sluice.loc"
+	localsClientIP = "sluice.client"
 )
 
 // CurrentUser is the signed-in user of the request, or nil.
@@ -90,6 +91,7 @@ func (s *Server) session(c *fiber.Ctx) error {
 	c.SetUserContext(ctx)
 	c.Locals(localsServer, serverRef{s})
 	c.Locals(localsLoc, viewerLocation(c))
+	c.Locals(localsClientIP, s.proxies.clientAddr(c))
 
 	if tok := c.Cookies(sessionCookie); tok != "" {
 		sess, err := s.store.SessionByToken(ctx, tok, time.Minute, s.cfg.SessionIdle, s.cfg.SessionMaxAge)
@@ -131,6 +133,7 @@ func (s *Server) requireRole(need Role) fiber.Handler {
 			return &Error{Status: fiber.StatusUnauthorized, Title: "Sign in first", Text: "This needs a signed-in user.", Hint: "Sign in at /login, then try again."}
 		}
 		if !u.Role.Allows(need) {
+			Audit(c, "auth.role-refused", c.Method()+" "+c.Path(), "role "+string(u.Role)+", needs "+string(need), errRoleRefused)
 			return &Error{Status: fiber.StatusForbidden, Title: "Not allowed for your role",
 				Text: "Your role is " + string(u.Role) + "; this needs " + string(need) + ".",
 				Hint: "An admin can change your role on the Users page."}
@@ -139,20 +142,56 @@ func (s *Server) requireRole(need Role) fiber.Handler {
 	}
 }
 
-// safeNext keeps a post-sign-in redirect on this site.
+var errRoleRefused = errors.New("refused: the role does not allow it")
+
+// maxNext bounds the post-sign-in address.
+const maxNext = 2048
+
+// safeNext keeps a post-sign-in redirect on this site: next must be a path
+// of this console, and stay one the way a browser reads it. Browsers follow
+// the WHATWG URL rules, which drop tabs and newlines anywhere in a URL and
+// treat a backslash like a slash, so "/\t/evil.example/" and "/\\evil.example"
+// both mean "//evil.example", another host. So: printable ASCII only (no
+// control characters, no spaces, no backslash), one leading slash and not
+// two, no scheme or host when parsed, and the same after percent-decoding
+// the path (a proxy or framework that decodes %2F must not make it "//").
+// Anything else sends the user to the overview.
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	if next == "" || len(next) > maxNext || next[0] != '/' || strings.HasPrefix(next, "//") || !plainPath(next) {
 		return "/"
 	}
-	if strings.HasPrefix(next, "/login") || strings.HasPrefix(next, "/logout") || strings.HasPrefix(next, "/setup") {
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") || strings.ContainsFunc(u.Path, unsafeInPath) {
 		return "/"
+	}
+	for _, p := range []string{"/login", "/logout", "/setup"} {
+		if strings.HasPrefix(u.Path, p) {
+			return "/"
+		}
 	}
 	return next
 }
 
+// plainPath reports whether s is printable ASCII without spaces or
+// backslashes: what a percent-encoded path is made of.
+func plainPath(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b <= ' ' || b >= 0x7f || b == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// unsafeInPath is true for what a browser would drop or read as a slash in
+// a decoded path: control characters and the backslash. (Decoded group
+// names may hold spaces and any other character.)
+func unsafeInPath(r rune) bool { return r < ' ' || r == 0x7f || r == '\\' }
+
 // signIn starts a session for u and sets its cookie.
 func (s *Server) signIn(c *fiber.Ctx, u consoledb.User) error {
-	tok, err := s.store.CreateSession(requestCtx(c), u.ID, s.cfg.SessionIdle, c.IP(), string(c.Request().Header.UserAgent()))
+	tok, err := s.store.CreateSession(requestCtx(c), u.ID, s.cfg.SessionIdle, ClientIP(c), string(c.Request().Header.UserAgent()))
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"net/url"
 	"strings"
 
@@ -46,7 +47,7 @@ func (s *Server) checkCSRF(c *fiber.Ctx) error {
 	if origin := c.Get(fiber.HeaderOrigin); origin != "" && origin != "null" {
 		u, err := url.Parse(origin)
 		if err != nil || !strings.EqualFold(u.Host, c.Hostname()) {
-			return errCSRF
+			return refuseCSRF(c, "sent from another site (Origin "+origin+")")
 		}
 	}
 	want := CSRFToken(c)
@@ -54,8 +55,22 @@ func (s *Server) checkCSRF(c *fiber.Ctx) error {
 	if got == "" {
 		got = c.Get("X-CSRF-Token")
 	}
-	if want == "" || !hmac.Equal([]byte(got), []byte(want)) {
-		return errCSRF
+	switch {
+	case got == "":
+		return refuseCSRF(c, "no security token")
+	case want == "" || !hmac.Equal([]byte(got), []byte(want)):
+		return refuseCSRF(c, "security token of another session, or stale")
 	}
 	return c.Next()
+}
+
+// refuseCSRF audits a refused unsafe request (a forged form, or one left
+// open across a sign-out) and answers it.
+func refuseCSRF(c *fiber.Ctx, why string) error {
+	if CurrentUser(c) != nil {
+		Audit(c, "auth.csrf-refused", c.Method()+" "+c.Path(), why, errors.New("refused: "+why))
+	} else {
+		auditNoise(c, requestUser(c), "auth.csrf-refused", c.Method()+" "+c.Path(), why, errors.New("refused: "+why))
+	}
+	return errCSRF
 }

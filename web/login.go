@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -12,8 +14,8 @@ import (
 )
 
 // GET /login, POST /login: the sign-in form. Failed attempts are counted
-// per address and per user name (limiter); over the limit the form answers
-// 429 without checking the password.
+// per (user name, client address) and per address (limiter); while their
+// backoff lasts the form answers 429 without checking the password.
 
 type authenticator interface {
 	Authenticate(ctx context.Context, name, password string) (consoledb.User, error)
@@ -41,18 +43,43 @@ func (h *loginHandler) get(c *fiber.Ctx) error {
 	return Render(c, fiber.StatusOK, templates.LoginPage(templates.NewForm(), safeNext(c.Query("next")), h.noAdmin(c)))
 }
 
+// Bounds of the sign-in form. No user name is longer (consoledb
+// .ValidateUsername) and no password either (bcrypt reads 72 bytes, and
+// longer ones are refused when set), so longer input is a failed sign-in
+// without a look at the database; only maxShownName bytes of it are echoed
+// into the form, the audit log and the service log.
+const (
+	maxLoginName     = 64
+	maxLoginPassword = consoledb.MaxPasswordLen
+	maxShownName     = 64
+)
+
+// shownName is the user name as recorded and echoed: cut to maxShownName
+// bytes (valid UTF-8, "…" marking the cut).
+func shownName(name string) string {
+	if len(name) <= maxShownName {
+		return name
+	}
+	cut := name[:maxShownName]
+	for len(cut) > 0 && !utf8.ValidString(cut) {
+		cut = cut[:len(cut)-1]
+	}
+	return cut + "…"
+}
+
 func (h *loginHandler) post(c *fiber.Ctx) error {
-	name := strings.TrimSpace(c.FormValue("username"))
+	raw := strings.TrimSpace(c.FormValue("username"))
+	name := shownName(raw)
 	password := c.FormValue("password")
 	next := safeNext(c.FormValue("next"))
-	f := templates.NewForm("username", name)
-	ip := c.IP()
+	f := templates.NewForm("username", strings.Clone(name))
+	ip := ClientIP(c)
 	if wait, blocked := h.limiter.blocked(ip, name); blocked {
-		f.Err = "Too many failed sign-ins. Wait " + templates.Dur(wait.Round(1e9)) + " and try again."
-		serverOf(c).audit(requestCtx(c), nonEmptyName(name), ip, "session.login", name, "rate limited", errors.New("too many failed sign-ins"))
+		f.Err = "Too many failed sign-ins. Wait " + templates.Dur(wait.Round(time.Second)) + " and try again."
+		auditNoise(c, nonEmptyName(name), "session.login", name, "refused during the sign-in backoff: wait "+wait.Round(time.Second).String(), errors.New("too many failed sign-ins"))
 		return Render(c, fiber.StatusTooManyRequests, templates.LoginPage(f, next, false))
 	}
-	if name == "" || password == "" {
+	if raw == "" || password == "" {
 		if name == "" {
 			f.Fail("username", "Enter your user name.")
 		}
@@ -61,7 +88,13 @@ func (h *loginHandler) post(c *fiber.Ctx) error {
 		}
 		return Render(c, fiber.StatusUnprocessableEntity, templates.LoginPage(f, next, h.noAdmin(c)))
 	}
-	u, err := h.users.Authenticate(requestCtx(c), name, password)
+	var u consoledb.User
+	var err error
+	if len(raw) > maxLoginName || len(password) > maxLoginPassword {
+		err = consoledb.ErrBadCredentials // no account has such a name or password
+	} else {
+		u, err = h.users.Authenticate(requestCtx(c), raw, password)
+	}
 	if errors.Is(err, consoledb.ErrBadCredentials) {
 		h.limiter.fail(ip, name)
 		serverOf(c).audit(requestCtx(c), name, ip, "session.login", name, "", err)
@@ -71,7 +104,7 @@ func (h *loginHandler) post(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	h.limiter.succeed(name)
+	h.limiter.succeed(ip, name)
 	s := serverOf(c)
 	if err := s.signIn(c, u); err != nil {
 		return err

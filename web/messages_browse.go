@@ -14,8 +14,9 @@ import (
 
 // GET /topics/:name/messages: browse a topic or a partition from earliest,
 // latest, an offset or a time, or search it on the server (bounded by a
-// record count and a time, reporting "scanned N of M"). See
-// messages_query.go for the parameters.
+// record count and a time, reporting "scanned N of M"; at most
+// MaxScansPerUser at once per user). See messages_query.go for the
+// parameters. Each read is an "access.messages.browse" audit entry.
 
 type recordReader interface {
 	TopicMetadata(ctx context.Context, topic string) (kafka.TopicMeta, error)
@@ -74,7 +75,15 @@ func (h messagesBrowse) view(c *fiber.Ctx, name string) (templates.MessagesView,
 	base := templates.MessagesURL(name)
 	vals := queryValues(mq)
 	v.TailURL = base + "/tail?" + vals.Encode()
+	done, err := startScan(c)
+	if err != nil {
+		return v, err
+	}
 	res, err := h.kc.Read(ctx, q)
+	done()
+	if err == nil {
+		AuditAccess(c, "messages.browse", name, describeRead(mq, "", len(res.Records)))
+	}
 	if err != nil {
 		if errors.Is(err, kafka.ErrUnknownTopic) {
 			return v, NotFound("topic "+name, "")

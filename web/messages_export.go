@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"encoding/base64"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -18,7 +17,9 @@ import (
 // GET /topics/:name/messages/export?as=json|csv&…: the records the same
 // query shows on the page, as a download. Keys, values and header values
 // are UTF-8 text when they are valid UTF-8, base64 otherwise (the
-// *_encoding fields say which).
+// *_encoding fields say which). CSV cells are written safe to open in a
+// spreadsheet (CSVCell). Each export is an "access.messages.export" audit
+// entry.
 
 type recordExporter interface {
 	Read(ctx context.Context, q kafka.Query) (*kafka.Result, error)
@@ -61,33 +62,42 @@ func (h messagesExport) get(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	_, q, err := parseMessageQuery(c, name)
+	mq, q, err := parseMessageQuery(c, name)
+	if err != nil {
+		return err
+	}
+	as := c.Query("as", "json")
+	if as != "json" && as != "csv" {
+		return BadRequest("as must be json or csv")
+	}
+	done, err := startScan(c)
 	if err != nil {
 		return err
 	}
 	res, err := h.kc.Read(requestCtx(c), q)
+	done()
 	if err != nil {
 		if errors.Is(err, kafka.ErrUnknownTopic) {
 			return NotFound("topic "+name, "")
 		}
 		return Unavailable(err)
 	}
+	AuditAccess(c, "messages.export", name, describeRead(mq, "as="+as, len(res.Records)))
 	recs := exportRecords(res.Records)
 	stamp := time.Now().UTC().Format("20060102-150405")
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	switch c.Query("as", "json") {
+	switch as {
 	case "csv":
 		c.Set(fiber.HeaderContentType, "text/csv; charset=utf-8")
 		c.Set(fiber.HeaderContentDisposition, `attachment; filename="`+name+"-"+stamp+`.csv"`)
-		w := csv.NewWriter(c.Response().BodyWriter())
+		w := NewCSVWriter(c.Response().BodyWriter())
 		w.Write([]string{"topic", "partition", "offset", "timestamp", "key", "key_encoding", "value", "value_encoding", "headers"})
 		for _, e := range recs {
 			hj, _ := json.Marshal(e.Headers)
 			w.Write([]string{e.Topic, strconv.Itoa(int(e.Partition)), strconv.FormatInt(e.Offset, 10), e.Timestamp.Format(time.RFC3339Nano),
 				deref(e.Key), e.KeyEncoding, deref(e.Value), e.ValueEncoding, string(hj)})
 		}
-		w.Flush()
-		return w.Error()
+		return w.Flush()
 	case "json":
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSONCharsetUTF8)
 		c.Set(fiber.HeaderContentDisposition, `attachment; filename="`+name+"-"+stamp+`.json"`)

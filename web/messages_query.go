@@ -215,3 +215,26 @@ func queryValues(mq templates.MessageQuery) url.Values {
 	}
 	return v
 }
+
+// describeRead is the detail of an access audit entry: the query that read
+// the records (partition, start, search) and how many it returned (n < 0:
+// a live tail).
+func describeRead(mq templates.MessageQuery, extra string, n int) string {
+	vals := queryValues(mq)
+	keys := make([]string, 0, len(vals))
+	for k := range vals {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys)+2)
+	for _, k := range keys {
+		parts = append(parts, k+"="+strconv.Quote(vals.Get(k)))
+	}
+	if extra != "" {
+		parts = append(parts, extra)
+	}
+	if n >= 0 {
+		parts = append(parts, "records="+strconv.Itoa(n))
+	}
+	return strings.Join(parts, " ")
+}

@@ -19,7 +19,8 @@ import (
 // topic's new records, rendered as table rows (event "records"), with the
 // messages page's search applied. At most 50 records a second are sent; the
 // others are counted (event "dropped"). The stream ends when the browser
-// goes away, or the console closes (event "end").
+// goes away, or the console closes (event "end"). A user has at most
+// MaxTailsPerUser tails open; each is an "access.messages.tail" audit entry.
 
 type recordTailer interface {
 	Tail(ctx context.Context, topic string, partition int32, filter kafka.Filter, maxPerSecond int, fn func([]kafka.Record, int64) error) error
@@ -41,6 +42,11 @@ func (h messagesTail) get(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	done, err := startTail(c)
+	if err != nil {
+		return err
+	}
+	AuditAccess(c, "messages.tail", name, describeRead(mq, "", -1))
 	info := requestInfo(c) // the handler's locals are gone once streaming starts
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-store")
@@ -48,16 +54,13 @@ func (h messagesTail) get(c *fiber.Ctx) error {
 	c.Set("X-Accel-Buffering", "no")
 	base := h.base
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer done()
 		ctx, cancel := context.WithCancel(base)
 		defer cancel()
 		rctx := templates.WithRequest(context.Background(), info)
 		lastWrite := time.Now()
 		send := func(event, data string) error {
-			fmt.Fprintf(w, "event: %s\n", event)
-			for _, line := range strings.Split(data, "\n") {
-				fmt.Fprintf(w, "data: %s\n", line)
-			}
-			w.WriteString("\n")
+			writeEvent(w, event, data)
 			lastWrite = time.Now()
 			return w.Flush()
 		}
@@ -75,7 +78,7 @@ func (h messagesTail) get(c *fiber.Ctx) error {
 				if err := templates.MessageRows(recs, mq.Format, true).Render(rctx, &buf); err != nil {
 					return err
 				}
-				if err := send("records", strings.ReplaceAll(buf.String(), "\n", " ")); err != nil {
+				if err := send("records", htmlLineBreaks.Replace(buf.String())); err != nil {
 					return err
 				}
 			}
@@ -103,4 +106,32 @@ func (h messagesTail) get(c *fiber.Ctx) error {
 		}
 	})
 	return nil
+}
+
+// htmlLineBreaks writes the line breaks of rendered rows as character
+// references, which mean the same in HTML text and attribute values (the
+// only places a record's bytes appear; templ writes no line break inside a
+// tag), so the rows travel as one "data:" line and keep a record's line
+// breaks exactly.
+var htmlLineBreaks = strings.NewReplacer("\r", "&#13;", "\n", "&#10;")
+
+// sseLines splits event data where the event-stream format ends a line:
+// at CR LF, at LF and at a lone CR.
+var sseLines = strings.NewReplacer("\r\n", "\n", "\r", "\n")
+
+// writeEvent writes one server-sent event. Every line of data, however it
+// ends, gets its own "data:" field, so a record holding a carriage return
+// or a newline cannot end the field early and inject an event or a field
+// of its own into the viewers' streams; the browser joins the lines back
+// with "\n". The event name is the handler's own.
+func writeEvent(w *bufio.Writer, event, data string) {
+	w.WriteString("event: ")
+	w.WriteString(event)
+	w.WriteByte('\n')
+	for _, line := range strings.Split(sseLines.Replace(data), "\n") {
+		w.WriteString("data: ")
+		w.WriteString(line)
+		w.WriteByte('\n')
+	}
+	w.WriteByte('\n')
 }

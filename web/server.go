@@ -67,10 +67,21 @@ type Config struct {
 	// SessionIdle ends a session after this long without a request
 	// (default 12h); SessionMaxAge ends it regardless (default 7 days).
 	SessionIdle, SessionMaxAge time.Duration
-	// TrustedProxies are addresses of reverse proxies whose
-	// X-Forwarded-For is believed for the client address (audit, rate
-	// limits). Empty: the TCP peer is the client.
+	// TrustedProxies are addresses and CIDR prefixes of reverse proxies
+	// whose X-Forwarded-For is believed for the client address (audit,
+	// sign-in backoff) (console.trusted.proxies). Empty: the TCP peer is
+	// the client.
 	TrustedProxies []string
+	// AuditRetention is how long audit entries are kept
+	// (console.audit.retention.days, default 365 days); AuditMaxRows caps
+	// the audit log's size in rows (console.audit.max.rows, default
+	// 1,000,000), the oldest going first. Both are applied hourly.
+	AuditRetention time.Duration
+	AuditMaxRows   int
+	// DisableAccessAudit stops recording reads of records (browse, search,
+	// export, live tail) as "access." audit entries
+	// (console.audit.access.enable=false).
+	DisableAccessAudit bool
 	// Leader, when set, says whether this console does the background
 	// work of the cluster (lag sampling, and what page groups' Run does
 	// when they ask IsLeader). Nil: always.
@@ -93,6 +104,8 @@ const (
 	DefaultLagRetention      = 7 * 24 * time.Hour
 	DefaultSessionIdle       = 12 * time.Hour
 	DefaultSessionMaxAge     = 7 * 24 * time.Hour
+	DefaultAuditRetention    = 365 * 24 * time.Hour
+	DefaultAuditMaxRows      = 1_000_000
 )
 
 func (c *Config) ensureDefaults() {
@@ -113,6 +126,12 @@ func (c *Config) ensureDefaults() {
 	}
 	if c.SessionMaxAge <= 0 {
 		c.SessionMaxAge = DefaultSessionMaxAge
+	}
+	if c.AuditRetention <= 0 {
+		c.AuditRetention = DefaultAuditRetention
+	}
+	if c.AuditMaxRows <= 0 {
+		c.AuditMaxRows = DefaultAuditMaxRows
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -141,6 +160,9 @@ func (c *Config) validate() error {
 	if !strings.HasPrefix(c.MetricsPath, "/") {
 		errs = append(errs, fmt.Errorf("metrics path %q must start with /", c.MetricsPath))
 	}
+	if _, err := parseTrustedProxies(c.TrustedProxies); err != nil {
+		errs = append(errs, fmt.Errorf("console.trusted.proxies: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -155,7 +177,10 @@ type Server struct {
 	tls   *tls.Config
 
 	csrfSecret []byte
+	proxies    trustedProxies
 	limiter    *limiter
+	noise      *noiseGate // throttles the audit entries of cheap refusals
+	scans      *userSlots // concurrent record scans and tails per user
 	sampler    *sampler
 	nav        []NavItem
 
@@ -181,6 +206,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("console: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "console")}
+	s.proxies, _ = parseTrustedProxies(cfg.TrustedProxies) // validated above
 	if cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
@@ -210,16 +236,22 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("console: %w", err)
 	}
 	s.kc = kc
-	s.limiter = newLimiter(10*time.Minute, 10, 5)
+	s.limiter = newLimiter()
+	s.noise = newNoiseGate()
+	s.scans = newUserSlots()
 	s.sampler = newSampler(s.kc, s.store, s.log, cfg.LagSampleInterval, cfg.LagRetention, s.IsLeader, cfg.BytesOutTotal)
 	s.app = fiber.New(fiber.Config{
-		AppName:                 "sluice-console",
-		DisableStartupMessage:   true,
-		ErrorHandler:            s.handleError,
-		ReadTimeout:             30 * time.Second,
-		IdleTimeout:             120 * time.Second,
-		BodyLimit:               4 << 20,
-		ProxyHeader:             proxyHeader(cfg.TrustedProxies),
+		AppName:               "sluice-console",
+		DisableStartupMessage: true,
+		ErrorHandler:          s.handleError,
+		ReadTimeout:           30 * time.Second,
+		IdleTimeout:           120 * time.Second,
+		BodyLimit:             4 << 20,
+		// X-Forwarded-For is read by clientAddr (clientip.go), which takes
+		// the rightmost untrusted hop; Fiber's ProxyHeader would take the
+		// leftmost, which the client writes. With proxies configured,
+		// Fiber believes X-Forwarded-Host/-Proto (Hostname, Protocol) from
+		// them only.
 		EnableTrustedProxyCheck: len(cfg.TrustedProxies) > 0,
 		TrustedProxies:          cfg.TrustedProxies,
 	})
@@ -228,13 +260,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("console: %w", err)
 	}
 	return s, nil
-}
-
-func proxyHeader(trusted []string) string {
-	if len(trusted) == 0 {
-		return ""
-	}
-	return fiber.HeaderXForwardedFor
 }
 
 // Start listens on Config.Listen and serves in the background; it returns
@@ -293,7 +318,7 @@ func (s *Server) listen(ctx context.Context) error {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.pruneSessions(s.ctx)
+		s.prune(s.ctx)
 	}()
 	return nil
 }
@@ -397,12 +422,20 @@ func (s *Server) IsLeader() bool {
 	return s.cfg.Leader()
 }
 
-func (s *Server) pruneSessions(ctx context.Context) {
+// prune removes expired sessions and applies the audit log's retention,
+// at start and hourly. Every console prunes its own database, leader or
+// not.
+func (s *Server) prune(ctx context.Context) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
 		if _, err := s.store.PruneSessions(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("prune sessions", "err", err)
+		}
+		if n, err := s.store.PruneAudit(ctx, time.Now().Add(-s.cfg.AuditRetention), s.cfg.AuditMaxRows); err != nil && ctx.Err() == nil {
+			s.log.Warn("prune audit log", "err", err)
+		} else if n > 0 {
+			s.log.Info("audit log pruned", "deleted", n, "retention", s.cfg.AuditRetention, "max_rows", s.cfg.AuditMaxRows)
 		}
 		select {
 		case <-ctx.Done():

@@ -95,7 +95,7 @@ func (h *setupHandler) post(c *fiber.Ctx) error {
 		return Render(c, fiber.StatusNotFound, templates.SetupClosed("An admin exists already."))
 	}
 	tok := c.FormValue("token")
-	ip := c.IP()
+	ip := ClientIP(c)
 	if wait, blocked := h.s.limiter.blocked(ip, ""); blocked {
 		return Render(c, fiber.StatusTooManyRequests, templates.SetupClosed("Too many attempts. Wait "+templates.Dur(wait.Round(1e9))+"."))
 	}

@@ -14,7 +14,8 @@ import (
 
 // GET /alerts/deliveries?notifier=&status=&rule=&before=: the delivery log,
 // newest first, 100 a page: every trigger, resolve and test event with its
-// attempts, last HTTP status and the receiver's answer (secrets removed).
+// attempts, last HTTP status and, for admins, the receiver's answer (secrets
+// removed).
 
 type deliveryReader interface {
 	Deliveries(ctx context.Context, q alerting.DeliveryQuery) ([]alerting.Delivery, error)
@@ -34,6 +35,7 @@ func (h deliveries) get(c *fiber.Ctx) error {
 	if err != nil {
 		return engineError(err, "delivery log")
 	}
+	ds = deliveriesFor(c, ds)
 	if web.WantsJSON(c) {
 		return web.JSON(c, fiber.Map{"deliveries": orEmpty(ds)})
 	}

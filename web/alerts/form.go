@@ -286,7 +286,7 @@ func parseNotifier(c *fiber.Ctx) (alerting.NotifierInput, templates.Form) {
 }
 
 // describeNotifier is the audit detail of a notifier change; it says only
-// whether the secret changed.
+// whether the secret changed, and shows the URL masked.
 func describeNotifier(in alerting.NotifierInput, creating bool) string {
 	secret := "kept"
 	switch {
@@ -299,7 +299,7 @@ func describeNotifier(in alerting.NotifierInput, creating bool) string {
 	case creating:
 		secret = "none"
 	}
-	return fmt.Sprintf("type=%s url=%s enabled=%t send_resolved=%t secret=%s", in.Type, in.URL, in.Enabled, in.SendResolved, secret)
+	return fmt.Sprintf("type=%s url=%s enabled=%t send_resolved=%t secret=%s", in.Type, alerting.MaskURL(in.URL), in.Enabled, in.SendResolved, secret)
 }
 
 func asValidation(err error) (*alerting.ValidationError, bool) {

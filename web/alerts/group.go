@@ -157,6 +157,41 @@ func applyValidation(f *templates.Form, err error) bool {
 	return false
 }
 
+// ---- what each role sees ----
+
+// notifierFor is n as the request's user may see it: a viewer sees the URL
+// masked like a secret (webhook URLs often carry a token); operators, who
+// edit it, see it whole.
+func notifierFor(c *fiber.Ctx, n alerting.Notifier) alerting.Notifier {
+	if !web.HasRole(c, web.RoleOperator) {
+		n.URL = alerting.MaskURL(n.URL)
+	}
+	return n
+}
+
+func notifiersFor(c *fiber.Ctx, ns []alerting.Notifier) []alerting.Notifier {
+	out := make([]alerting.Notifier, len(ns))
+	for i, n := range ns {
+		out[i] = notifierFor(c, n)
+	}
+	return out
+}
+
+// deliveriesFor is the delivery log as the request's user may see it: the
+// receivers' answers only for admins (a receiver's body is whatever the
+// target returned, which may be internal data).
+func deliveriesFor(c *fiber.Ctx, ds []alerting.Delivery) []alerting.Delivery {
+	if web.HasRole(c, web.RoleAdmin) {
+		return ds
+	}
+	out := make([]alerting.Delivery, len(ds))
+	for i, d := range ds {
+		d.Response = ""
+		out[i] = d
+	}
+	return out
+}
+
 // jsonFormError answers a rejected form as JSON.
 func jsonFormError(c *fiber.Ctx, status int, f templates.Form) error {
 	return c.Status(status).JSON(fiber.Map{"error": "invalid input", "fields": f.Errors, "detail": f.Err})

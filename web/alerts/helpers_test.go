@@ -68,7 +68,9 @@ func newEnv(t testing.TB, mod ...func(*web.Config)) *env {
 		BaseURL:  "http://console.test",
 		Logger:   webtest.Logger(),
 		Metrics:  metrics.New().Alerting(),
-		Retry:    alerting.RetryPolicy{Backoff: func(int) time.Duration { return 10 * time.Millisecond }, MaxAttempts: 3},
+		// The test receivers listen on 127.0.0.1.
+		AllowedTargets: []string{"127.0.0.0/8"},
+		Retry:          alerting.RetryPolicy{Backoff: func(int) time.Duration { return 10 * time.Millisecond }, MaxAttempts: 3},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -48,7 +48,7 @@ func (h notifierSendTest) post(c *fiber.Ctx) error {
 		return engineError(err, "notifier "+n.Name)
 	}
 	if web.WantsJSON(c) {
-		return web.JSON(c, fiber.Map{"delivery": d})
+		return web.JSON(c, fiber.Map{"delivery": deliveriesFor(c, []alerting.Delivery{d})[0]})
 	}
 	switch {
 	case d.Status == alerting.DeliveryDelivered:

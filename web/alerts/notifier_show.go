@@ -12,7 +12,7 @@ import (
 )
 
 // GET /alerts/notifiers/:id: a notifier's settings (its key only as a
-// hint), the rules that use it, its recent deliveries, and for operators
+// hint, its URL masked for viewers), the rules that use it, its recent deliveries, and for operators
 // the edit form and the "Send test event" button.
 
 type notifierReader interface {
@@ -32,6 +32,7 @@ func (h notifierShow) get(c *fiber.Ctx) error {
 	if err != nil {
 		return engineError(err, "notifier "+c.Params("id"))
 	}
+	n = notifierFor(c, n)
 	if web.WantsJSON(c) {
 		return web.JSON(c, fiber.Map{"notifier": n})
 	}
@@ -51,7 +52,8 @@ func (h notifierShow) render(c *fiber.Ctx, status int, n alerting.Notifier, f te
 			}
 		}
 	}
-	v.Deliveries, _ = h.eng.Deliveries(ctx, alerting.DeliveryQuery{NotifierID: n.ID, Limit: 50})
+	ds, _ := h.eng.Deliveries(ctx, alerting.DeliveryQuery{NotifierID: n.ID, Limit: 50})
+	v.Deliveries = deliveriesFor(c, ds)
 	p := page(c, n.Name, templates.Crumb{Label: "Notifiers", Href: "/alerts/notifiers"})
 	return web.Render(c, status, views.NotifierPage(p, v))
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // POST /alerts/notifiers/:id: change a notifier. An empty key field keeps
-// the stored key; "Remove the stored token" clears a webhook's token.
+// the stored key; "Remove the stored token" clears a webhook's token. A new
+// URL or type needs the key entered again, except from an admin.
 
 type notifierUpdater interface {
 	Notifier(ctx context.Context, id int64) (alerting.Notifier, error)
@@ -33,6 +34,9 @@ func (h notifierUpdate) post(c *fiber.Ctx) error {
 		return engineError(err, "notifier "+c.Params("id"))
 	}
 	in, f := parseNotifier(c)
+	// Only an admin may point a notifier elsewhere without entering its
+	// key again (alerting.NotifierInput.KeepSecretOnRetarget).
+	in.KeepSecretOnRetarget = web.HasRole(c, web.RoleAdmin)
 	n, err := h.eng.UpdateNotifier(c.UserContext(), id, in)
 	web.Audit(c, "alert.notifier.update", stored.Name, describeNotifier(in, false), err)
 	if err == nil {

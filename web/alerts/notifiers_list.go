@@ -26,6 +26,7 @@ func (h notifiersList) get(c *fiber.Ctx) error {
 	if err != nil {
 		return engineError(err, "notifiers")
 	}
+	ns = notifiersFor(c, ns)
 	if web.WantsJSON(c) {
 		return web.JSON(c, fiber.Map{"notifiers": orEmpty(ns)})
 	}
