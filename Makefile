@@ -8,9 +8,10 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/sluice-io/sluice/internal/buildinfo.Version=$(VERSION) \
            -X github.com/sluice-io/sluice/internal/buildinfo.Commit=$(COMMIT)
 # Debian packages the tests use: ZooKeeper for cluster tests, kcat and the
-# Python client (librdkafka) for compatibility tests, Chromium for browser
-# tests, rpm/dpkg tools and systemd-analyze for the packaging tests.
-TEST_DEBS := zookeeper kcat chromium python3-confluent-kafka rpm systemd lintian adduser nodejs curl ca-certificates
+# Python client (librdkafka) for compatibility tests, Burrow (sarama) for the
+# lag-monitor test, Chromium for browser tests, rpm/dpkg tools and
+# systemd-analyze for the packaging tests.
+TEST_DEBS := zookeeper kcat chromium python3-confluent-kafka rpm systemd lintian adduser nodejs curl ca-certificates burrow
 # kafkajs (pure JavaScript, no dependencies) comes from the npm registry.
 KAFKAJS_VERSION := 2.2.4
 KAFKAJS_DIR ?= $(HOME)/.cache/sluice-test/kafkajs-$(KAFKAJS_VERSION)

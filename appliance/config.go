@@ -149,7 +149,7 @@ var keys = []keyDef{
 	{"num.partitions", "1", "partitions of an auto-created topic or a CreateTopics without a count", func(c *Config, v string) error { return parseInt32(v, &c.NumPartitions) }},
 	{"default.replication.factor", "1", "replication factor of auto-created topics and of CreateTopics without one", func(c *Config, v string) error { return parseInt16(v, &c.DefaultReplicationFactor) }},
 	{"min.insync.replicas", "1", "acks=all produce fails with NOT_ENOUGH_REPLICAS when the ISR is smaller (topic config min.insync.replicas)", func(c *Config, v string) error { return parseInt32(v, &c.MinInsyncReplicas) }},
-	{"auto.create.topics.enable", "true", "create a topic when Metadata asks for an unknown one", func(c *Config, v string) error { return parseBool(v, &c.AutoCreateTopics) }},
+	{"auto.create.topics.enable", "true", "create a topic when Metadata asks for an unknown one (__consumer_offsets is created whatever this says, as Kafka does)", func(c *Config, v string) error { return parseBool(v, &c.AutoCreateTopics) }},
 	{"delete.topic.enable", "true", "allow DeleteTopics", func(c *Config, v string) error { return parseBool(v, &c.DeleteTopicEnable) }},
 	{"log.retention.hours", "168", "retention time in hours (retention.ms), overridden by log.retention.minutes and log.retention.ms", nil},
 	{"log.retention.minutes", "", "retention time in minutes, overridden by log.retention.ms", nil},

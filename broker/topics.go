@@ -164,18 +164,28 @@ func (b *Broker) waitLeaders(ctx context.Context, wait time.Duration, name strin
 	return nil
 }
 
+// AutoCreates reports whether a Metadata request that names the unknown
+// topic name and allows auto-creation creates it: any topic when
+// auto.create.topics.enable is on, and __consumer_offsets whatever that key
+// says, as Kafka's ZooKeeper-mode brokers do (KafkaApis.createInternalTopic):
+// tools that read the offsets topic (Burrow, monitoring agents) then start
+// on a cluster where no group has existed yet.
+func (b *Broker) AutoCreates(name string) bool {
+	return name == OffsetsTopic || b.cfg.AutoCreateTopics
+}
+
 // AutoCreateTopic creates an unknown topic asked for by Metadata when
-// auto.create.topics.enable is on (UNKNOWN_TOPIC_OR_PARTITION when off;
+// AutoCreates allows it (UNKNOWN_TOPIC_OR_PARTITION otherwise;
 // INVALID_TOPIC_EXCEPTION for a bad name). __consumer_offsets is created
-// with its own settings. It waits for leaders until ctx is done and
-// returns nil if the topic exists afterwards, even without leaders yet
-// (Metadata then shows LEADER_NOT_AVAILABLE, as Kafka does).
+// with its own settings (offsets.topic.*). It waits for leaders until ctx is
+// done and returns nil if the topic exists afterwards, even without leaders
+// yet (Metadata then shows LEADER_NOT_AVAILABLE, as Kafka does).
 func (b *Broker) AutoCreateTopic(ctx context.Context, name string) error {
-	if name == OffsetsTopic {
-		return b.EnsureOffsetsTopic(ctx)
-	}
-	if !b.cfg.AutoCreateTopics {
+	if !b.AutoCreates(name) {
 		return errUnknownTopicOrPartition
+	}
+	if name == OffsetsTopic {
+		return b.existsAfter(name, b.EnsureOffsetsTopic(ctx))
 	}
 	if err := cluster.ValidateTopicName(name); err != nil {
 		return errorf(kerr.InvalidTopicException, "%v", err)
@@ -217,12 +227,14 @@ func (b *Broker) EnsureOffsetsTopic(ctx context.Context) error {
 			"compression.type": "producer",
 		},
 	}
-	_, err := b.CreateTopic(ctx, spec, false, 0)
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+	// Created: wait for this topic's leaders. Someone else created it
+	// meanwhile: wait for theirs, once the image shows it.
+	_, err := b.CreateTopic(ctx, spec, false, untilDeadline(ctx))
+	if !errors.Is(err, kerr.TopicAlreadyExists) {
 		return err
 	}
-	t, ok := b.Image().Topics[OffsetsTopic]
-	if !ok {
+	var t *TopicImage
+	if err := b.waitImage(ctx, func(img *Image) bool { t = img.Topics[OffsetsTopic]; return t != nil }); err != nil {
 		return errorf(kerr.CoordinatorNotAvailable, "%s is being created", OffsetsTopic)
 	}
 	return b.waitLeaders(ctx, untilDeadline(ctx), OffsetsTopic, t.ID, len(t.Partitions))

@@ -23,8 +23,10 @@ import (
 //     the request allows it (always for v0-3; AllowAutoTopicCreation from
 //     v4); the broker waits briefly for its leaders and otherwise answers
 //     LEADER_NOT_AVAILABLE, which clients retry. __consumer_offsets is
-//     created with its own settings. Without auto-creation the answer is
-//     UNKNOWN_TOPIC_OR_PARTITION; a bad name is INVALID_TOPIC_EXCEPTION.
+//     created whenever the request allows it, whatever
+//     auto.create.topics.enable says (as ZooKeeper-mode Kafka does), with
+//     its own settings (offsets.topic.*). Without auto-creation the answer
+//     is UNKNOWN_TOPIC_OR_PARTITION; a bad name is INVALID_TOPIC_EXCEPTION.
 //   - A partition whose leader is not live has leader -1 and
 //     LEADER_NOT_AVAILABLE; replicas that are not live are listed as
 //     offline (v5+).
@@ -177,7 +179,7 @@ func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, 
 		code := kerr.UnknownTopicOrPartition.Code
 		if err := cluster.ValidateTopicName(*rt.Topic); err != nil {
 			code = kerr.InvalidTopicException.Code
-		} else if autoCreate && s.cfg.Broker.Config().AutoCreateTopics {
+		} else if autoCreate && b.AutoCreates(*rt.Topic) {
 			// Created but not visible yet: clients retry on this.
 			code = kerr.LeaderNotAvailable.Code
 		}
