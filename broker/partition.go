@@ -645,9 +645,14 @@ func (p *Partition) epochOf(offset int64, current int32) int32 {
 }
 
 // DeleteRecords moves the log start offset up to offset (-1 = the high
-// watermark) and returns the new low watermark. OFFSET_OUT_OF_RANGE when
-// offset is beyond the high watermark.
+// watermark) and returns the new low watermark, for a client's
+// DeleteRecords. OFFSET_OUT_OF_RANGE when offset is beyond the high
+// watermark; INVALID_TOPIC_EXCEPTION on an internal topic (see
+// CheckClientAppend).
 func (p *Partition) DeleteRecords(offset int64) (int64, error) {
+	if IsInternalTopic(p.tp.Topic) {
+		return -1, errorf(kerr.InvalidTopicException, "Cannot delete records of internal topic %s", p.tp.Topic)
+	}
 	if err := p.CheckLeader(-1); err != nil {
 		return -1, err
 	}

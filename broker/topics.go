@@ -285,6 +285,26 @@ func (b *Broker) DeleteTopicByID(ctx context.Context, id cluster.TopicID, wait t
 	return t.Name, b.DeleteTopic(ctx, t.Name, wait)
 }
 
+// Internal topics (__consumer_offsets) are written by the broker alone: a
+// client's Produce and DeleteRecords on one get INVALID_TOPIC_EXCEPTION, as
+// Kafka refuses them even without ACLs (ReplicaManager: "Cannot append to
+// internal topic", "Cannot delete records of internal topic"), and so do
+// DeleteTopics (DeleteTopic). A forged record would otherwise be loaded as
+// someone else's committed offset, and deleted records could leave a
+// group's partition without its state. CreatePartitions gets
+// INVALID_PARTITIONS: the partition count decides where every group lives
+// (Kafka's topic tool refuses it with the same words).
+
+// CheckClientAppend returns the error a client's Produce to topic gets when
+// topic is internal, else nil. The group coordinator appends to
+// __consumer_offsets through Partition.AppendRecords, not through this.
+func CheckClientAppend(topic string) error {
+	if IsInternalTopic(topic) {
+		return errorf(kerr.InvalidTopicException, "Cannot append to internal topic %s", topic)
+	}
+	return nil
+}
+
 // CreatePartitions grows a topic to count partitions, placing the new ones
 // by assignment when given (one replica list per new partition) or by the
 // controller's assignment; with validateOnly it only validates. It waits up
@@ -296,6 +316,9 @@ func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32,
 		t, ok := b.Image().Topics[name]
 		if !ok || t.Deleting {
 			return errUnknownTopicOrPartition
+		}
+		if t.Internal {
+			return errorf(kerr.InvalidPartitions, "The number of partitions for the internal topic %s cannot be changed.", name)
 		}
 		cur := int32(len(t.Partitions))
 		if count < cur {

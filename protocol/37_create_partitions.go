@@ -19,8 +19,9 @@ import (
 //     controller; the response waits up to timeout_ms for them.
 //     validate_only only validates.
 //   - Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (not more than
-//     now), INVALID_REPLICA_ASSIGNMENT, INVALID_REPLICATION_FACTOR,
-//     INVALID_REQUEST (a topic listed twice).
+//     now, or an internal topic: the partition count of __consumer_offsets
+//     decides where every group lives), INVALID_REPLICA_ASSIGNMENT,
+//     INVALID_REPLICATION_FACTOR, INVALID_REQUEST (a topic listed twice).
 //
 // Version notes:
 //   - v1: ThrottleMillis semantics. v2: flexible. v3: same as v2.
