@@ -175,16 +175,16 @@ func (p *Partition) apply(pi PartitionImage, settings topicSettings) (PartitionC
 	return PartitionChange{}, false
 }
 
-// resign drops leadership before the partition is removed; it returns
-// whether this broker was the leader.
-func (p *Partition) resign() bool {
+// resign drops leadership before the partition is removed; it reports
+// whether it had been resigned already (a deletion tried again).
+func (p *Partition) resign() (already bool) {
 	p.mu.Lock()
-	was := p.leader == p.b.cfg.BrokerID
+	already = p.removed
 	p.leader = -1
 	p.removed = true
 	p.mu.Unlock()
 	p.notify()
-	return was
+	return already
 }
 
 // checkLeaderEpoch fences a request carrying the client's idea of the

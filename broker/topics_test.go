@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -100,5 +101,49 @@ func TestTopicAdminWithoutStore(t *testing.T) {
 	}
 	if err := b.CreatePartitions(ctx, "kept", 2, nil, false, 10*time.Second); err != nil {
 		t.Fatalf("CreatePartitions with the store back: %v", err)
+	}
+}
+
+// TestDeleteTopicWithLongName: a topic whose name is near Kafka's limit of
+// 249 characters is deleted for good: created again under the name it is
+// empty. Its log directory's delete name used
+// to exceed 255 bytes, the rename failed after the partition had left the
+// broker, and the old records came back with the new topic.
+func TestDeleteTopicWithLongName(t *testing.T) {
+	b, co := newTestBroker(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ctl := cluster.NewController(cluster.ControllerConfig{Coordinator: co, BrokerID: 1})
+	ctlDone := make(chan struct{})
+	cctx, stopCtl := context.WithCancel(ctx)
+	go func() { ctl.Run(cctx); close(ctlDone) }()
+	defer func() { stopCtl(); <-ctlDone }()
+
+	name := strings.Repeat("long.", 49) + "name" // 249 characters
+	if _, err := b.CreateTopic(ctx, TopicSpec{Name: name, Partitions: 1, ReplicationFactor: 1}, false, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.LeaderPartition(name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.AppendRecords(batchOf(t, 5), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteTopic(ctx, name, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.cfg.Logs.Log(storage.TopicPartition{Topic: name, Partition: 0}); ok {
+		t.Fatal("the deleted topic's log is still open")
+	}
+	if _, err := b.CreateTopic(ctx, TopicSpec{Name: name, Partitions: 1, ReplicationFactor: 1}, false, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p, err = b.LeaderPartition(name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := p.LogEndOffset(); end != 0 {
+		t.Fatalf("topic created again under the name has log end %d: the old records came back", end)
 	}
 }
