@@ -22,7 +22,11 @@ import (
 //     the first batch of the first partition with data is returned even
 //     when larger (KIP-74); later partitions only get what fits.
 //   - Consumers read up to the high watermark; a follower (replica_id >= 0)
-//     reads up to the log end and its fetch offset is recorded.
+//     reads up to the log end and its fetch offset is recorded. Only a
+//     registered broker, from an address it registered, may fetch as a
+//     follower (authorizeClusterAction); anyone else gets
+//     TOPIC_AUTHORIZATION_FAILED on every partition, as Kafka answers a
+//     follower fetch without ClusterAction.
 //   - When fewer than min_bytes are available and there is no error, the
 //     request parks (without holding up the connection's later requests)
 //     until an append to one of its partitions brings enough, max_wait_ms
@@ -55,6 +59,21 @@ func handleFetch(ctx context.Context, s *Server, r *Request) (streamResponse, er
 			return resp, nil
 		case req.SessionEpoch > 0:
 			resp.errorCode = kerr.InvalidFetchSessionEpoch.Code
+			return resp, nil
+		}
+	}
+	if req.ReplicaID >= 0 {
+		if err := s.authorizeClusterAction(ctx, r, req.ReplicaID); err != nil {
+			// As Kafka answers a follower without ClusterAction.
+			for _, rt := range req.Topics {
+				ft := fetchTopic{name: rt.Topic, partitions: make([]fetchPartition, 0, len(rt.Partitions))}
+				for _, rp := range rt.Partitions {
+					fp := newFetchPartition(rp.Partition)
+					fp.errorCode = kerr.TopicAuthorizationFailed.Code
+					ft.partitions = append(ft.partitions, fp)
+				}
+				resp.topics = append(resp.topics, ft)
+			}
 			return resp, nil
 		}
 	}
