@@ -25,6 +25,30 @@ type TopicSpec struct {
 	Configs    map[string]string
 }
 
+// ErrExcessiveBatch is what a request gets that would create or change
+// more metadata records than cluster.MaxRecordsPerRequest: POLICY_VIOLATION
+// with Kafka's own message.
+var ErrExcessiveBatch = &Error{Code: kerr.PolicyViolation, Msg: "Unable to perform excessively large batch operation."}
+
+// TopicRecords is how many metadata records creating a topic makes, as
+// Kafka counts them: the topic, each partition and each config. partitions
+// is the count asked for (-1: num.partitions), assignments the number of
+// explicit replica lists (which decide the count when given). A request
+// whose topics add up to more than cluster.MaxRecordsPerRequest gets
+// ErrExcessiveBatch for every topic, as Kafka refuses the whole batch.
+func (b *Broker) TopicRecords(partitions int32, assignments, configs int) int64 {
+	n := int64(partitions)
+	switch {
+	case assignments > 0:
+		n = int64(assignments)
+	case partitions == -1:
+		n = int64(b.cfg.NumPartitions)
+	case partitions < 0:
+		n = 0 // refused anyway (INVALID_PARTITIONS)
+	}
+	return 1 + n + int64(configs)
+}
+
 // CreatedTopic describes a topic CreateTopic made (or would make).
 type CreatedTopic struct {
 	ID                cluster.TopicID
@@ -61,7 +85,8 @@ func (b *Broker) liveBrokerIDs() []int32 {
 // the topic exists anyway, as in Kafka). ctx bounds the coordinator calls. Errors: INVALID_TOPIC_EXCEPTION,
 // TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
 // INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST, INVALID_CONFIG,
-// POLICY_VIOLATION.
+// POLICY_VIOLATION (a config out of range, or more metadata records than
+// cluster.MaxRecordsPerRequest, checked before anything is allocated).
 func (b *Broker) CreateTopic(ctx context.Context, spec TopicSpec, validateOnly bool, wait time.Duration) (CreatedTopic, error) {
 	t, created, err := b.prepareTopic(spec)
 	if err != nil {
@@ -95,7 +120,7 @@ func (b *Broker) prepareTopic(spec TopicSpec) (cluster.Topic, CreatedTopic, erro
 	if _, ok := img.Topics[spec.Name]; ok {
 		return cluster.Topic{}, created, errorf(kerr.TopicAlreadyExists, "Topic '%s' already exists.", spec.Name)
 	}
-	if other := cluster.Collision(spec.Name, img.TopicNames()); other != "" {
+	if other := cluster.CollisionIn(spec.Name, maps.Keys(img.Topics)); other != "" {
 		return cluster.Topic{}, created, errorf(kerr.InvalidTopicException, "Topic '%s' collides with existing topic: %s", spec.Name, other)
 	}
 	live := b.liveBrokerIDs()
@@ -103,6 +128,9 @@ func (b *Broker) prepareTopic(spec TopicSpec) (cluster.Topic, CreatedTopic, erro
 	if len(spec.Assignment) > 0 {
 		if spec.Partitions != -1 || spec.ReplicationFactor != -1 {
 			return cluster.Topic{}, created, errorf(kerr.InvalidRequest, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
+		}
+		if b.TopicRecords(-1, len(spec.Assignment), len(spec.Configs)) > cluster.MaxRecordsPerRequest {
+			return cluster.Topic{}, created, ErrExcessiveBatch
 		}
 		known := func(id int32) bool { return slices.Contains(live, id) }
 		if err := cluster.ValidateAssignment(spec.Assignment, known); err != nil {
@@ -125,6 +153,9 @@ func (b *Broker) prepareTopic(spec TopicSpec) (cluster.Topic, CreatedTopic, erro
 		}
 		if int(rf) > len(live) {
 			return cluster.Topic{}, created, errorf(kerr.InvalidReplicationFactor, "Replication factor: %d larger than available brokers: %d.", rf, len(live))
+		}
+		if b.TopicRecords(n, 0, len(spec.Configs)) > cluster.MaxRecordsPerRequest {
+			return cluster.Topic{}, created, ErrExcessiveBatch
 		}
 		var err error
 		if assignment, err = cluster.Assign(b.liveBrokers(), int(n), int(rf), 0, nil); err != nil {
@@ -310,7 +341,8 @@ func CheckClientAppend(topic string) error {
 // controller's assignment; with validateOnly it only validates. It waits up
 // to wait for the new partitions' leaders. Errors:
 // UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT,
-// INVALID_REPLICATION_FACTOR.
+// INVALID_REPLICATION_FACTOR, POLICY_VIOLATION (more new partitions than
+// cluster.MaxRecordsPerRequest).
 func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32, assignment [][]int32, validateOnly bool, wait time.Duration) error {
 	for attempt := 0; ; attempt++ {
 		t, ok := b.Image().Topics[name]
@@ -329,6 +361,9 @@ func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32,
 		}
 		rf := len(t.Partitions[0].Replicas)
 		add := int(count - cur)
+		if add > cluster.MaxRecordsPerRequest {
+			return ErrExcessiveBatch
+		}
 		live := b.liveBrokerIDs()
 		if assignment != nil {
 			if len(assignment) != add {

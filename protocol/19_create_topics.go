@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/cluster"
 )
 
 // CreateTopics: v0-7
@@ -25,7 +26,10 @@ import (
 //     assignments together with a count), INVALID_CONFIG (unknown config,
 //     unparsable value), POLICY_VIOLATION (value out of range or
 //     contradicting the broker, e.g. min.insync.replicas above the
-//     replication factor).
+//     replication factor; or, for every topic of the request, more than
+//     10,000 metadata records in all — a topic, each partition and each
+//     config is one — as Kafka's controller refuses such a batch, even
+//     with validate_only).
 //
 // Version notes:
 //   - v1: ErrorMessage, validate_only. v2: ThrottleMillis.
@@ -40,6 +44,24 @@ func handleCreateTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	b := s.cfg.Broker
 
+	// The whole request is refused when its topics, partitions and configs
+	// add up to more metadata records than one request may make, as Kafka
+	// refuses the batch: counted from the request, before anything is
+	// allocated for them.
+	var records int64
+	for _, t := range req.Topics {
+		records += b.TopicRecords(t.NumPartitions, len(t.ReplicaAssignment), len(t.Configs))
+	}
+	if records > cluster.MaxRecordsPerRequest {
+		resp.Topics = make([]kmsg.CreateTopicsResponseTopic, 0, len(req.Topics))
+		for _, rt := range req.Topics {
+			st := kmsg.NewCreateTopicsResponseTopic()
+			st.Topic = rt.Topic
+			setCreateErr(req.Version, &st, broker.ErrExcessiveBatch)
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil
+	}
 	count := map[string]int{}
 	for _, t := range req.Topics {
 		count[t.Topic]++

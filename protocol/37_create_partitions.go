@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/cluster"
 )
 
 // CreatePartitions: v0-3
@@ -21,7 +22,10 @@ import (
 //   - Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (not more than
 //     now, or an internal topic: the partition count of __consumer_offsets
 //     decides where every group lives), INVALID_REPLICA_ASSIGNMENT,
-//     INVALID_REPLICATION_FACTOR, INVALID_REQUEST (a topic listed twice).
+//     INVALID_REPLICATION_FACTOR, INVALID_REQUEST (a topic listed twice),
+//     POLICY_VIOLATION for every topic when they would add more than
+//     10,000 partitions in all (Kafka's limit on one request's metadata
+//     records), validate_only or not.
 //
 // Version notes:
 //   - v1: ThrottleMillis semantics. v2: flexible. v3: same as v2.
@@ -31,6 +35,26 @@ func init() { register(37, 0, 3, handleCreatePartitions) }
 func handleCreatePartitions(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	// More new partitions in all than one request may make: every topic is
+	// refused, as Kafka refuses the batch (counted before anything is
+	// allocated for them).
+	img := s.cfg.Broker.Image()
+	var records int64
+	for _, t := range req.Topics {
+		if ti, ok := img.Topics[t.Topic]; ok {
+			records += max(int64(t.Count)-int64(len(ti.Partitions)), 0)
+		}
+	}
+	if records > cluster.MaxRecordsPerRequest {
+		resp.Topics = make([]kmsg.CreatePartitionsResponseTopic, 0, len(req.Topics))
+		code, msg := broker.ErrorCode(broker.ErrExcessiveBatch)
+		for _, rt := range req.Topics {
+			st := kmsg.NewCreatePartitionsResponseTopic()
+			st.Topic, st.ErrorCode, st.ErrorMessage = rt.Topic, code, &msg
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil
+	}
 	count := map[string]int{}
 	for _, t := range req.Topics {
 		count[t.Topic]++
