@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-io/sluice/cluster"
 )
 
 // Listener is one entry of listeners or advertised.listeners:
@@ -37,6 +39,7 @@ type Config struct {
 	Listeners             []Listener // listeners
 	AdvertisedListeners   []Listener // advertised.listeners; empty = listeners
 	SocketRequestMaxBytes int32      // socket.request.max.bytes
+	FetchMaxBytes         int32      // fetch.max.bytes
 
 	// Logs.
 	LogDirs                      []string      // log.dirs (log.dir when unset)
@@ -139,6 +142,7 @@ var keys = []keyDef{
 		return err
 	}},
 	{"socket.request.max.bytes", "104857600", "largest request frame accepted; a larger one closes the connection", func(c *Config, v string) error { return parseInt32(v, &c.SocketRequestMaxBytes) }},
+	{"fetch.max.bytes", "57671680", "most record bytes one Fetch answer carries (a request asking for more gets this much; the first batch goes out whatever its size); at least 1024", func(c *Config, v string) error { return parseInt32(v, &c.FetchMaxBytes) }},
 	{"log.dirs", "./data/kafka", "comma-separated directories holding the partition logs", func(c *Config, v string) error { c.LogDirs = splitList(v); return nil }},
 	{"log.dir", "", "single log directory, used when log.dirs is not set", func(c *Config, v string) error {
 		if _, ok := c.Given["log.dirs"]; !ok {
@@ -397,6 +401,9 @@ func (c *Config) EnsureDefaults() {
 	if c.SocketRequestMaxBytes == 0 {
 		c.SocketRequestMaxBytes = d.SocketRequestMaxBytes
 	}
+	if c.FetchMaxBytes == 0 {
+		c.FetchMaxBytes = d.FetchMaxBytes
+	}
 	if len(c.LogDirs) == 0 {
 		c.LogDirs = d.LogDirs
 	}
@@ -584,14 +591,17 @@ func (c *Config) Validate() error {
 			bad("advertised.listeners", "%s: port 0 cannot be advertised", l)
 		}
 	}
+	if c.FetchMaxBytes < 1024 {
+		bad("fetch.max.bytes", "%d: must be at least 1024", c.FetchMaxBytes)
+	}
 	if c.SocketRequestMaxBytes < 1 {
 		bad("socket.request.max.bytes", "%d: must be at least 1", c.SocketRequestMaxBytes)
 	}
 	if len(c.LogDirs) == 0 {
 		bad("log.dirs", "at least one directory is needed")
 	}
-	if c.NumPartitions < 1 {
-		bad("num.partitions", "%d: must be at least 1", c.NumPartitions)
+	if c.NumPartitions < 1 || c.NumPartitions >= cluster.MaxRecordsPerRequest {
+		bad("num.partitions", "%d: must be at least 1 and below %d (a topic and its partitions are created in one request of at most %d metadata records, as in Kafka)", c.NumPartitions, cluster.MaxRecordsPerRequest, cluster.MaxRecordsPerRequest)
 	}
 	if c.DefaultReplicationFactor < 1 {
 		bad("default.replication.factor", "%d: must be at least 1", c.DefaultReplicationFactor)
@@ -647,8 +657,8 @@ func (c *Config) Validate() error {
 	if c.MessageMaxBytes < 0 {
 		bad("message.max.bytes", "%d: must not be negative", c.MessageMaxBytes)
 	}
-	if c.OffsetsTopicNumPartitions < 1 {
-		bad("offsets.topic.num.partitions", "%d: must be at least 1", c.OffsetsTopicNumPartitions)
+	if c.OffsetsTopicNumPartitions < 1 || c.OffsetsTopicNumPartitions > cluster.MaxRecordsPerRequest-4 {
+		bad("offsets.topic.num.partitions", "%d: must be at least 1 and at most %d (the topic, its partitions and its 3 configs are created in one request of at most %d metadata records, as in Kafka)", c.OffsetsTopicNumPartitions, cluster.MaxRecordsPerRequest-4, cluster.MaxRecordsPerRequest)
 	}
 	if c.OffsetsTopicReplicationFactor < 1 {
 		bad("offsets.topic.replication.factor", "%d: must be at least 1", c.OffsetsTopicReplicationFactor)

@@ -48,6 +48,7 @@ type Config struct {
 	AutoCreateTopics         bool  // auto.create.topics.enable
 	DeleteTopicEnable        bool  // delete.topic.enable
 	MaxRequestBytes          int32 // socket.request.max.bytes (a topic's max.message.bytes may not exceed it)
+	FetchMaxBytes            int32 // fetch.max.bytes: most record bytes in one Fetch answer (55 MiB)
 
 	// TopicDefaults are the broker-level values behind topic configs, keyed
 	// by topic config name (retention.ms -> log.retention.ms's value, ...).
@@ -231,6 +232,9 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.OffsetsTopicSegmentBytes <= 0 {
 		cfg.OffsetsTopicSegmentBytes = 100 << 20
 	}
+	if cfg.FetchMaxBytes <= 0 {
+		cfg.FetchMaxBytes = 55 << 20
+	}
 	if cfg.ProducerIDBlockSize <= 0 {
 		cfg.ProducerIDBlockSize = 1000
 	}
@@ -283,6 +287,11 @@ func New(cfg Config) (*Broker, error) {
 
 // ID is this broker's id.
 func (b *Broker) ID() int32 { return b.cfg.BrokerID }
+
+// FetchMaxBytes is fetch.max.bytes: the most record bytes one Fetch answer
+// carries, whatever the request asks for (Kafka's min(max_bytes,
+// fetch.max.bytes)).
+func (b *Broker) FetchMaxBytes() int32 { return b.cfg.FetchMaxBytes }
 
 // Config returns the configuration the broker was built with.
 func (b *Broker) Config() Config { return b.cfg }

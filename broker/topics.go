@@ -205,6 +205,16 @@ func (b *Broker) AutoCreates(name string) bool {
 	return name == OffsetsTopic || b.cfg.AutoCreateTopics
 }
 
+// AutoCreateRecords is how many metadata records auto-creating name makes
+// (TopicRecords): __consumer_offsets has its own partition count and three
+// configs.
+func (b *Broker) AutoCreateRecords(name string) int64 {
+	if name == OffsetsTopic {
+		return b.TopicRecords(b.cfg.OffsetsTopicPartitions, 0, 3)
+	}
+	return b.TopicRecords(-1, 0, 0)
+}
+
 // AutoCreateTopic creates an unknown topic asked for by Metadata when
 // AutoCreates allows it (UNKNOWN_TOPIC_OR_PARTITION otherwise;
 // INVALID_TOPIC_EXCEPTION for a bad name). __consumer_offsets is created
