@@ -66,7 +66,7 @@ test-go:
 	SLUICE_KAFKAJS_DIR=$(KAFKAJS_DIR) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # The fuzz targets of the decoders that read bytes from outside — record
-# batches and segments from disk, request frames, replica framing,
+# batches and segments from disk, request frames and their handlers, replica framing,
 # __consumer_offsets records, znodes, compared JSON — a few seconds each
 # (longer: make test-fuzz FUZZTIME=5m). Every other target's seed corpus runs
 # in test-go; `make fuzz` fuzzes them all.
