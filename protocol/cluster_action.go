@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
 )
@@ -55,7 +56,7 @@ func (s *Server) authorizeClusterAction(ctx context.Context, r *Request, brokerI
 		}
 	}
 	s.log.Warn("refused a request only brokers send: the connection is not from that broker's registered address",
-		"broker", brokerID, "remote", r.Remote, "api", r.Key, "client_id", r.ClientID)
+		"broker", brokerID, "remote", r.Remote, "api", kmsg.NameForKey(r.Key), "client_id", r.ClientID)
 	return &broker.Error{Code: kerr.ClusterAuthorizationFailed,
 		Msg: "the connection from " + r.Remote + " is not from an address broker " + strconv.Itoa(int(brokerID)) + " registered"}
 }
