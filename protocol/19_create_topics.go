@@ -17,8 +17,9 @@ import (
 //   - Each topic is validated (name, partitions, replication factor,
 //     explicit assignments, configs) and created through the coordinator;
 //     the controller gives its partitions their leaders. The response waits
-//     up to timeout_ms for those leaders (REQUEST_TIMED_OUT after, the topic
-//     existing anyway, as in Kafka).
+//     up to timeout_ms for those leaders, for the whole request as Kafka
+//     does (REQUEST_TIMED_OUT after, the topic existing anyway, as in
+//     Kafka).
 //   - validate_only (v1+) validates and describes without creating.
 //   - Errors: INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
 //     INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
@@ -66,6 +67,7 @@ func handleCreateTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 	for _, t := range req.Topics {
 		count[t.Topic]++
 	}
+	wait := newRequestWait(req.TimeoutMillis)
 	r.Detach()
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
@@ -96,7 +98,7 @@ func handleCreateTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 				}
 			}
 		}
-		created, err := b.CreateTopic(ctx, spec, req.ValidateOnly, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
+		created, err := b.CreateTopic(ctx, spec, req.ValidateOnly, wait.left())
 		if err != nil {
 			setCreateErr(req.Version, &st, err)
 		} else {
@@ -121,4 +123,25 @@ func setCreateErr(version int16, st *kmsg.CreateTopicsResponseTopic, err error) 
 		st.ErrorMessage = &msg
 	}
 	st.NumPartitions, st.ReplicationFactor = -1, -1
+}
+
+// requestWait is a request's timeout_ms, which Kafka applies to the whole
+// request, not to each of its topics: a request of many topics answers
+// within it (the topics whose leaders are not there by then answer
+// REQUEST_TIMED_OUT; they are created anyway).
+type requestWait struct{ deadline time.Time }
+
+func newRequestWait(timeoutMillis int32) requestWait {
+	if timeoutMillis <= 0 {
+		return requestWait{} // do not wait at all
+	}
+	return requestWait{deadline: time.Now().Add(time.Duration(timeoutMillis) * time.Millisecond)}
+}
+
+// left is how long the topic at hand may still wait (0: not at all).
+func (w requestWait) left() time.Duration {
+	if w.deadline.IsZero() {
+		return 0
+	}
+	return max(time.Until(w.deadline), time.Millisecond)
 }

@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"context"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -15,8 +14,8 @@ import (
 // Behaviour:
 //   - Each topic is marked for deletion in the coordinator; the controller
 //     deletes it and every broker drops its partitions. The response waits
-//     up to timeout_ms for the topic to be gone (REQUEST_TIMED_OUT after; the
-//     deletion still completes).
+//     up to timeout_ms (for the whole request) for the topic to be gone
+//     (REQUEST_TIMED_OUT after; the deletion still completes).
 //   - Errors: UNKNOWN_TOPIC_OR_PARTITION, TOPIC_DELETION_DISABLED
 //     (delete.topic.enable=false), INVALID_TOPIC_EXCEPTION for internal
 //     topics, POLICY_VIOLATION for every topic of a request naming more
@@ -46,6 +45,7 @@ func handleDeleteTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 		}
 		return resp, nil
 	}
+	wait := newRequestWait(req.TimeoutMillis)
 	r.Detach()
 	for _, name := range req.TopicNames {
 		st := kmsg.NewDeleteTopicsResponseTopic()
@@ -54,7 +54,7 @@ func handleDeleteTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 		if t, ok := s.cfg.Broker.Image().Topics[name]; ok {
 			st.TopicID = t.ID
 		}
-		err := s.cfg.Broker.DeleteTopic(ctx, name, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
+		err := s.cfg.Broker.DeleteTopic(ctx, name, wait.left())
 		if err != nil {
 			code, msg := broker.ErrorCode(err)
 			st.ErrorCode = code

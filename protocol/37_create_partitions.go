@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"context"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,7 +16,8 @@ import (
 //   - Grows each topic to count partitions. The new partitions are placed by
 //     the given assignment (one replica list per new partition) or by the
 //     controller's round-robin assignment, and get leaders from the
-//     controller; the response waits up to timeout_ms for them.
+//     controller; the response waits up to timeout_ms (for the whole
+//     request) for them.
 //     validate_only only validates.
 //   - Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (not more than
 //     now, or an internal topic: the partition count of __consumer_offsets
@@ -59,6 +59,7 @@ func handleCreatePartitions(ctx context.Context, s *Server, r *Request) (kmsg.Re
 	for _, t := range req.Topics {
 		count[t.Topic]++
 	}
+	wait := newRequestWait(req.TimeoutMillis)
 	r.Detach()
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
@@ -71,7 +72,7 @@ func handleCreatePartitions(ctx context.Context, s *Server, r *Request) (kmsg.Re
 			for _, a := range rt.Assignment {
 				assignment = append(assignment, a.Replicas)
 			}
-			err = s.cfg.Broker.CreatePartitions(ctx, rt.Topic, rt.Count, assignment, req.ValidateOnly, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
+			err = s.cfg.Broker.CreatePartitions(ctx, rt.Topic, rt.Count, assignment, req.ValidateOnly, wait.left())
 		}
 		if err != nil {
 			code, msg := broker.ErrorCode(err)

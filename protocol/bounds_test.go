@@ -353,3 +353,37 @@ func TestFetchMaxBytes(t *testing.T) {
 		t.Fatalf("%d record bytes with fetch.max.bytes=4096 (10 batches of %d there)", got, len(batch))
 	}
 }
+
+// TestTimeoutIsForTheWholeRequest: CreateTopics' timeout_ms bounds the
+// whole request, as in Kafka: eight topics whose leaders never come (no
+// controller) answer REQUEST_TIMED_OUT within about one timeout, not one
+// timeout per topic.
+func TestTimeoutIsForTheWholeRequest(t *testing.T) {
+	n := startBenchNode(t, nil)
+	n.stop() // no controller: new partitions get no leader
+	<-n.done
+	c := dialRaw(t, n.addr)
+	defer c.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version, req.TimeoutMillis = 7, 400
+	for i := range 8 {
+		tt := kmsg.NewCreateTopicsRequestTopic()
+		tt.Topic, tt.NumPartitions, tt.ReplicationFactor = fmt.Sprint("leaderless-", i), 1, 1
+		req.Topics = append(req.Topics, tt)
+	}
+	var resp kmsg.CreateTopicsResponse
+	resp.Version = req.Version
+	start := time.Now()
+	if err := c.roundTrip(req, &resp); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	for _, tt := range resp.Topics {
+		if tt.ErrorCode != kerr.RequestTimedOut.Code {
+			t.Fatalf("%s: %v, want REQUEST_TIMED_OUT", tt.Topic, kerr.ErrorForCode(tt.ErrorCode))
+		}
+	}
+	if took > 2*time.Second {
+		t.Fatalf("8 topics with timeout_ms 400 answered after %v (one timeout per topic is 3.2 s)", took)
+	}
+}
