@@ -8,9 +8,10 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/sluice-io/sluice/internal/buildinfo.Version=$(VERSION) \
            -X github.com/sluice-io/sluice/internal/buildinfo.Commit=$(COMMIT)
 # Debian packages the tests use: ZooKeeper for cluster tests, kcat and the
-# Python client (librdkafka) for compatibility tests, Chromium for browser
-# tests, rpm/dpkg tools and systemd-analyze for the packaging tests.
-TEST_DEBS := zookeeper kcat chromium python3-confluent-kafka rpm systemd lintian adduser nodejs curl ca-certificates
+# Python client (librdkafka) for compatibility tests, Burrow (sarama) for the
+# lag-monitor test, Chromium for browser tests, rpm/dpkg tools and
+# systemd-analyze for the packaging tests.
+TEST_DEBS := zookeeper kcat chromium python3-confluent-kafka rpm systemd lintian adduser nodejs curl ca-certificates burrow
 # kafkajs (pure JavaScript, no dependencies) comes from the npm registry.
 KAFKAJS_VERSION := 2.2.4
 KAFKAJS_DIR ?= $(HOME)/.cache/sluice-test/kafkajs-$(KAFKAJS_VERSION)
@@ -65,7 +66,7 @@ test-go:
 	SLUICE_KAFKAJS_DIR=$(KAFKAJS_DIR) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # The fuzz targets of the decoders that read bytes from outside — record
-# batches and segments from disk, request frames, replica framing,
+# batches and segments from disk, request frames and their handlers, replica framing,
 # __consumer_offsets records, znodes, compared JSON — a few seconds each
 # (longer: make test-fuzz FUZZTIME=5m). Every other target's seed corpus runs
 # in test-go; `make fuzz` fuzzes them all.

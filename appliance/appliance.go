@@ -286,6 +286,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		AutoCreateTopics:              cfg.AutoCreateTopics,
 		DeleteTopicEnable:             cfg.DeleteTopicEnable,
 		MaxRequestBytes:               cfg.SocketRequestMaxBytes,
+		FetchMaxBytes:                 cfg.FetchMaxBytes,
 		TopicDefaults:                 defaults,
 		BrokerConfigs:                 brokerConfigEntries(cfg, a.brokerID),
 		OffsetsTopicPartitions:        cfg.OffsetsTopicNumPartitions,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/alerting"
+	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/web"
 )
 
@@ -40,6 +41,7 @@ type Config struct {
 	Listeners             []Listener // listeners
 	AdvertisedListeners   []Listener // advertised.listeners; empty = listeners
 	SocketRequestMaxBytes int32      // socket.request.max.bytes
+	FetchMaxBytes         int32      // fetch.max.bytes
 
 	// Logs.
 	LogDirs                      []string      // log.dirs (log.dir when unset)
@@ -151,6 +153,7 @@ var keys = []keyDef{
 		return err
 	}},
 	{"socket.request.max.bytes", "104857600", "largest request frame accepted; a larger one closes the connection", func(c *Config, v string) error { return parseInt32(v, &c.SocketRequestMaxBytes) }},
+	{"fetch.max.bytes", "57671680", "most record bytes one Fetch answer carries (a request asking for more gets this much; the first batch goes out whatever its size); at least 1024", func(c *Config, v string) error { return parseInt32(v, &c.FetchMaxBytes) }},
 	{"log.dirs", "./data/kafka", "comma-separated directories holding the partition logs", func(c *Config, v string) error { c.LogDirs = splitList(v); return nil }},
 	{"log.dir", "", "single log directory, used when log.dirs is not set", func(c *Config, v string) error {
 		if _, ok := c.Given["log.dirs"]; !ok {
@@ -161,7 +164,7 @@ var keys = []keyDef{
 	{"num.partitions", "1", "partitions of an auto-created topic or a CreateTopics without a count", func(c *Config, v string) error { return parseInt32(v, &c.NumPartitions) }},
 	{"default.replication.factor", "1", "replication factor of auto-created topics and of CreateTopics without one", func(c *Config, v string) error { return parseInt16(v, &c.DefaultReplicationFactor) }},
 	{"min.insync.replicas", "1", "acks=all produce fails with NOT_ENOUGH_REPLICAS when the ISR is smaller (topic config min.insync.replicas)", func(c *Config, v string) error { return parseInt32(v, &c.MinInsyncReplicas) }},
-	{"auto.create.topics.enable", "true", "create a topic when Metadata asks for an unknown one", func(c *Config, v string) error { return parseBool(v, &c.AutoCreateTopics) }},
+	{"auto.create.topics.enable", "true", "create a topic when Metadata asks for an unknown one (__consumer_offsets is created whatever this says, as Kafka does)", func(c *Config, v string) error { return parseBool(v, &c.AutoCreateTopics) }},
 	{"delete.topic.enable", "true", "allow DeleteTopics", func(c *Config, v string) error { return parseBool(v, &c.DeleteTopicEnable) }},
 	{"log.retention.hours", "168", "retention time in hours (retention.ms), overridden by log.retention.minutes and log.retention.ms", nil},
 	{"log.retention.minutes", "", "retention time in minutes, overridden by log.retention.ms", nil},
@@ -415,6 +418,9 @@ func (c *Config) EnsureDefaults() {
 	if c.SocketRequestMaxBytes == 0 {
 		c.SocketRequestMaxBytes = d.SocketRequestMaxBytes
 	}
+	if c.FetchMaxBytes == 0 {
+		c.FetchMaxBytes = d.FetchMaxBytes
+	}
 	if len(c.LogDirs) == 0 {
 		c.LogDirs = d.LogDirs
 	}
@@ -611,14 +617,17 @@ func (c *Config) Validate() error {
 			bad("advertised.listeners", "%s: port 0 cannot be advertised", l)
 		}
 	}
+	if c.FetchMaxBytes < 1024 {
+		bad("fetch.max.bytes", "%d: must be at least 1024", c.FetchMaxBytes)
+	}
 	if c.SocketRequestMaxBytes < 1 {
 		bad("socket.request.max.bytes", "%d: must be at least 1", c.SocketRequestMaxBytes)
 	}
 	if len(c.LogDirs) == 0 {
 		bad("log.dirs", "at least one directory is needed")
 	}
-	if c.NumPartitions < 1 {
-		bad("num.partitions", "%d: must be at least 1", c.NumPartitions)
+	if c.NumPartitions < 1 || c.NumPartitions >= cluster.MaxRecordsPerRequest {
+		bad("num.partitions", "%d: must be at least 1 and below %d (a topic and its partitions are created in one request of at most %d metadata records, as in Kafka)", c.NumPartitions, cluster.MaxRecordsPerRequest, cluster.MaxRecordsPerRequest)
 	}
 	if c.DefaultReplicationFactor < 1 {
 		bad("default.replication.factor", "%d: must be at least 1", c.DefaultReplicationFactor)
@@ -674,8 +683,8 @@ func (c *Config) Validate() error {
 	if c.MessageMaxBytes < 0 {
 		bad("message.max.bytes", "%d: must not be negative", c.MessageMaxBytes)
 	}
-	if c.OffsetsTopicNumPartitions < 1 {
-		bad("offsets.topic.num.partitions", "%d: must be at least 1", c.OffsetsTopicNumPartitions)
+	if c.OffsetsTopicNumPartitions < 1 || c.OffsetsTopicNumPartitions > cluster.MaxRecordsPerRequest-4 {
+		bad("offsets.topic.num.partitions", "%d: must be at least 1 and at most %d (the topic, its partitions and its 3 configs are created in one request of at most %d metadata records, as in Kafka)", c.OffsetsTopicNumPartitions, cluster.MaxRecordsPerRequest-4, cluster.MaxRecordsPerRequest)
 	}
 	if c.OffsetsTopicReplicationFactor < 1 {
 		bad("offsets.topic.replication.factor", "%d: must be at least 1", c.OffsetsTopicReplicationFactor)

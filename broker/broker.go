@@ -48,6 +48,7 @@ type Config struct {
 	AutoCreateTopics         bool  // auto.create.topics.enable
 	DeleteTopicEnable        bool  // delete.topic.enable
 	MaxRequestBytes          int32 // socket.request.max.bytes (a topic's max.message.bytes may not exceed it)
+	FetchMaxBytes            int32 // fetch.max.bytes: most record bytes in one Fetch answer (55 MiB)
 
 	// TopicDefaults are the broker-level values behind topic configs, keyed
 	// by topic config name (retention.ms -> log.retention.ms's value, ...).
@@ -180,6 +181,10 @@ type Broker struct {
 	imageMu   sync.Mutex
 	imageWake chan struct{} // closed and replaced on every new image
 
+	// deletesPending: the last applyLocal could not delete some logs;
+	// applyLoop tries again.
+	deletesPending atomic.Bool
+
 	refreshMu sync.Mutex // serialises applying images and listener registration
 	publishMu sync.Mutex // serialises reading and publishing images (a later read wins)
 
@@ -226,6 +231,9 @@ func New(cfg Config) (*Broker, error) {
 	}
 	if cfg.OffsetsTopicSegmentBytes <= 0 {
 		cfg.OffsetsTopicSegmentBytes = 100 << 20
+	}
+	if cfg.FetchMaxBytes <= 0 {
+		cfg.FetchMaxBytes = 55 << 20
 	}
 	if cfg.ProducerIDBlockSize <= 0 {
 		cfg.ProducerIDBlockSize = 1000
@@ -279,6 +287,11 @@ func New(cfg Config) (*Broker, error) {
 
 // ID is this broker's id.
 func (b *Broker) ID() int32 { return b.cfg.BrokerID }
+
+// FetchMaxBytes is fetch.max.bytes: the most record bytes one Fetch answer
+// carries, whatever the request asks for (Kafka's min(max_bytes,
+// fetch.max.bytes)).
+func (b *Broker) FetchMaxBytes() int32 { return b.cfg.FetchMaxBytes }
 
 // Config returns the configuration the broker was built with.
 func (b *Broker) Config() Config { return b.cfg }
@@ -351,22 +364,32 @@ func (b *Broker) run(ctx context.Context, changes <-chan cluster.Change) {
 // current while thousands of local logs are being created.
 func (b *Broker) applyLoop(ctx context.Context) {
 	defer b.wg.Done()
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-b.applyWake:
+		case <-retry:
 		}
 		b.refreshMu.Lock()
 		img := b.image.Load()
-		if img != b.applied.Load() {
+		if img != b.applied.Load() || b.deletesPending.Load() {
 			b.applyLocal(img)
 			b.applied.Store(img)
 			b.wakeImageWaiters()
 		}
+		retry = nil
+		if b.deletesPending.Load() {
+			retry = time.After(deleteRetry)
+		}
 		b.refreshMu.Unlock()
 	}
 }
+
+// deleteRetry is how soon a log deletion that failed is tried again when no
+// new image comes first.
+const deleteRetry = 5 * time.Second
 
 // Close stops the reconcile loop and wakes every waiter. The logs belong to
 // the storage manager, which the owner closes afterwards.
@@ -457,6 +480,9 @@ func (b *Broker) refresh(ctx context.Context) error {
 	b.applyLocal(img)
 	b.applied.Store(img)
 	b.wakeImageWaiters()
+	if b.deletesPending.Load() {
+		b.wakeApply() // applyLoop tries again after deleteRetry
+	}
 	return nil
 }
 
@@ -476,11 +502,16 @@ func (b *Broker) publish(ctx context.Context) error {
 	b.image.Store(img)
 	b.publishMu.Unlock()
 	b.wakeImageWaiters()
+	b.wakeApply()
+	return nil
+}
+
+// wakeApply tells applyLoop to look at the published image.
+func (b *Broker) wakeApply() {
 	select {
 	case b.applyWake <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 func (b *Broker) wakeImageWaiters() {
@@ -582,19 +613,34 @@ func (b *Broker) applyLocal(img *Image) {
 		}
 	}
 	b.mu.RUnlock()
+	// A partition leaves the map only once its log's directory is renamed
+	// away: one whose deletion failed stays, resigned (it serves nothing),
+	// so that no new log is opened over its directory (a topic made again
+	// under the name would find the old records); its deletion is tried
+	// again on the next image or after deleteRetry.
+	var dropped []*Partition
+	pending := false
 	for _, p := range drop {
-		p.resign()
+		if !p.resign() {
+			// Gone from this broker's service from now on, whether or
+			// not its log is deleted at the first attempt.
+			events = append(events, PartitionChange{Topic: p.tp.Topic, Partition: p.tp.Partition, Deleted: true})
+		}
+		if _, ok := b.cfg.Logs.Log(p.tp); ok {
+			if err := b.cfg.Logs.DeleteLog(p.tp); err != nil {
+				b.log.Error("delete log; trying again later", "partition", p.tp.String(), "err", err)
+				pending = true
+				continue
+			}
+			b.log.Info("partition deleted", "partition", p.tp.String())
+		}
 		b.mu.Lock()
 		delete(b.partitions, p.tp)
 		b.mu.Unlock()
-		if err := b.cfg.Logs.DeleteLog(p.tp); err != nil {
-			b.log.Error("delete log", "partition", p.tp.String(), "err", err)
-		} else {
-			b.log.Info("partition deleted", "partition", p.tp.String())
-		}
-		events = append(events, PartitionChange{Topic: p.tp.Topic, Partition: p.tp.Partition, Deleted: true})
+		dropped = append(dropped, p)
 	}
-	b.forgetTopicMetrics(drop)
+	b.deletesPending.Store(pending)
+	b.forgetTopicMetrics(dropped)
 
 	settingsByTopic := map[string]topicSettings{}
 	settingsOf := func(tp storage.TopicPartition, t *TopicImage) topicSettings {
@@ -658,11 +704,15 @@ func (b *Broker) applyLocal(img *Image) {
 
 	var existing, fresh []storage.TopicPartition
 	b.mu.RLock()
-	for tp := range wanted {
-		if b.partitions[tp] == nil {
+	for tp, w := range wanted {
+		switch p := b.partitions[tp]; {
+		case p == nil:
 			fresh = append(fresh, tp)
-		} else {
+		case p.topicID == w.topic.ID:
 			existing = append(existing, tp)
+		default:
+			// An older incarnation of the topic whose log is not
+			// deleted yet: the new one waits for it.
 		}
 	}
 	b.mu.RUnlock()

@@ -38,7 +38,7 @@ func filterEntries(all []ConfigEntry, names []string) []ConfigEntry {
 	if len(names) == 0 {
 		return all
 	}
-	out := make([]ConfigEntry, 0, len(names))
+	out := make([]ConfigEntry, 0, min(len(names), len(all)))
 	for _, e := range all {
 		if slices.Contains(names, e.Name) {
 			out = append(out, e)

@@ -175,16 +175,16 @@ func (p *Partition) apply(pi PartitionImage, settings topicSettings) (PartitionC
 	return PartitionChange{}, false
 }
 
-// resign drops leadership before the partition is removed; it returns
-// whether this broker was the leader.
-func (p *Partition) resign() bool {
+// resign drops leadership before the partition is removed; it reports
+// whether it had been resigned already (a deletion tried again).
+func (p *Partition) resign() (already bool) {
 	p.mu.Lock()
-	was := p.leader == p.b.cfg.BrokerID
+	already = p.removed
 	p.leader = -1
 	p.removed = true
 	p.mu.Unlock()
 	p.notify()
-	return was
+	return already
 }
 
 // checkLeaderEpoch fences a request carrying the client's idea of the
@@ -645,9 +645,14 @@ func (p *Partition) epochOf(offset int64, current int32) int32 {
 }
 
 // DeleteRecords moves the log start offset up to offset (-1 = the high
-// watermark) and returns the new low watermark. OFFSET_OUT_OF_RANGE when
-// offset is beyond the high watermark.
+// watermark) and returns the new low watermark, for a client's
+// DeleteRecords. OFFSET_OUT_OF_RANGE when offset is beyond the high
+// watermark; INVALID_TOPIC_EXCEPTION on an internal topic (see
+// CheckClientAppend).
 func (p *Partition) DeleteRecords(offset int64) (int64, error) {
+	if IsInternalTopic(p.tp.Topic) {
+		return -1, errorf(kerr.InvalidTopicException, "Cannot delete records of internal topic %s", p.tp.Topic)
+	}
 	if err := p.CheckLeader(-1); err != nil {
 		return -1, err
 	}

@@ -25,6 +25,30 @@ type TopicSpec struct {
 	Configs    map[string]string
 }
 
+// ErrExcessiveBatch is what a request gets that would create or change
+// more metadata records than cluster.MaxRecordsPerRequest: POLICY_VIOLATION
+// with Kafka's own message.
+var ErrExcessiveBatch = &Error{Code: kerr.PolicyViolation, Msg: "Unable to perform excessively large batch operation."}
+
+// TopicRecords is how many metadata records creating a topic makes, as
+// Kafka counts them: the topic, each partition and each config. partitions
+// is the count asked for (-1: num.partitions), assignments the number of
+// explicit replica lists (which decide the count when given). A request
+// whose topics add up to more than cluster.MaxRecordsPerRequest gets
+// ErrExcessiveBatch for every topic, as Kafka refuses the whole batch.
+func (b *Broker) TopicRecords(partitions int32, assignments, configs int) int64 {
+	n := int64(partitions)
+	switch {
+	case assignments > 0:
+		n = int64(assignments)
+	case partitions == -1:
+		n = int64(b.cfg.NumPartitions)
+	case partitions < 0:
+		n = 0 // refused anyway (INVALID_PARTITIONS)
+	}
+	return 1 + n + int64(configs)
+}
+
 // CreatedTopic describes a topic CreateTopic made (or would make).
 type CreatedTopic struct {
 	ID                cluster.TopicID
@@ -61,7 +85,8 @@ func (b *Broker) liveBrokerIDs() []int32 {
 // the topic exists anyway, as in Kafka). ctx bounds the coordinator calls. Errors: INVALID_TOPIC_EXCEPTION,
 // TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
 // INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST, INVALID_CONFIG,
-// POLICY_VIOLATION.
+// POLICY_VIOLATION (a config out of range, or more metadata records than
+// cluster.MaxRecordsPerRequest, checked before anything is allocated).
 func (b *Broker) CreateTopic(ctx context.Context, spec TopicSpec, validateOnly bool, wait time.Duration) (CreatedTopic, error) {
 	t, created, err := b.prepareTopic(spec)
 	if err != nil {
@@ -95,7 +120,7 @@ func (b *Broker) prepareTopic(spec TopicSpec) (cluster.Topic, CreatedTopic, erro
 	if _, ok := img.Topics[spec.Name]; ok {
 		return cluster.Topic{}, created, errorf(kerr.TopicAlreadyExists, "Topic '%s' already exists.", spec.Name)
 	}
-	if other := cluster.Collision(spec.Name, img.TopicNames()); other != "" {
+	if other := cluster.CollisionIn(spec.Name, maps.Keys(img.Topics)); other != "" {
 		return cluster.Topic{}, created, errorf(kerr.InvalidTopicException, "Topic '%s' collides with existing topic: %s", spec.Name, other)
 	}
 	live := b.liveBrokerIDs()
@@ -103,6 +128,9 @@ func (b *Broker) prepareTopic(spec TopicSpec) (cluster.Topic, CreatedTopic, erro
 	if len(spec.Assignment) > 0 {
 		if spec.Partitions != -1 || spec.ReplicationFactor != -1 {
 			return cluster.Topic{}, created, errorf(kerr.InvalidRequest, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
+		}
+		if b.TopicRecords(-1, len(spec.Assignment), len(spec.Configs)) > cluster.MaxRecordsPerRequest {
+			return cluster.Topic{}, created, ErrExcessiveBatch
 		}
 		known := func(id int32) bool { return slices.Contains(live, id) }
 		if err := cluster.ValidateAssignment(spec.Assignment, known); err != nil {
@@ -125,6 +153,9 @@ func (b *Broker) prepareTopic(spec TopicSpec) (cluster.Topic, CreatedTopic, erro
 		}
 		if int(rf) > len(live) {
 			return cluster.Topic{}, created, errorf(kerr.InvalidReplicationFactor, "Replication factor: %d larger than available brokers: %d.", rf, len(live))
+		}
+		if b.TopicRecords(n, 0, len(spec.Configs)) > cluster.MaxRecordsPerRequest {
+			return cluster.Topic{}, created, ErrExcessiveBatch
 		}
 		var err error
 		if assignment, err = cluster.Assign(b.liveBrokers(), int(n), int(rf), 0, nil); err != nil {
@@ -164,18 +195,38 @@ func (b *Broker) waitLeaders(ctx context.Context, wait time.Duration, name strin
 	return nil
 }
 
-// AutoCreateTopic creates an unknown topic asked for by Metadata when
-// auto.create.topics.enable is on (UNKNOWN_TOPIC_OR_PARTITION when off;
-// INVALID_TOPIC_EXCEPTION for a bad name). __consumer_offsets is created
-// with its own settings. It waits for leaders until ctx is done and
-// returns nil if the topic exists afterwards, even without leaders yet
-// (Metadata then shows LEADER_NOT_AVAILABLE, as Kafka does).
-func (b *Broker) AutoCreateTopic(ctx context.Context, name string) error {
+// AutoCreates reports whether a Metadata request that names the unknown
+// topic name and allows auto-creation creates it: any topic when
+// auto.create.topics.enable is on, and __consumer_offsets whatever that key
+// says, as Kafka's ZooKeeper-mode brokers do (KafkaApis.createInternalTopic):
+// tools that read the offsets topic (Burrow, monitoring agents) then start
+// on a cluster where no group has existed yet.
+func (b *Broker) AutoCreates(name string) bool {
+	return name == OffsetsTopic || b.cfg.AutoCreateTopics
+}
+
+// AutoCreateRecords is how many metadata records auto-creating name makes
+// (TopicRecords): __consumer_offsets has its own partition count and three
+// configs.
+func (b *Broker) AutoCreateRecords(name string) int64 {
 	if name == OffsetsTopic {
-		return b.EnsureOffsetsTopic(ctx)
+		return b.TopicRecords(b.cfg.OffsetsTopicPartitions, 0, 3)
 	}
-	if !b.cfg.AutoCreateTopics {
+	return b.TopicRecords(-1, 0, 0)
+}
+
+// AutoCreateTopic creates an unknown topic asked for by Metadata when
+// AutoCreates allows it (UNKNOWN_TOPIC_OR_PARTITION otherwise;
+// INVALID_TOPIC_EXCEPTION for a bad name). __consumer_offsets is created
+// with its own settings (offsets.topic.*). It waits for leaders until ctx is
+// done and returns nil if the topic exists afterwards, even without leaders
+// yet (Metadata then shows LEADER_NOT_AVAILABLE, as Kafka does).
+func (b *Broker) AutoCreateTopic(ctx context.Context, name string) error {
+	if !b.AutoCreates(name) {
 		return errUnknownTopicOrPartition
+	}
+	if name == OffsetsTopic {
+		return b.existsAfter(name, b.EnsureOffsetsTopic(ctx))
 	}
 	if err := cluster.ValidateTopicName(name); err != nil {
 		return errorf(kerr.InvalidTopicException, "%v", err)
@@ -217,12 +268,14 @@ func (b *Broker) EnsureOffsetsTopic(ctx context.Context) error {
 			"compression.type": "producer",
 		},
 	}
-	_, err := b.CreateTopic(ctx, spec, false, 0)
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+	// Created: wait for this topic's leaders. Someone else created it
+	// meanwhile: wait for theirs, once the image shows it.
+	_, err := b.CreateTopic(ctx, spec, false, untilDeadline(ctx))
+	if !errors.Is(err, kerr.TopicAlreadyExists) {
 		return err
 	}
-	t, ok := b.Image().Topics[OffsetsTopic]
-	if !ok {
+	var t *TopicImage
+	if err := b.waitImage(ctx, func(img *Image) bool { t = img.Topics[OffsetsTopic]; return t != nil }); err != nil {
 		return errorf(kerr.CoordinatorNotAvailable, "%s is being created", OffsetsTopic)
 	}
 	return b.waitLeaders(ctx, untilDeadline(ctx), OffsetsTopic, t.ID, len(t.Partitions))
@@ -273,17 +326,41 @@ func (b *Broker) DeleteTopicByID(ctx context.Context, id cluster.TopicID, wait t
 	return t.Name, b.DeleteTopic(ctx, t.Name, wait)
 }
 
+// Internal topics (__consumer_offsets) are written by the broker alone: a
+// client's Produce and DeleteRecords on one get INVALID_TOPIC_EXCEPTION, as
+// Kafka refuses them even without ACLs (ReplicaManager: "Cannot append to
+// internal topic", "Cannot delete records of internal topic"), and so do
+// DeleteTopics (DeleteTopic). A forged record would otherwise be loaded as
+// someone else's committed offset, and deleted records could leave a
+// group's partition without its state. CreatePartitions gets
+// INVALID_PARTITIONS: the partition count decides where every group lives
+// (Kafka's topic tool refuses it with the same words).
+
+// CheckClientAppend returns the error a client's Produce to topic gets when
+// topic is internal, else nil. The group coordinator appends to
+// __consumer_offsets through Partition.AppendRecords, not through this.
+func CheckClientAppend(topic string) error {
+	if IsInternalTopic(topic) {
+		return errorf(kerr.InvalidTopicException, "Cannot append to internal topic %s", topic)
+	}
+	return nil
+}
+
 // CreatePartitions grows a topic to count partitions, placing the new ones
 // by assignment when given (one replica list per new partition) or by the
 // controller's assignment; with validateOnly it only validates. It waits up
 // to wait for the new partitions' leaders. Errors:
 // UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT,
-// INVALID_REPLICATION_FACTOR.
+// INVALID_REPLICATION_FACTOR, POLICY_VIOLATION (more new partitions than
+// cluster.MaxRecordsPerRequest).
 func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32, assignment [][]int32, validateOnly bool, wait time.Duration) error {
 	for attempt := 0; ; attempt++ {
 		t, ok := b.Image().Topics[name]
 		if !ok || t.Deleting {
 			return errUnknownTopicOrPartition
+		}
+		if t.Internal {
+			return errorf(kerr.InvalidPartitions, "The number of partitions for the internal topic %s cannot be changed.", name)
 		}
 		cur := int32(len(t.Partitions))
 		if count < cur {
@@ -294,6 +371,9 @@ func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32,
 		}
 		rf := len(t.Partitions[0].Replicas)
 		add := int(count - cur)
+		if add > cluster.MaxRecordsPerRequest {
+			return ErrExcessiveBatch
+		}
 		live := b.liveBrokerIDs()
 		if assignment != nil {
 			if len(assignment) != add {

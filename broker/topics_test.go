@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -100,5 +102,120 @@ func TestTopicAdminWithoutStore(t *testing.T) {
 	}
 	if err := b.CreatePartitions(ctx, "kept", 2, nil, false, 10*time.Second); err != nil {
 		t.Fatalf("CreatePartitions with the store back: %v", err)
+	}
+}
+
+// TestDeleteTopicWithLongName: a topic whose name is near Kafka's limit of
+// 249 characters is deleted for good: created again under the name it is
+// empty. Its log directory's delete name used
+// to exceed 255 bytes, the rename failed after the partition had left the
+// broker, and the old records came back with the new topic.
+func TestDeleteTopicWithLongName(t *testing.T) {
+	b, co := newTestBroker(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ctl := cluster.NewController(cluster.ControllerConfig{Coordinator: co, BrokerID: 1})
+	ctlDone := make(chan struct{})
+	cctx, stopCtl := context.WithCancel(ctx)
+	go func() { ctl.Run(cctx); close(ctlDone) }()
+	defer func() { stopCtl(); <-ctlDone }()
+
+	name := strings.Repeat("long.", 49) + "name" // 249 characters
+	if _, err := b.CreateTopic(ctx, TopicSpec{Name: name, Partitions: 1, ReplicationFactor: 1}, false, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.LeaderPartition(name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.AppendRecords(batchOf(t, 5), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteTopic(ctx, name, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.cfg.Logs.Log(storage.TopicPartition{Topic: name, Partition: 0}); ok {
+		t.Fatal("the deleted topic's log is still open")
+	}
+	if _, err := b.CreateTopic(ctx, TopicSpec{Name: name, Partitions: 1, ReplicationFactor: 1}, false, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p, err = b.LeaderPartition(name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := p.LogEndOffset(); end != 0 {
+		t.Fatalf("topic created again under the name has log end %d: the old records came back", end)
+	}
+}
+
+// TestLogDeletionRetried: when a deleted partition's directory cannot be
+// renamed, the partition stays in the broker's map, resigned (it serves
+// nothing), its log stays listed, and a topic created again under the name
+// waits for it rather than getting a log next to (or over) the old one;
+// once the rename works (tried again after deleteRetry), the old log goes
+// and the new topic's partition is created, empty.
+func TestLogDeletionRetried(t *testing.T) {
+	b, co := newTestBroker(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ctl := cluster.NewController(cluster.ControllerConfig{Coordinator: co, BrokerID: 1})
+	ctlDone := make(chan struct{})
+	cctx, stopCtl := context.WithCancel(ctx)
+	go func() { ctl.Run(cctx); close(ctlDone) }()
+	defer func() { stopCtl(); <-ctlDone }()
+
+	if _, err := b.CreateTopic(ctx, TopicSpec{Name: "stuck", Partitions: 1, ReplicationFactor: 1}, false, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	old, err := b.LeaderPartition("stuck", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.AppendRecords(batchOf(t, 5), 1); err != nil {
+		t.Fatal(err)
+	}
+	// The directory is not where the log left it: renaming it fails.
+	dir := old.Log().Dir()
+	if err := os.Rename(dir, dir+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteTopic(ctx, "stuck", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tp := storage.TopicPartition{Topic: "stuck", Partition: 0}
+	if p, err := b.Partition("stuck", 0); err != nil || p != old {
+		t.Fatalf("the partition whose log could not be deleted left the broker: %v", err)
+	}
+	if _, ok := b.cfg.Logs.Log(tp); !ok {
+		t.Fatal("the log whose directory could not be renamed left the storage manager")
+	}
+	if _, err := b.CreateTopic(ctx, TopicSpec{Name: "stuck", Partitions: 1, ReplicationFactor: 1}, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if p, err := b.LeaderPartition("stuck", 0); err == nil {
+		t.Fatalf("the new topic is served (log end %d) while the old log is still there", p.LogEndOffset())
+	}
+
+	if err := os.Rename(dir+".aside", dir); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * deleteRetry)
+	for {
+		p, err := b.LeaderPartition("stuck", 0)
+		if err == nil && p != old {
+			if end := p.LogEndOffset(); end != 0 {
+				t.Fatalf("the new topic's partition has log end %d: the old records came back", end)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new topic's partition is not served %v after the rename could work: %v", 3*deleteRetry, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := os.Stat(dir + ".aside"); !os.IsNotExist(err) {
+		t.Fatalf("moved-aside directory: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -17,6 +18,20 @@ var ErrInvalidTopic = errors.New("invalid topic name")
 
 // MaxTopicNameLength is Kafka's limit on topic names.
 const MaxTopicNameLength = 249
+
+// MaxRecordsPerRequest bounds the metadata one admin request may create or
+// change: Kafka's controller refuses a request that would write more than
+// 10,000 metadata records (QuorumController.MAX_RECORDS_PER_USER_OP: a
+// topic is one record, each of its partitions and each config another)
+// with POLICY_VIOLATION, "Unable to perform excessively large batch
+// operation.", and so does Sluice, checking the counts a client sends
+// before anything is allocated for them. Assignments are made for no more
+// partitions either.
+const MaxRecordsPerRequest = 10000
+
+// ErrTooManyPartitions is returned for an assignment of more than
+// MaxRecordsPerRequest partitions.
+var ErrTooManyPartitions = errors.New("too many partitions for one request")
 
 // ValidateTopicName checks a topic name as Kafka does: 1 to 249 characters
 // of [a-zA-Z0-9._-], and not "." or "..".
@@ -41,18 +56,44 @@ func ValidateTopicName(name string) error {
 
 // Collision returns the existing topic whose name differs from name only by
 // '.' versus '_' (Kafka refuses such pairs: they map to the same metric
-// names), or "" when there is none.
+// names), or "" when there is none. It allocates nothing per existing
+// topic (CreateTopics checks every topic of a request against all).
 func Collision(name string, existing []string) string {
+	return CollisionIn(name, slices.Values(existing))
+}
+
+// CollisionIn is Collision over a sequence of names (the keys of a map).
+func CollisionIn(name string, existing iter.Seq[string]) string {
 	if !strings.ContainsAny(name, "._") {
 		return ""
 	}
-	norm := strings.ReplaceAll(name, ".", "_")
-	for _, e := range existing {
-		if e != name && strings.ReplaceAll(e, ".", "_") == norm {
+	for e := range existing {
+		if e != name && sameButDotsAndUnderscores(e, name) {
 			return e
 		}
 	}
 	return ""
+}
+
+// sameButDotsAndUnderscores reports whether a and b are equal once every
+// '.' is read as '_'.
+func sameButDotsAndUnderscores(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if x == '.' {
+			x = '_'
+		}
+		if y == '.' {
+			y = '_'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // AssignReplicas spreads partitions [startPartition, startPartition+count)
@@ -69,8 +110,8 @@ func AssignReplicas(brokers []int32, count, replicationFactor int, startPartitio
 	if replicationFactor > n {
 		return nil, fmt.Errorf("%w: %d is larger than the number of available brokers (%d)", ErrInvalidReplicationFactor, replicationFactor, n)
 	}
-	if count < 0 {
-		return nil, fmt.Errorf("partition count %d", count)
+	if err := checkCount(count); err != nil {
+		return nil, err
 	}
 	ids := slices.Clone(brokers)
 	slices.Sort(ids)
@@ -97,16 +138,33 @@ func AssignReplicas(brokers []int32, count, replicationFactor int, startPartitio
 	return out, nil
 }
 
+// checkCount refuses a partition count an assignment cannot be made for
+// (negative) or should not be (above MaxRecordsPerRequest), before
+// anything is allocated for it.
+func checkCount(count int) error {
+	switch {
+	case count < 0:
+		return fmt.Errorf("partition count %d", count)
+	case count > MaxRecordsPerRequest:
+		return fmt.Errorf("%w: %d, at most %d", ErrTooManyPartitions, count, MaxRecordsPerRequest)
+	}
+	return nil
+}
+
 func replicaIndex(first, secondShift, j, n int) int {
 	s := 1 + (secondShift+j)%(n-1)
 	return (first + s) % n
 }
 
 // ValidateAssignment checks an explicit assignment (CreateTopics with
-// assignments, CreatePartitions with assignments): every partition has the
-// same number of replicas, no broker twice, and only known brokers.
+// assignments, CreatePartitions with assignments, reassignments): every
+// partition has the same number of replicas, no broker twice, and only
+// known brokers. It allocates nothing in proportion to the lists it is
+// given: a list is refused at its first unknown or repeated broker, so
+// what it remembers is bounded by the brokers there are.
 func ValidateAssignment(assignment [][]int32, known func(int32) bool) error {
 	rf := -1
+	seen := map[int32]bool{}
 	for p, replicas := range assignment {
 		if len(replicas) == 0 {
 			return fmt.Errorf("partition %d has no replicas", p)
@@ -115,15 +173,15 @@ func ValidateAssignment(assignment [][]int32, known func(int32) bool) error {
 			return fmt.Errorf("%w: partition %d has %d replicas, partition 0 has %d", ErrInvalidReplicationFactor, p, len(replicas), rf)
 		}
 		rf = len(replicas)
-		seen := make(map[int32]bool, len(replicas))
+		clear(seen)
 		for _, b := range replicas {
+			if !known(b) {
+				return fmt.Errorf("partition %d names unknown broker %d", p, b)
+			}
 			if seen[b] {
 				return fmt.Errorf("partition %d lists broker %d twice", p, b)
 			}
 			seen[b] = true
-			if !known(b) {
-				return fmt.Errorf("partition %d names unknown broker %d", p, b)
-			}
 		}
 	}
 	return nil
@@ -167,8 +225,8 @@ func AssignReplicasRackAware(racks map[int32]string, count, replicationFactor, s
 	if replicationFactor > n {
 		return nil, fmt.Errorf("%w: %d is larger than the number of available brokers (%d)", ErrInvalidReplicationFactor, replicationFactor, n)
 	}
-	if count < 0 {
-		return nil, fmt.Errorf("partition count %d", count)
+	if err := checkCount(count); err != nil {
+		return nil, err
 	}
 	byRack := map[string][]int32{}
 	for id, r := range racks {

@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -142,5 +145,38 @@ func TestAssignRackAware(t *testing.T) {
 	as, err = Assign([]Broker{{ID: 1, Rack: "a"}, {ID: 2}, {ID: 3, Rack: "b"}}, 3, 3, 0, rnd)
 	if err != nil || len(as) != 3 || len(as[0]) != 3 {
 		t.Fatalf("mixed racks: %v %v", as, err)
+	}
+}
+
+// TestAssignBounds: no assignment is made for more partitions than one
+// request may create, whatever count is asked for (nothing is allocated
+// for it first), and an explicit replica list is refused at its first
+// unknown or repeated broker.
+func TestAssignBounds(t *testing.T) {
+	brokers := []Broker{{ID: 1}, {ID: 2}}
+	for _, count := range []int{MaxRecordsPerRequest + 1, math.MaxInt32} {
+		if _, err := Assign(brokers, count, 1, 0, nil); !errors.Is(err, ErrTooManyPartitions) {
+			t.Fatalf("Assign of %d partitions: %v", count, err)
+		}
+		if _, err := AssignReplicasRackAware(map[int32]string{1: "a", 2: "b"}, count, 1, 0, nil); !errors.Is(err, ErrTooManyPartitions) {
+			t.Fatalf("rack-aware Assign of %d partitions: %v", count, err)
+		}
+	}
+	if a, err := Assign(brokers, MaxRecordsPerRequest, 2, 0, nil); err != nil || len(a) != MaxRecordsPerRequest {
+		t.Fatalf("Assign of %d partitions: %d, %v", MaxRecordsPerRequest, len(a), err)
+	}
+	known := func(id int32) bool { return id == 1 || id == 2 }
+	long := make([]int32, 1<<20)
+	for i := range long {
+		long[i] = 1
+	}
+	if err := ValidateAssignment([][]int32{long}, known); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("a list repeating broker 1: %v", err)
+	}
+	for i := range long {
+		long[i] = int32(i + 3)
+	}
+	if err := ValidateAssignment([][]int32{long}, known); err == nil || !strings.Contains(err.Error(), "unknown broker 3") {
+		t.Fatalf("a list of unknown brokers: %v", err)
 	}
 }

@@ -21,8 +21,8 @@ func (b *nopBackend) Append(context.Context, int32, int32, []byte) error {
 	b.appends.Add(1)
 	return nil
 }
-func (*nopBackend) Read(context.Context, int32, int64, int32) ([]byte, int64, error) {
-	return nil, 0, nil
+func (*nopBackend) Read(context.Context, int32, int64, int32) ([]byte, int64, int64, error) {
+	return nil, 0, 0, nil
 }
 func (*nopBackend) PartitionExists(string, int32) bool { return true }
 

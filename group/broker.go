@@ -66,34 +66,38 @@ func (bb *BrokerBackend) Append(ctx context.Context, partition, leaderEpoch int3
 	return p.WaitForHighWatermark(ctx, info.LastOffset+1)
 }
 
-// Read reads whole batches of the partition up to its log end: a new leader
-// loads what the previous one wrote, committed or about to be.
-func (bb *BrokerBackend) Read(ctx context.Context, partition int32, offset int64, maxBytes int32) ([]byte, int64, error) {
+// Read reads whole batches of the partition up to its log end, from offset
+// or the log start, whichever is later: a new leader loads what the
+// previous one wrote, committed or about to be.
+func (bb *BrokerBackend) Read(ctx context.Context, partition int32, offset int64, maxBytes int32) ([]byte, int64, int64, error) {
 	p, err := bb.b.Partition(OffsetsTopic, partition)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	l := p.Log()
 	end := l.LogEndOffset()
 	offset = max(offset, l.LogStartOffset())
 	if offset >= end {
-		return nil, end, nil
+		return nil, offset, end, nil
 	}
 	info, err := l.Read(offset, maxBytes, end, true)
 	if errors.Is(err, storage.ErrOffsetOutOfRange) {
 		// The log start moved (retention) between the two calls: again.
 		offset = max(offset, l.LogStartOffset())
+		if offset >= end {
+			return nil, offset, end, nil
+		}
 		info, err = l.Read(offset, maxBytes, end, true)
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	defer info.Release()
 	buf := make([]byte, info.Region.Len)
 	if _, err := info.Region.File.ReadAt(buf, info.Region.Pos); err != nil {
-		return nil, 0, fmt.Errorf("read %s-%d at %d: %w", OffsetsTopic, partition, offset, err)
+		return nil, 0, 0, fmt.Errorf("read %s-%d at %d: %w", OffsetsTopic, partition, offset, err)
 	}
-	return buf, end, nil
+	return buf, offset, end, nil
 }
 
 // PartitionExists reports whether the topic has the partition.

@@ -46,9 +46,11 @@ type Backend interface {
 	Append(ctx context.Context, partition, leaderEpoch int32, batches []byte) error
 	// Read returns whole batches of __consumer_offsets-partition from the
 	// batch holding offset (at least one batch when there is one, at most
-	// about maxBytes otherwise) and the log end offset. An offset below the
-	// log start reads from the log start.
-	Read(ctx context.Context, partition int32, offset int64, maxBytes int32) (batches []byte, logEnd int64, err error)
+	// about maxBytes otherwise), the offset the read started at, and the
+	// log end offset. An offset below the log start reads from the log
+	// start, and from is then the log start: records before it are gone
+	// (DeleteRecords, retention) even when their batch is returned.
+	Read(ctx context.Context, partition int32, offset int64, maxBytes int32) (batches []byte, from, logEnd int64, err error)
 	// PartitionExists reports whether topic has partition (OffsetCommit
 	// answers UNKNOWN_TOPIC_OR_PARTITION otherwise).
 	PartitionExists(topic string, partition int32) bool
@@ -358,14 +360,18 @@ func (c *Coordinator) load(ctx context.Context, p, epoch int32) {
 	}
 }
 
+// readPartition reads partition p from its log start to its log end. The
+// log start need not be 0 (DeleteRecords or retention moved it), and may be
+// the log end: an empty partition loads as such.
 func (c *Coordinator) readPartition(ctx context.Context, p int32) (*loadResult, error) {
 	lr := newLoadResult()
 	var off int64
 	for {
-		b, end, err := c.backend.Read(ctx, p, off, c.cfg.LoadBufferSize)
+		b, from, end, err := c.backend.Read(ctx, p, off, c.cfg.LoadBufferSize)
 		if err != nil {
 			return nil, err
 		}
+		off = max(off, from)
 		if off >= end {
 			return lr, nil
 		}

@@ -232,8 +232,7 @@ func (st *state) fetchOffsets(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRes
 			if rg.Topics != nil {
 				parts = make(map[string][]int32)
 				for _, t := range rg.Topics {
-					topics = append(topics, t.Topic)
-					parts[t.Topic] = append(parts[t.Topic], t.Partitions...)
+					topics = addTopicParts(topics, parts, t.Topic, t.Partitions)
 				}
 			}
 			code, offs := st.groupOffsets(rg.Group, rg.Topics != nil, topics, parts)
@@ -261,8 +260,7 @@ func (st *state) fetchOffsets(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRes
 	if requested {
 		parts = make(map[string][]int32)
 		for _, t := range req.Topics {
-			topics = append(topics, t.Topic)
-			parts[t.Topic] = append(parts[t.Topic], t.Partitions...)
+			topics = addTopicParts(topics, parts, t.Topic, t.Partitions)
 		}
 	}
 	code, offs := st.groupOffsets(req.Group, requested, topics, parts)
@@ -311,6 +309,19 @@ type fetchedPartition struct {
 // groupOffsets returns the committed offsets of group: of the requested
 // topics and partitions (-1 where nothing is committed), or of everything
 // committed when requested is false.
+// addTopicParts adds a requested topic's partitions to parts, and the topic
+// to topics the first time it is named: a topic named N times is answered
+// once with all its partitions, not N times with all of them (N² entries
+// from a request of N).
+func addTopicParts(topics []string, parts map[string][]int32, topic string, partitions []int32) []string {
+	if _, ok := parts[topic]; !ok {
+		topics = append(topics, topic)
+		parts[topic] = nil
+	}
+	parts[topic] = append(parts[topic], partitions...)
+	return topics
+}
+
 func (st *state) groupOffsets(name string, requested bool, topics []string, parts map[string][]int32) (int16, []fetchedTopic) {
 	if code := st.coordinatorError(name); code != 0 {
 		return code, nil

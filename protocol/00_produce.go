@@ -29,10 +29,13 @@ import (
 //     timeout_ms ends (REQUEST_TIMED_OUT), else it answers at once. acks=0 gets
 //     no response; if any partition failed the connection is closed, which
 //     is how Kafka tells such a producer.
+//   - Internal topics (__consumer_offsets) are refused
+//     (INVALID_TOPIC_EXCEPTION), as Kafka refuses client appends to them
+//     even without ACLs: only the group coordinator writes them.
 //   - Transactional batches are refused (INVALID_TXN_STATE): transactions
 //     are not implemented, and no transactional producer id is ever issued.
 //   - Partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
-//     CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
+//     INVALID_TOPIC_EXCEPTION, CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
 //     OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
 //     UNKNOWN_PRODUCER_ID, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT.
 //
@@ -79,6 +82,10 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (kmsg.Response, e
 			sp.Partition = pr.Partition
 			if req.Acks != -1 && req.Acks != 0 && req.Acks != 1 {
 				setErr(sp, &broker.Error{Code: kerr.InvalidRequiredAcks, Msg: "acks must be -1, 0 or 1"})
+				continue
+			}
+			if err := broker.CheckClientAppend(rt.Topic); err != nil {
+				setErr(sp, err)
 				continue
 			}
 			p, err := b.LeaderPartition(rt.Topic, pr.Partition)

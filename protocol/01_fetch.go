@@ -20,9 +20,15 @@ import (
 //     sendfile between the framing bytes (fetchenc.go).
 //   - max_bytes is a soft limit and partition_max_bytes a per-partition one:
 //     the first batch of the first partition with data is returned even
-//     when larger (KIP-74); later partitions only get what fits.
+//     when larger (KIP-74); later partitions only get what fits. max_bytes
+//     is lowered to fetch.max.bytes (55 MiB), and min_bytes to max_bytes,
+//     as Kafka does.
 //   - Consumers read up to the high watermark; a follower (replica_id >= 0)
-//     reads up to the log end and its fetch offset is recorded.
+//     reads up to the log end and its fetch offset is recorded. Only a
+//     registered broker, from an address it registered, may fetch as a
+//     follower (authorizeClusterAction); anyone else gets
+//     TOPIC_AUTHORIZATION_FAILED on every partition, as Kafka answers a
+//     follower fetch without ClusterAction.
 //   - When fewer than min_bytes are available and there is no error, the
 //     request parks (without holding up the connection's later requests)
 //     until an append to one of its partitions brings enough, max_wait_ms
@@ -58,14 +64,33 @@ func handleFetch(ctx context.Context, s *Server, r *Request) (streamResponse, er
 			return resp, nil
 		}
 	}
+	if req.ReplicaID >= 0 {
+		if err := s.authorizeClusterAction(ctx, r, req.ReplicaID); err != nil {
+			// As Kafka answers a follower without ClusterAction.
+			for _, rt := range req.Topics {
+				ft := fetchTopic{name: rt.Topic, partitions: make([]fetchPartition, 0, len(rt.Partitions))}
+				for _, rp := range rt.Partitions {
+					fp := newFetchPartition(rp.Partition)
+					fp.errorCode = kerr.TopicAuthorizationFailed.Code
+					ft.partitions = append(ft.partitions, fp)
+				}
+				resp.topics = append(resp.topics, ft)
+			}
+			return resp, nil
+		}
+	}
 	b := s.cfg.Broker
-	f := fetcher{b: b, req: req}
+	// max_bytes is bounded by fetch.max.bytes, and min_bytes by that, as
+	// Kafka bounds them.
+	maxBytes := min(req.MaxBytes, b.FetchMaxBytes())
+	minBytes := min(req.MinBytes, maxBytes)
+	f := fetcher{b: b, req: req, maxBytes: maxBytes}
 	// Whatever the response holds when the handler returns is what is
 	// sent: count it then, not at each read of a parked fetch.
 	defer resp.countSent(req.ReplicaID)
 	// Answer now when min_bytes is there (min_bytes 0 or less: always), on
 	// any partition error, or when the client will not wait.
-	enough := func() bool { return req.MinBytes <= 0 || resp.bytes() >= int64(req.MinBytes) || f.hadError }
+	enough := func() bool { return minBytes <= 0 || resp.bytes() >= int64(minBytes) || f.hadError || f.full }
 	if err := f.read(resp); err != nil || req.MaxWaitMillis <= 0 || enough() {
 		return resp, err
 	}
@@ -110,20 +135,19 @@ func handleFetch(ctx context.Context, s *Server, r *Request) (streamResponse, er
 type fetcher struct {
 	b        *broker.Broker
 	req      *kmsg.FetchRequest
+	maxBytes int32               // max_bytes bounded by fetch.max.bytes
 	parts    []*broker.Partition // the partitions read, to watch while parked
 	hadError bool
+	full     bool // max_bytes cut a read short: answer now
 }
 
 func (f *fetcher) read(resp *fetchResponse) error {
 	req := f.req
-	remaining := int64(req.MaxBytes)
-	if remaining <= 0 {
-		remaining = 0
-	}
+	remaining := max(int64(f.maxBytes), 0)
 	minOne := true
 	collectParts := f.parts == nil
 	img := f.b.Image()
-	f.hadError = false
+	f.hadError, f.full = false, false
 	for _, rt := range req.Topics {
 		ft := fetchTopic{name: rt.Topic, partitions: make([]fetchPartition, 0, len(rt.Partitions))}
 		for _, rp := range rt.Partitions {
@@ -194,14 +218,29 @@ func (f *fetcher) readPartition(p *broker.Partition, rp kmsg.FetchRequestTopicPa
 		}
 		return err
 	}
+	// The response's budget, not the partition's, stopped this read while
+	// more was there: the response is as full as it may be, which is
+	// enough whatever min_bytes (at most max_bytes) says, as Kafka counts
+	// the bytes available rather than those that fit.
+	readable := p.HighWatermark()
+	if req.ReplicaID >= 0 {
+		readable = p.LogEndOffset()
+	}
+	budgetBound := *remaining < int64(rp.PartitionMaxBytes)
 	if info.Region.Len > 0 {
 		fp.read, fp.part = info, p
 		*minOne = false
 		*remaining -= info.Region.Len
 		fp.highWatermark, fp.logStartOffset = info.HighWatermark, info.LogStartOffset
+		if budgetBound && info.NextOffset < readable {
+			f.full = true
+		}
 	} else {
 		info.Release()
 		fp.highWatermark, fp.logStartOffset = p.HighWatermark(), p.LogStartOffset()
+		if budgetBound && rp.FetchOffset < readable {
+			f.full = true
+		}
 	}
 	fp.lastStableOffset = fp.highWatermark
 	return nil

@@ -23,12 +23,18 @@ import (
 //     the request allows it (always for v0-3; AllowAutoTopicCreation from
 //     v4); the broker waits briefly for its leaders and otherwise answers
 //     LEADER_NOT_AVAILABLE, which clients retry. __consumer_offsets is
-//     created with its own settings. Without auto-creation the answer is
-//     UNKNOWN_TOPIC_OR_PARTITION; a bad name is INVALID_TOPIC_EXCEPTION.
+//     created whenever the request allows it, whatever
+//     auto.create.topics.enable says (as ZooKeeper-mode Kafka does), with
+//     its own settings (offsets.topic.*). Without auto-creation the answer
+//     is UNKNOWN_TOPIC_OR_PARTITION; a bad name is INVALID_TOPIC_EXCEPTION.
 //   - A partition whose leader is not live has leader -1 and
 //     LEADER_NOT_AVAILABLE; replicas that are not live are listed as
 //     offline (v5+).
-//   - Topics marked for deletion are not shown.
+//   - Topics marked for deletion are not shown. A topic named more than
+//     once is answered once, as Kafka does. Unknown topics that would take
+//     more than 10,000 metadata records to create (each is one record and
+//     one per partition) are not created: POLICY_VIOLATION, Kafka's
+//     answer to such a CreateTopics.
 //
 // Version notes:
 //   - v1: ControllerID, IsInternal, Rack, nullable topic list.
@@ -58,25 +64,42 @@ func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, 
 
 	allTopics := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	autoCreate := req.Version < 4 || req.AllowAutoTopicCreation
+	if !allTopics {
+		req.Topics = uniqueTopics(req.Topics)
+	}
 
 	// Create unknown topics first, all at once, so the answer below comes
 	// from one image.
 	if !allTopics && autoCreate {
 		img := b.Image()
 		var missing []string
+		var records int64
 		for _, t := range req.Topics {
 			if t.Topic == nil {
 				continue
 			}
-			if ti, ok := img.Topics[*t.Topic]; !ok || ti.Deleting {
+			if ti, ok := img.Topics[*t.Topic]; (!ok || ti.Deleting) && b.AutoCreates(*t.Topic) {
 				missing = append(missing, *t.Topic)
+				records += b.AutoCreateRecords(*t.Topic)
 			}
 		}
 		if len(missing) > 0 {
-			r.Detach()
-			wctx, cancel := context.WithTimeout(ctx, autoCreateWait)
 			errs := make(map[string]error, len(missing))
+			if records > cluster.MaxRecordsPerRequest {
+				// As many topics as Kafka would refuse in one
+				// CreateTopics: none is created.
+				for _, name := range missing {
+					errs[name] = broker.ErrExcessiveBatch
+				}
+				missing = nil
+			} else {
+				r.Detach()
+			}
+			wctx, cancel := context.WithTimeout(ctx, autoCreateWait)
 			for _, name := range missing {
+				if wctx.Err() != nil {
+					break // the rest answer LEADER_NOT_AVAILABLE: clients ask again
+				}
 				if ti, ok := b.Image().Topics[name]; ok && !ti.Deleting {
 					continue
 				}
@@ -177,13 +200,44 @@ func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, 
 		code := kerr.UnknownTopicOrPartition.Code
 		if err := cluster.ValidateTopicName(*rt.Topic); err != nil {
 			code = kerr.InvalidTopicException.Code
-		} else if autoCreate && s.cfg.Broker.Config().AutoCreateTopics {
+		} else if autoCreate && b.AutoCreates(*rt.Topic) {
 			// Created but not visible yet: clients retry on this.
 			code = kerr.LeaderNotAvailable.Code
 		}
 		unknown(rt.Topic, [16]byte{}, code)
 	}
 	return resp, nil
+}
+
+// uniqueTopics returns topics with each name (or, for a lookup by id, each
+// topic id) once, in the order first named: Kafka answers a topic named
+// twice once (it reads the names into a set), and an answer never holds a
+// topic's partitions more than once however often a request names it.
+func uniqueTopics(topics []kmsg.MetadataRequestTopic) []kmsg.MetadataRequestTopic {
+	if len(topics) < 2 {
+		return topics
+	}
+	names := make(map[string]struct{}, len(topics))
+	var ids map[[16]byte]struct{}
+	out := topics[:0:0]
+	for _, t := range topics {
+		if t.Topic != nil {
+			if _, dup := names[*t.Topic]; dup {
+				continue
+			}
+			names[*t.Topic] = struct{}{}
+		} else {
+			if ids == nil {
+				ids = map[[16]byte]struct{}{}
+			}
+			if _, dup := ids[t.TopicID]; dup {
+				continue
+			}
+			ids[t.TopicID] = struct{}{}
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // applyCreateErrors puts the error of a failed auto-creation on its topic

@@ -20,7 +20,10 @@ import (
 //     replica to take over, replication factor above 1); the broker retries
 //     (controlled.shutdown.max.retries) and then stops anyway.
 //   - Errors: NOT_CONTROLLER on a broker that is not the controller,
-//     BROKER_NOT_AVAILABLE for a broker that is not registered.
+//     CLUSTER_AUTHORIZATION_FAILED unless the broker id is a registered
+//     broker and the request comes from an address it registered (Kafka:
+//     ClusterAction; see authorizeClusterAction), BROKER_NOT_AVAILABLE for
+//     a broker that is not registered (any more) at the controller.
 //
 // Version notes:
 //   - v0 has no client id in its request header (kmsg handles it). v2:
@@ -32,6 +35,10 @@ func init() { register(7, 0, 3, handleControlledShutdown) }
 func handleControlledShutdown(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.ControlledShutdownRequest)
 	resp := req.ResponseKind().(*kmsg.ControlledShutdownResponse)
+	if err := s.authorizeClusterAction(ctx, r, req.BrokerID); err != nil {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	if s.cfg.Controller == nil {
 		resp.ErrorCode = kerr.NotController.Code
 		return resp, nil

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/cluster"
 )
 
 // CreateTopics: v0-7
@@ -16,8 +17,9 @@ import (
 //   - Each topic is validated (name, partitions, replication factor,
 //     explicit assignments, configs) and created through the coordinator;
 //     the controller gives its partitions their leaders. The response waits
-//     up to timeout_ms for those leaders (REQUEST_TIMED_OUT after, the topic
-//     existing anyway, as in Kafka).
+//     up to timeout_ms for those leaders, for the whole request as Kafka
+//     does (REQUEST_TIMED_OUT after, the topic existing anyway, as in
+//     Kafka).
 //   - validate_only (v1+) validates and describes without creating.
 //   - Errors: INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
 //     INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
@@ -25,7 +27,10 @@ import (
 //     assignments together with a count), INVALID_CONFIG (unknown config,
 //     unparsable value), POLICY_VIOLATION (value out of range or
 //     contradicting the broker, e.g. min.insync.replicas above the
-//     replication factor).
+//     replication factor; or, for every topic of the request, more than
+//     10,000 metadata records in all — a topic, each partition and each
+//     config is one — as Kafka's controller refuses such a batch, even
+//     with validate_only).
 //
 // Version notes:
 //   - v1: ErrorMessage, validate_only. v2: ThrottleMillis.
@@ -40,10 +45,29 @@ func handleCreateTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	b := s.cfg.Broker
 
+	// The whole request is refused when its topics, partitions and configs
+	// add up to more metadata records than one request may make, as Kafka
+	// refuses the batch: counted from the request, before anything is
+	// allocated for them.
+	var records int64
+	for _, t := range req.Topics {
+		records += b.TopicRecords(t.NumPartitions, len(t.ReplicaAssignment), len(t.Configs))
+	}
+	if records > cluster.MaxRecordsPerRequest {
+		resp.Topics = make([]kmsg.CreateTopicsResponseTopic, 0, len(req.Topics))
+		for _, rt := range req.Topics {
+			st := kmsg.NewCreateTopicsResponseTopic()
+			st.Topic = rt.Topic
+			setCreateErr(req.Version, &st, broker.ErrExcessiveBatch)
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil
+	}
 	count := map[string]int{}
 	for _, t := range req.Topics {
 		count[t.Topic]++
 	}
+	wait := newRequestWait(req.TimeoutMillis)
 	r.Detach()
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
@@ -74,7 +98,7 @@ func handleCreateTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 				}
 			}
 		}
-		created, err := b.CreateTopic(ctx, spec, req.ValidateOnly, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
+		created, err := b.CreateTopic(ctx, spec, req.ValidateOnly, wait.left())
 		if err != nil {
 			setCreateErr(req.Version, &st, err)
 		} else {
@@ -99,4 +123,25 @@ func setCreateErr(version int16, st *kmsg.CreateTopicsResponseTopic, err error) 
 		st.ErrorMessage = &msg
 	}
 	st.NumPartitions, st.ReplicationFactor = -1, -1
+}
+
+// requestWait is a request's timeout_ms, which Kafka applies to the whole
+// request, not to each of its topics: a request of many topics answers
+// within it (the topics whose leaders are not there by then answer
+// REQUEST_TIMED_OUT; they are created anyway).
+type requestWait struct{ deadline time.Time }
+
+func newRequestWait(timeoutMillis int32) requestWait {
+	if timeoutMillis <= 0 {
+		return requestWait{} // do not wait at all
+	}
+	return requestWait{deadline: time.Now().Add(time.Duration(timeoutMillis) * time.Millisecond)}
+}
+
+// left is how long the topic at hand may still wait (0: not at all).
+func (w requestWait) left() time.Duration {
+	if w.deadline.IsZero() {
+		return 0
+	}
+	return max(time.Until(w.deadline), time.Millisecond)
 }

@@ -2,11 +2,11 @@ package protocol
 
 import (
 	"context"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/cluster"
 )
 
 // DeleteTopics: v0-5
@@ -14,11 +14,12 @@ import (
 // Behaviour:
 //   - Each topic is marked for deletion in the coordinator; the controller
 //     deletes it and every broker drops its partitions. The response waits
-//     up to timeout_ms for the topic to be gone (REQUEST_TIMED_OUT after; the
-//     deletion still completes).
+//     up to timeout_ms (for the whole request) for the topic to be gone
+//     (REQUEST_TIMED_OUT after; the deletion still completes).
 //   - Errors: UNKNOWN_TOPIC_OR_PARTITION, TOPIC_DELETION_DISABLED
 //     (delete.topic.enable=false), INVALID_TOPIC_EXCEPTION for internal
-//     topics.
+//     topics, POLICY_VIOLATION for every topic of a request naming more
+//     than 10,000 (Kafka's limit on one request's metadata records).
 //
 // Version notes:
 //   - v1: ThrottleMillis. v4: flexible. v5: ErrorMessage.
@@ -29,6 +30,22 @@ func init() { register(20, 0, 5, handleDeleteTopics) }
 func handleDeleteTopics(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	// Deleting a topic is one metadata record: more than one request may
+	// write are refused together, as Kafka refuses the batch.
+	if len(req.TopicNames) > cluster.MaxRecordsPerRequest {
+		code, msg := broker.ErrorCode(broker.ErrExcessiveBatch)
+		resp.Topics = make([]kmsg.DeleteTopicsResponseTopic, 0, len(req.TopicNames))
+		for _, name := range req.TopicNames {
+			st := kmsg.NewDeleteTopicsResponseTopic()
+			st.Topic, st.ErrorCode = kmsg.StringPtr(name), code
+			if req.Version >= 5 {
+				st.ErrorMessage = &msg
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil
+	}
+	wait := newRequestWait(req.TimeoutMillis)
 	r.Detach()
 	for _, name := range req.TopicNames {
 		st := kmsg.NewDeleteTopicsResponseTopic()
@@ -37,7 +54,7 @@ func handleDeleteTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 		if t, ok := s.cfg.Broker.Image().Topics[name]; ok {
 			st.TopicID = t.ID
 		}
-		err := s.cfg.Broker.DeleteTopic(ctx, name, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
+		err := s.cfg.Broker.DeleteTopic(ctx, name, wait.left())
 		if err != nil {
 			code, msg := broker.ErrorCode(err)
 			st.ErrorCode = code

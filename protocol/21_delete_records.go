@@ -16,7 +16,9 @@ import (
 //     below it answer OFFSET_OUT_OF_RANGE. The answer is the new low
 //     watermark.
 //   - Errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
-//     OFFSET_OUT_OF_RANGE (beyond the high watermark).
+//     OFFSET_OUT_OF_RANGE (beyond the high watermark),
+//     INVALID_TOPIC_EXCEPTION (an internal topic: Kafka refuses it even
+//     without ACLs; the group coordinator's state lives there).
 //
 // Version notes:
 //   - v2: flexible.

@@ -22,6 +22,10 @@ import (
 //   - BROKER resources: this broker's settings (name "" or this broker's
 //     id), read-only; another broker's id is INVALID_REQUEST (ask that
 //     broker). BROKER_LOGGER and other types: INVALID_REQUEST.
+//   - A resource named again in the same request: INVALID_REQUEST for the
+//     repeats (each resource is described once per request, so an answer
+//     stays as large as the configs there are, not as the request's
+//     repetitions make it).
 //
 // Version notes:
 //   - v0: is_default instead of a source. v1: sources and synonyms
@@ -40,6 +44,11 @@ func handleDescribeConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Res
 	req := r.Msg.(*kmsg.DescribeConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	b := s.cfg.Broker
+	type resource struct {
+		kind int8
+		name string
+	}
+	seen := make(map[resource]struct{}, len(req.Resources))
 	for _, rr := range req.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
@@ -47,10 +56,18 @@ func handleDescribeConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Res
 			entries []broker.ConfigEntry
 			err     error
 		)
-		switch rr.ResourceType {
-		case resourceTopic:
+		key := resource{int8(rr.ResourceType), rr.ResourceName}
+		_, dup := seen[key]
+		seen[key] = struct{}{}
+		switch {
+		case dup:
+			// Described once per request: a resource named a
+			// million times must not make a million copies of its
+			// configs.
+			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "resource " + rr.ResourceName + " is named more than once in the request"}
+		case rr.ResourceType == resourceTopic:
 			entries, err = b.DescribeTopicConfigs(rr.ResourceName, rr.ConfigNames, req.IncludeSynonyms)
-		case resourceBroker:
+		case rr.ResourceType == resourceBroker:
 			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.ID())) {
 				err = &broker.Error{Code: kerr.InvalidRequest, Msg: "describe broker " + rr.ResourceName + " on that broker"}
 			} else {

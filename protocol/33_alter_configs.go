@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/cluster"
 )
 
 // AlterConfigs: v0-2
@@ -17,7 +18,9 @@ import (
 //     overrides (keys left out return to their defaults); validate_only
 //     only validates. Unknown config or unparsable value: INVALID_CONFIG;
 //     out of range or contradicting the broker: POLICY_VIOLATION; unknown
-//     topic: UNKNOWN_TOPIC_OR_PARTITION.
+//     topic: UNKNOWN_TOPIC_OR_PARTITION. More than 10,000 configs in the
+//     request (Kafka's limit on one request's metadata records):
+//     POLICY_VIOLATION for every resource.
 //   - BROKER resources: INVALID_REQUEST; broker settings are static (the
 //     config file), restart to change them.
 //
@@ -29,6 +32,23 @@ func init() { register(33, 0, 2, handleAlterConfigs) }
 func handleAlterConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	// Each config set is a metadata record: a request of more than one
+	// request may write is refused for every resource, as Kafka refuses
+	// the batch.
+	configs := 0
+	for _, rr := range req.Resources {
+		configs += len(rr.Configs)
+	}
+	if configs > cluster.MaxRecordsPerRequest {
+		code, msg := broker.ErrorCode(broker.ErrExcessiveBatch)
+		for _, rr := range req.Resources {
+			sr := kmsg.NewAlterConfigsResponseResource()
+			sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+			sr.ErrorCode, sr.ErrorMessage = code, &msg
+			resp.Resources = append(resp.Resources, sr)
+		}
+		return resp, nil
+	}
 	r.Detach()
 	for _, rr := range req.Resources {
 		sr := kmsg.NewAlterConfigsResponseResource()

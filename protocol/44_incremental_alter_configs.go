@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/cluster"
 )
 
 // IncrementalAlterConfigs: v0-1
@@ -17,7 +18,8 @@ import (
 //     (0) overrides a value, DELETE (1) returns it to its default, APPEND (2)
 //     and SUBTRACT (3) add to or remove from a list config (cleanup.policy;
 //     INVALID_CONFIG for others). validate_only only validates. Errors as
-//     AlterConfigs; a config named twice is INVALID_REQUEST.
+//     AlterConfigs; a config named twice is INVALID_REQUEST; more than
+//     10,000 configs in the request: POLICY_VIOLATION for every resource.
 //   - BROKER resources: INVALID_REQUEST (static settings).
 //
 // Version notes:
@@ -28,6 +30,23 @@ func init() { register(44, 0, 1, handleIncrementalAlterConfigs) }
 func handleIncrementalAlterConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	// Each config set is a metadata record: a request of more than one
+	// request may write is refused for every resource, as Kafka refuses
+	// the batch.
+	configs := 0
+	for _, rr := range req.Resources {
+		configs += len(rr.Configs)
+	}
+	if configs > cluster.MaxRecordsPerRequest {
+		code, msg := broker.ErrorCode(broker.ErrExcessiveBatch)
+		for _, rr := range req.Resources {
+			sr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+			sr.ErrorCode, sr.ErrorMessage = code, &msg
+			resp.Resources = append(resp.Resources, sr)
+		}
+		return resp, nil
+	}
 	r.Detach()
 	for _, rr := range req.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()

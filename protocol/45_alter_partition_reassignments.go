@@ -30,7 +30,9 @@ import (
 //     (an unknown or repeated broker, an empty list),
 //     NO_REASSIGNMENT_IN_PROGRESS (cancelling nothing),
 //     INVALID_REPLICATION_FACTOR (v1 with allow_replication_factor_change
-//     false and a target of another size).
+//     false and a target of another size). More than 10,000 partitions in
+//     one request: POLICY_VIOLATION (top level), Kafka's limit on one
+//     request's metadata records.
 //
 // Version notes:
 //   - v0: flexible. v1: allow_replication_factor_change (KIP-860).
@@ -46,6 +48,18 @@ func handleAlterPartitionReassignments(ctx context.Context, s *Server, r *Reques
 	ctl := s.cfg.Controller
 	if ctl == nil {
 		resp.ErrorCode = kerr.NotController.Code
+		return resp, nil
+	}
+	// A reassignment is a metadata record per partition: a request of
+	// more than one request may write is refused as a whole, as Kafka
+	// refuses the batch.
+	partitions := 0
+	for _, rt := range req.Topics {
+		partitions += len(rt.Partitions)
+	}
+	if partitions > cluster.MaxRecordsPerRequest {
+		code, msg := broker.ErrorCode(broker.ErrExcessiveBatch)
+		resp.ErrorCode, resp.ErrorMessage = code, &msg
 		return resp, nil
 	}
 	r.Detach()

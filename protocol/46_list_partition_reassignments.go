@@ -26,7 +26,7 @@ func handleListPartitionReassignments(ctx context.Context, s *Server, r *Request
 	img := s.cfg.Broker.Image()
 	type want struct {
 		all   bool
-		parts []int32
+		parts map[int32]struct{}
 	}
 	wanted := map[string]want{}
 	if req.Topics == nil {
@@ -36,7 +36,12 @@ func handleListPartitionReassignments(ctx context.Context, s *Server, r *Request
 	} else {
 		for _, rt := range req.Topics {
 			w := wanted[rt.Topic]
-			w.parts = append(w.parts, rt.Partitions...)
+			if w.parts == nil {
+				w.parts = make(map[int32]struct{}, len(rt.Partitions))
+			}
+			for _, p := range rt.Partitions {
+				w.parts[p] = struct{}{}
+			}
 			wanted[rt.Topic] = w
 		}
 	}
@@ -54,10 +59,10 @@ func handleListPartitionReassignments(ctx context.Context, s *Server, r *Request
 		st := kmsg.NewListPartitionReassignmentsResponseTopic()
 		st.Topic = name
 		for _, p := range t.Partitions {
-			if !w.all && !slices.Contains(w.parts, p.Partition) {
+			if len(p.Adding) == 0 && len(p.Removing) == 0 {
 				continue
 			}
-			if len(p.Adding) == 0 && len(p.Removing) == 0 {
+			if _, ok := w.parts[p.Partition]; !w.all && !ok {
 				continue
 			}
 			sp := kmsg.NewListPartitionReassignmentsResponseTopicPartition()

@@ -63,4 +63,14 @@
 //
 // ApiVersions (18_api_versions.go) is built from the registry, so only
 // registered APIs are advertised, with exactly their registered ranges.
+//
+// Requests only brokers send (ControlledShutdown, a Fetch with a replica
+// id) pass s.authorizeClusterAction (cluster_action.go), the one check to
+// become Kafka's ClusterAction ACL once principals exist. Counts a client
+// sends are bounded before anything is allocated for them: an admin
+// request of more than cluster.MaxRecordsPerRequest metadata records is
+// refused whole (broker.ErrExcessiveBatch), and a resource named twice is
+// described once. FuzzHandlers (handlers_fuzz_test.go) runs every served
+// (key, version) through its handler against a real broker and bounds
+// what one request may allocate.
 package protocol

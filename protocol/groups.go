@@ -171,3 +171,23 @@ func groupErrorResponse(req kmsg.Request, code int16) kmsg.Response {
 	}
 	return req.ResponseKind()
 }
+
+// repeats reports, for each name, whether it was named before it in names
+// (nil when none is): DescribeGroups and OffsetFetch describe a group once
+// per request, so an answer stays as large as the groups' state, not as
+// the request's repetitions make it.
+func repeats(n int, name func(int) string) []bool {
+	var out []bool
+	seen := make(map[string]struct{}, n)
+	for i := range n {
+		if _, dup := seen[name(i)]; dup {
+			if out == nil {
+				out = make([]bool, n)
+			}
+			out[i] = true
+			continue
+		}
+		seen[name(i)] = struct{}{}
+	}
+	return out
+}

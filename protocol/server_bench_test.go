@@ -49,6 +49,12 @@ type benchNode struct {
 // given configs); opts adjust the protocol server's config.
 func startBenchNode(tb testing.TB, topicCfg map[string]*string, opts ...func(*protocol.Config)) *benchNode {
 	tb.Helper()
+	return startNodeWith(tb, topicCfg, nil, opts...)
+}
+
+// startNodeWith is startBenchNode with bopt adjusting the broker's config.
+func startNodeWith(tb testing.TB, topicCfg map[string]*string, bopt func(*broker.Config), opts ...func(*protocol.Config)) *benchNode {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	dir := tb.TempDir()
@@ -80,7 +86,7 @@ func startBenchNode(tb testing.TB, topicCfg map[string]*string, opts ...func(*pr
 	}
 	host, portStr, _ := net.SplitHostPort(n.addr)
 	port, _ := strconv.Atoi(portStr)
-	n.brk, err = broker.New(broker.Config{
+	bcfg := broker.Config{
 		BrokerID:          1,
 		Endpoints:         []cluster.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: host, Port: int32(port)}},
 		Logs:              n.logs,
@@ -90,7 +96,11 @@ func startBenchNode(tb testing.TB, topicCfg map[string]*string, opts ...func(*pr
 		DeleteTopicEnable: true,
 		AdoptStrayLogs:    true,
 		Metrics:           pcfg.Metrics, // one registry for the request and traffic metrics
-	})
+	}
+	if bopt != nil {
+		bopt(&bcfg)
+	}
+	n.brk, err = broker.New(bcfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -98,6 +108,7 @@ func startBenchNode(tb testing.TB, topicCfg map[string]*string, opts ...func(*pr
 		tb.Fatal(err)
 	}
 	ctl := cluster.NewController(cluster.ControllerConfig{Coordinator: n.coord, BrokerID: 1, Logger: log})
+	bound.SetController(ctl)
 	ctlCtx, ctlStop := context.WithCancel(context.Background())
 	n.stop, n.done = ctlStop, make(chan struct{})
 	go func() {

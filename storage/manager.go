@@ -332,7 +332,12 @@ func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg LogConfig) (*Log, error)
 }
 
 // DeleteLog closes the log, renames its directory to
-// <topic>-<partition>.<uuid>-delete and removes it in the background.
+// <topic>-<partition>.<uuid>-delete (deleteDirName) and removes it in the
+// background. The log leaves the manager only once its directory is
+// renamed: when the rename fails the log stays listed, closed (its records
+// are never served again), and DeleteLog may be called again; a log of the
+// same partition cannot be created meanwhile, so a topic created again
+// under the name never finds the old records.
 func (m *Manager) DeleteLog(tp TopicPartition) error {
 	m.mu.Lock()
 	if m.closed {
@@ -344,8 +349,6 @@ func (m *Manager) DeleteLog(tp TopicPartition) error {
 		m.mu.Unlock()
 		return fmt.Errorf("storage: no log for %s", tp)
 	}
-	delete(m.logs, tp)
-	delete(m.dirOf, tp)
 	// Counted while m.mu is held, so Close (which sets closed under m.mu,
 	// then waits) always waits for the removal below.
 	m.wg.Add(1)
@@ -358,13 +361,17 @@ func (m *Manager) DeleteLog(tp TopicPartition) error {
 	if err != nil {
 		m.cfg.Logger.Warn("closing deleted log", "partition", tp.String(), "err", err)
 	}
-	var id [16]byte
-	rand.Read(id[:])
-	target := l.dir + "." + hex.EncodeToString(id[:]) + "-delete"
+	target := filepath.Join(filepath.Dir(l.dir), deleteDirName(tp))
 	if err := os.Rename(l.dir, target); err != nil {
 		m.wg.Done()
 		return fmt.Errorf("delete log %s: %w", tp, err)
 	}
+	m.mu.Lock()
+	if m.logs[tp] == l {
+		delete(m.logs, tp)
+		delete(m.dirOf, tp)
+	}
+	m.mu.Unlock()
 	syncDir(filepath.Dir(l.dir))
 	go func() {
 		defer m.wg.Done()
@@ -374,6 +381,22 @@ func (m *Manager) DeleteLog(tp TopicPartition) error {
 	}()
 	return nil
 }
+
+// deleteDirName is the name a deleted log's directory takes until it is
+// removed: <topic>-<partition>.<32 hex digits>-delete, with the topic cut
+// short so that the name fits in 255 bytes (NAME_MAX) whatever the topic's
+// length (up to 249), as Kafka's LocalLog.logDeleteDirName does. Start-up
+// removes any directory named so.
+func deleteDirName(tp TopicPartition) string {
+	var id [16]byte
+	deleteDirRand(id[:])
+	suffix := fmt.Sprintf("-%d.%s-delete", tp.Partition, hex.EncodeToString(id[:]))
+	return tp.Topic[:min(len(tp.Topic), 255-len(suffix))] + suffix
+}
+
+// deleteDirRand fills the unique part of a delete-directory name (tests
+// replace it to make a rename fail).
+var deleteDirRand = func(b []byte) { rand.Read(b) }
 
 // Close stops the background work, flushes every log, writes all
 // checkpoints and the clean-shutdown marker, and releases the directories.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -577,5 +578,86 @@ func TestManyPartitionsBounded(t *testing.T) {
 	}
 	if fds := openFDs(t) - base; fds > maxOpen+10 {
 		t.Fatalf("%d descriptors open after loading %d partitions", fds, parts)
+	}
+}
+
+// TestDeleteLogLongTopicName: a partition of a topic with a long name (249
+// characters, Kafka's limit) is deleted: its delete-directory name is cut
+// to fit 255 bytes, as Kafka cuts it, where the full name made the rename
+// fail with ENAMETOOLONG and the old records came back when a topic of the
+// name was created again.
+func TestDeleteLogLongTopicName(t *testing.T) {
+	noSync(t)
+	dir := t.TempDir()
+	m := openTestManager(t, dir, nil)
+	tp := TopicPartition{strings.Repeat("t", 249), 7}
+	l, err := m.GetOrCreateLog(tp, DefaultLogConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, testBatch(t, 2, 10, time.Now().UnixMilli(), CompressionNone))
+	if err := m.DeleteLog(tp); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Log(tp); ok {
+		t.Fatal("deleted log still listed")
+	}
+	again, err := m.GetOrCreateLog(tp, DefaultLogConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.LogEndOffset() != 0 {
+		t.Fatalf("log created again under the name has log end %d: the old records came back", again.LogEndOffset())
+	}
+	m.Close()
+	m = openTestManager(t, dir, nil)
+	defer m.Close()
+	if l, ok := m.Log(tp); !ok || l.LogEndOffset() != 0 || len(m.Logs()) != 1 {
+		t.Fatalf("after a restart: %d logs, the partition's %v", len(m.Logs()), ok)
+	}
+	if name := deleteDirName(tp); len(name) != 255 || !strings.HasSuffix(name, "-delete") || !strings.HasPrefix(name, strings.Repeat("t", 213)+"-7.") {
+		t.Fatalf("delete-directory name %q (%d bytes)", name, len(name))
+	}
+	if name := deleteDirName(TopicPartition{"short", 3}); !strings.HasPrefix(name, "short-3.") || len(name) != len("short-3.")+32+len("-delete") {
+		t.Fatalf("delete-directory name of a short topic %q", name)
+	}
+}
+
+// TestDeleteLogRenameFails: when the directory cannot be renamed the log
+// stays listed (closed: nothing is served from it) and no new log of the
+// partition can be made over the old records; deleting again works.
+func TestDeleteLogRenameFails(t *testing.T) {
+	noSync(t)
+	dir := t.TempDir()
+	m := openTestManager(t, dir, nil)
+	defer m.Close()
+	tp := TopicPartition{"stuck", 0}
+	l, _ := m.GetOrCreateLog(tp, DefaultLogConfig())
+	mustAppend(t, l, testBatch(t, 2, 10, time.Now().UnixMilli(), CompressionNone))
+	// The rename target exists and is not empty: rename(2) fails.
+	defer func(f func([]byte)) { deleteDirRand = f }(deleteDirRand)
+	deleteDirRand = func(b []byte) { clear(b) }
+	target := filepath.Join(dir, deleteDirName(tp))
+	if err := os.MkdirAll(filepath.Join(target, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeleteLog(tp); err == nil {
+		t.Fatal("DeleteLog succeeded over an occupied target")
+	}
+	if got, ok := m.Log(tp); !ok || got != l {
+		t.Fatal("a log whose directory was not renamed left the manager")
+	}
+	if _, err := l.AppendAsLeader(testBatch(t, 1, 1, 0, CompressionNone), 0); !isErr(err, ErrLogDeleted) {
+		t.Fatalf("append to a log being deleted: %v", err)
+	}
+	os.RemoveAll(target)
+	if err := m.DeleteLog(tp); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Log(tp); ok {
+		t.Fatal("deleted log still listed")
+	}
+	if _, err := os.Stat(filepath.Join(dir, tp.String())); !os.IsNotExist(err) {
+		t.Fatalf("log directory after delete: %v", err)
 	}
 }
