@@ -44,12 +44,12 @@ const namespace = "sluice"
 type Registry struct {
 	reg *prometheus.Registry
 
-	mu       sync.Mutex
-	brokers  map[int32]*Broker // Lock mu.
-	brokerMx *brokerMetrics    // created with the first Broker. Lock mu.
-	lag      *Lag
-	console  *Console
-	alerting *Alerting
+	mu        sync.Mutex
+	brokers   map[int32]*Broker // Lock mu.
+	brokerMx  *brokerMetrics    // created with the first Broker. Lock mu.
+	lag       *Lag
+	console   *Console
+	alerting  *Alerting
 	schemaReg *SchemaRegistry
 }
 

@@ -18,35 +18,35 @@ func (e *Error) Error() string { return fmt.Sprintf("%d: %s", e.Code, e.Message)
 
 // Confluent's error codes (its rest/exceptions/Errors.java).
 const (
-	CodeSubjectNotFound             = 40401
-	CodeVersionNotFound             = 40402
-	CodeSchemaNotFound              = 40403
-	CodeSubjectSoftDeleted          = 40404
-	CodeSubjectNotSoftDeleted       = 40405
-	CodeVersionSoftDeleted          = 40406
-	CodeVersionNotSoftDeleted       = 40407
-	CodeSubjectCompatNotConfigured  = 40408
-	CodeSubjectModeNotConfigured    = 40409
-	CodeIncompatibleSchema          = 409
-	CodeInvalidSchema               = 42201
-	CodeInvalidVersion              = 42202
-	CodeInvalidCompatibilityLevel   = 42203
-	CodeInvalidMode                 = 42204
-	CodeOperationNotPermitted       = 42205
-	CodeReferenceExists             = 42206
-	CodeInvalidSubject              = 42208
-	CodeStoreError                  = 50001
-	CodeOperationTimeout            = 50002
-	CodeRequestForwardingFailed     = 50003
-	CodeUnknownLeader               = 50004
-	CodeUnauthorized                = 40101
-	CodeForbidden                   = 40301
-	CodeNotFound                    = 404
-	CodeMethodNotAllowed            = 405
-	CodeUnprocessable               = 422
-	CodeJSONParse                   = 50005
-	CodeRequestTooLarge             = 413
-	codeInternal                    = 500
+	CodeSubjectNotFound            = 40401
+	CodeVersionNotFound            = 40402
+	CodeSchemaNotFound             = 40403
+	CodeSubjectSoftDeleted         = 40404
+	CodeSubjectNotSoftDeleted      = 40405
+	CodeVersionSoftDeleted         = 40406
+	CodeVersionNotSoftDeleted      = 40407
+	CodeSubjectCompatNotConfigured = 40408
+	CodeSubjectModeNotConfigured   = 40409
+	CodeIncompatibleSchema         = 409
+	CodeInvalidSchema              = 42201
+	CodeInvalidVersion             = 42202
+	CodeInvalidCompatibilityLevel  = 42203
+	CodeInvalidMode                = 42204
+	CodeOperationNotPermitted      = 42205
+	CodeReferenceExists            = 42206
+	CodeInvalidSubject             = 42208
+	CodeStoreError                 = 50001
+	CodeOperationTimeout           = 50002
+	CodeRequestForwardingFailed    = 50003
+	CodeUnknownLeader              = 50004
+	CodeUnauthorized               = 40101
+	CodeForbidden                  = 40301
+	CodeNotFound                   = 404
+	CodeMethodNotAllowed           = 405
+	CodeUnprocessable              = 422
+	CodeJSONParse                  = 50005
+	CodeRequestTooLarge            = 413
+	codeInternal                   = 500
 )
 
 func newErr(status, code int, format string, args ...any) *Error {

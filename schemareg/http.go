@@ -340,7 +340,9 @@ func toResponse(sv *SchemaValue, showDeleted bool) versionResponse {
 		References: sv.References, Schema: sv.Schema, Deleted: showDeleted && sv.Deleted}
 }
 
-func (r *Registry) getTypes(http.ResponseWriter, *http.Request) (any, error) { return schema.Types, nil }
+func (r *Registry) getTypes(http.ResponseWriter, *http.Request) (any, error) {
+	return schema.Types, nil
+}
 
 func (r *Registry) getSchemas(_ http.ResponseWriter, req *http.Request) (any, error) {
 	prefix := req.URL.Query().Get("subjectPrefix")

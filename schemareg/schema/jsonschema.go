@@ -378,4 +378,3 @@ func (d *jsonDiff) compare(path string, w, r any, depth int) {
 		d.add(path+"/items", "items constrained")
 	}
 }
-
