@@ -44,13 +44,13 @@ const namespace = "sluice"
 type Registry struct {
 	reg *prometheus.Registry
 
-	mu        sync.Mutex
-	brokers   map[int32]*Broker // Lock mu.
-	brokerMx  *brokerMetrics    // created with the first Broker. Lock mu.
-	lag       *Lag
-	console   *Console
-	alerting  *Alerting
-	schemaReg *SchemaRegistry
+	mu       sync.Mutex
+	brokers  map[int32]*Broker // Lock mu.
+	brokerMx *brokerMetrics    // created with the first Broker. Lock mu.
+	lag      *Lag
+	console  *Console
+	alerting *Alerting
+	schemas  *SchemaRegistry
 }
 
 // New returns a registry holding the Go runtime, process and build-info

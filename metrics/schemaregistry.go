@@ -27,7 +27,7 @@ type SchemaRegistry struct {
 func (r *Registry) SchemaRegistry() *SchemaRegistry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.schemaReg == nil {
+	if r.schemas == nil {
 		s := &SchemaRegistry{
 			requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Namespace: namespace, Subsystem: "schema_registry", Name: "http_requests_total",
@@ -48,9 +48,9 @@ func (r *Registry) SchemaRegistry() *SchemaRegistry {
 				"Distinct schema ids in use by live versions.", nil, nil),
 		}
 		r.reg.MustRegister(s.requests, s.duration, s.checks, s)
-		r.schemaReg = s
+		r.schemas = s
 	}
-	return r.schemaReg
+	return r.schemas
 }
 
 // ObserveHTTP records one answered request; endpoint must be the route
