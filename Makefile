@@ -10,7 +10,7 @@ LDFLAGS := -s -w -X github.com/sluice-io/sluice/internal/buildinfo.Version=$(VER
 # Debian packages the tests use: ZooKeeper for cluster tests, kcat and the
 # Python client (librdkafka) for compatibility tests, Chromium for browser
 # tests, rpm/dpkg tools and systemd-analyze for the packaging tests.
-TEST_DEBS := zookeeper kcat chromium python3-confluent-kafka rpm systemd lintian adduser nodejs curl ca-certificates
+TEST_DEBS := zookeeper kcat chromium python3-confluent-kafka python3-requests python3-jsonschema rpm systemd lintian adduser nodejs curl ca-certificates
 # kafkajs (pure JavaScript, no dependencies) comes from the npm registry.
 KAFKAJS_VERSION := 2.2.4
 KAFKAJS_DIR ?= $(HOME)/.cache/sluice-test/kafkajs-$(KAFKAJS_VERSION)
@@ -69,7 +69,7 @@ test-go:
 # __consumer_offsets records, znodes, compared JSON — a few seconds each
 # (longer: make test-fuzz FUZZTIME=5m). Every other target's seed corpus runs
 # in test-go; `make fuzz` fuzzes them all.
-FUZZ_PKGS ?= ./storage ./protocol ./broker ./group ./zkcoord ./migration/jsondiff
+FUZZ_PKGS ?= ./storage ./protocol ./broker ./group ./zkcoord ./migration/jsondiff ./schemareg/serde
 test-fuzz:
 	./scripts/fuzz.sh $(FUZZTIME) $(FUZZ_PKGS)
 
