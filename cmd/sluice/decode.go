@@ -100,3 +100,12 @@ func decodingFormatter(ctx context.Context, env *cliEnv, dec *serde.Decoder, for
 		return w.WriteByte('\n')
 	}
 }
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
