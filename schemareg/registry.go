@@ -52,7 +52,6 @@ type Registry struct {
 	state *state
 
 	writeMu    sync.Mutex // one write at a time; held across the check and the append
-	wasLeader  bool       // the writer caught up since it last became leader. Lock writeMu.
 	parseCache sync.Map   // canonical text -> *schema.Schema of stored versions (bounded: cleared at 10k)
 	parseCount int64      // entries in parseCache. Lock parseMu.
 	parseMu    sync.Mutex
@@ -147,18 +146,16 @@ func (r *Registry) write(ctx context.Context, recs ...Record) (int64, error) {
 	return off, nil
 }
 
-// catchUp makes a new leader read the log to its end before its first
-// write (Confluent's NOOP record), so that ids and versions continue from
-// what the previous leader wrote. Lock writeMu should be held.
+// catchUp reads the log to its end before a write, as Confluent's
+// registry does before each write: it appends a NOOP record and waits until
+// the view has applied it, so that the checks and the ids and versions
+// allocated next see everything any leader wrote before (a new leader, or
+// an old one that lost and regained the role). Writes are rare (schema
+// registrations), so the extra record costs little. Lock writeMu should be
+// held.
 func (r *Registry) catchUp(ctx context.Context) error {
-	if r.wasLeader {
-		return nil
-	}
-	if _, err := r.write(ctx, noopRecord()); err != nil {
-		return err
-	}
-	r.wasLeader = true
-	return nil
+	_, err := r.write(ctx, noopRecord())
+	return err
 }
 
 // beginWrite takes the write lock for a leader's write; the caller calls
@@ -166,7 +163,6 @@ func (r *Registry) catchUp(ctx context.Context) error {
 func (r *Registry) beginWrite(ctx context.Context) (func(), error) {
 	r.writeMu.Lock()
 	if !r.isLeader() {
-		r.wasLeader = false
 		r.writeMu.Unlock()
 		return nil, errNotLeader
 	}
