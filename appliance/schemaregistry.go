@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -198,7 +199,7 @@ func (c *schemaRegistryComponent) Start(ctx context.Context) (err error) {
 	})
 	c.reg.Start(context.Background())
 	c.srv = &http.Server{Handler: c.reg.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: nil}
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)} // TLS handshake noise
 	c.serveDone = make(chan struct{})
 	go func() {
 		defer close(c.serveDone)

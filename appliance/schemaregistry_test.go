@@ -2,10 +2,19 @@ package appliance
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -211,5 +220,55 @@ func TestSchemaRegistryAddressInUse(t *testing.T) {
 	}
 	if SchemaRegistry(a) != nil {
 		t.Fatal("a registry that did not start is registered")
+	}
+}
+
+// schema.registry.tls.cert/key: the registry serves HTTPS.
+func TestSchemaRegistryTLS(t *testing.T) {
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	os.WriteFile(certFile, certPEM, 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+
+	regAddr := testutil.FreeAddr(t)
+	app := startApplianceIn(t, dir, "listeners=PLAINTEXT://"+testutil.FreeAddr(t), "schema.registry.listen="+regAddr,
+		"schema.registry.tls.cert="+certFile, "schema.registry.tls.key="+keyFile)
+	defer app.Close()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := cl.Get("https://" + regAddr + "/schemas/types")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != `["JSON","PROTOBUF","AVRO"]` || resp.Header.Get("Content-Type") != "application/vnd.schemaregistry.v1+json" {
+		t.Fatalf("https: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if resp, err := http.Get("http://" + regAddr + "/schemas/types"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("plain HTTP on the TLS listener: %d", resp.StatusCode)
+		}
+	}
+	// a key without its certificate is refused at load
+	if _, err := Load("", []string{"schema.registry.tls.key=" + keyFile}); err == nil || !strings.Contains(err.Error(), "schema.registry.tls.cert") {
+		t.Fatalf("key alone: %v", err)
+	}
+	if _, err := Load("", []string{"schema.registry.auth=digest"}); err == nil || !strings.Contains(err.Error(), "schema.registry.auth") {
+		t.Fatalf("bad auth: %v", err)
 	}
 }
