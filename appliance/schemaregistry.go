@@ -188,7 +188,11 @@ func (c *schemaRegistryComponent) Start(ctx context.Context) (err error) {
 		auth = consoleAuth(users)
 	}
 
-	c.log = &schemareg.KafkaLog{Brokers: c.a.BootstrapAddrs()}
+	brk := c.a.Broker()
+	c.log = &schemareg.KafkaLog{Brokers: c.a.BootstrapAddrs(), TopicExists: func() bool {
+		img := brk.Image()
+		return img != nil && img.Topics[schemareg.Topic] != nil
+	}}
 	c.reg = schemareg.New(schemareg.Config{
 		Log:     c.log,
 		Leader:  leader,

@@ -85,6 +85,14 @@ func (m *MemLog) Poke() {}
 type KafkaLog struct {
 	Brokers    []string
 	ClientOpts []kgo.Opt // TLS, SASL, ... for both clients
+	// TopicExists, when set, says whether _schemas exists (the appliance
+	// asks its broker's metadata image). Tail then opens no client until
+	// it does, so a registry nobody has written to keeps no connection to
+	// the cluster. Poke makes Tail look again at once.
+	TopicExists func() bool
+
+	pokeOnce sync.Once
+	poke     chan struct{}
 
 	mu       sync.Mutex
 	producer *kgo.Client // Lock mu.
@@ -194,6 +202,16 @@ func (k *KafkaLog) Append(ctx context.Context, recs []Record) (int64, error) {
 // (read_committed is not needed: the registry does not write in
 // transactions).
 func (k *KafkaLog) Tail(ctx context.Context, fn func(int64, Record)) error {
+	if k.TopicExists != nil {
+		for !k.TopicExists() {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-k.pokeChan():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(k.Brokers...),
 		kgo.ConsumeTopics(Topic),
@@ -237,12 +255,21 @@ func (k *KafkaLog) Tail(ctx context.Context, fn func(int64, Record)) error {
 // Poke implements Log: a metadata refresh, so that a topic created by
 // another host is consumed without waiting for the next periodic refresh.
 func (k *KafkaLog) Poke() {
+	select {
+	case k.pokeChan() <- struct{}{}:
+	default:
+	}
 	k.mu.Lock()
 	cl := k.consumer
 	k.mu.Unlock()
 	if cl != nil {
 		cl.ForceMetadataRefresh()
 	}
+}
+
+func (k *KafkaLog) pokeChan() chan struct{} {
+	k.pokeOnce.Do(func() { k.poke = make(chan struct{}, 1) })
+	return k.poke
 }
 
 // Close closes the producing client (Tail's ends with its context).
