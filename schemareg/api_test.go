@@ -331,3 +331,30 @@ func TestRequestBounds(t *testing.T) {
 		t.Fatalf("deep schema: %d", st)
 	}
 }
+
+// The listing endpoints and their query parameters.
+func TestListings(t *testing.T) {
+	tr := newTestReg(t)
+	tr.expect("POST", "/subjects/orders-value/versions", body(avroV1), 200, `{"id":1}`)
+	tr.expect("POST", "/subjects/orders-value/versions", body(avroV2), 200, `{"id":2}`)
+	tr.expect("POST", "/subjects/payments-value/versions", typedBody("JSON", `{"type":"object"}`, ""), 200, `{"id":3}`)
+	tr.expect("POST", "/subjects/old-value/versions", body(`"string"`), 200, `{"id":4}`)
+	tr.expect("DELETE", "/subjects/old-value", "", 200, `[1]`)
+
+	tr.expect("GET", "/subjects?subjectPrefix=pay", "", 200, `["payments-value"]`)
+	tr.expect("GET", "/subjects?deletedOnly=true", "", 200, `["old-value"]`)
+	tr.expect("GET", "/schemas?subjectPrefix=orders&latestOnly=true", "", 200,
+		`[{"subject":"orders-value","version":2,"id":2,"schema":`+mustQuote(avroV2)+`}]`)
+	tr.expect("GET", "/schemas?subjectPrefix=pay", "", 200,
+		`[{"subject":"payments-value","version":1,"id":3,"schemaType":"JSON","schema":"{\"type\":\"object\"}"}]`)
+	tr.expect("GET", "/schemas/ids/3?fetchMaxId=true", "", 200, `{"schemaType":"JSON","schema":"{\"type\":\"object\"}","maxId":4}`)
+	tr.expect("GET", "/schemas/ids/1?subject=payments-value", "", 404, "")
+	tr.expect("GET", "/schemas/ids/4/versions", "", 200, `[]`)
+	tr.expect("GET", "/schemas/ids/4/versions?deleted=true", "", 200, `[{"subject":"old-value","version":1}]`)
+	tr.expect("GET", "/subjects/old-value/versions/1", "", 404, `{"error_code":40401,"message":"Subject 'old-value' not found."}`) // as Confluent: the subject has no live version
+	tr.expect("GET", "/subjects/old-value/versions/1?deleted=true", "", 200, "")
+	tr.expect("GET", "/schemas/ids/abc", "", 404, "")
+	// a subject name with a slash, escaped in the path
+	tr.expect("POST", "/subjects/a%2Fb/versions", body(`"long"`), 200, `{"id":5}`)
+	tr.expect("GET", "/subjects/a%2Fb/versions", "", 200, `[1]`)
+}

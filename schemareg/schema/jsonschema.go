@@ -116,7 +116,7 @@ func (s *Schema) Validate(doc any) error {
 //     raised: incompatible (narrowed); the reverse is compatible.
 //   - items and property schemas are compared recursively.
 func jsonCompatible(reader, writer *Schema) []string {
-	d := &jsonDiff{rRefs: reader.json.refs, wRefs: writer.json.refs}
+	d := &jsonDiff{rRefs: reader.json.refs, wRefs: writer.json.refs, rRoot: reader.json.doc, wRoot: writer.json.doc}
 	d.compare("#", writer.json.doc, reader.json.doc, 0)
 	return d.msgs
 }
@@ -124,6 +124,7 @@ func jsonCompatible(reader, writer *Schema) []string {
 type jsonDiff struct {
 	msgs         []string
 	rRefs, wRefs map[string]any
+	rRoot, wRoot any // the documents, for local "#/..." references
 }
 
 func (d *jsonDiff) add(path, format string, args ...any) {
@@ -235,8 +236,8 @@ func (d *jsonDiff) compare(path string, w, r any, depth int) {
 	if depth > 64 {
 		return
 	}
-	w = deref(w, d.wRefs, nil)
-	r = deref(r, d.rRefs, nil)
+	w = deref(w, d.wRefs, d.wRoot)
+	r = deref(r, d.rRefs, d.rRoot)
 	if rb, ok := r.(bool); ok {
 		if !rb {
 			if wb, ok := w.(bool); !ok || wb {
