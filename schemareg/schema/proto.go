@@ -46,6 +46,14 @@ func parseProto(src Source) (*Schema, error) {
 	if fd, ok := protoFromDescriptor(text, files); ok {
 		return &Schema{Type: Protobuf, Text: text, proto: &protoSchema{fd: fd}}, nil
 	}
+	for name, src := range files {
+		if err := checkProtoNesting(src); err != nil {
+			return nil, invalid("protobuf reference %q: %v", name, err)
+		}
+	}
+	if err := checkProtoNesting(text); err != nil {
+		return nil, invalid("protobuf: %v", err)
+	}
 	files[mainProtoName] = text
 	var errs []string
 	c := protocompile.Compiler{
@@ -71,6 +79,44 @@ func parseProto(src Source) (*Schema, error) {
 		return nil, invalid("protobuf: %v", err)
 	}
 	return &Schema{Type: Protobuf, Text: text, proto: &protoSchema{fd: out[0]}}, nil
+}
+
+// maxProtoNesting bounds how deep blocks ({...}) nest in .proto text: the
+// compiler walks nested declarations recursively, and a hostile schema of
+// a few megabytes of "message A {" would otherwise exhaust the stack.
+const maxProtoNesting = 100
+
+func checkProtoNesting(text string) error {
+	depth := 0
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; c {
+		case '"', '\'':
+			for i++; i < len(text) && text[i] != c && text[i] != '\n'; i++ {
+				if text[i] == '\\' {
+					i++
+				}
+			}
+		case '/':
+			if i+1 < len(text) && text[i+1] == '/' {
+				for i < len(text) && text[i] != '\n' {
+					i++
+				}
+			} else if i+1 < len(text) && text[i+1] == '*' {
+				end := strings.Index(text[i+2:], "*/")
+				if end < 0 {
+					return nil // unterminated: the compiler reports it
+				}
+				i += end + 3
+			}
+		case '{', '<', '[':
+			if depth++; depth > maxProtoNesting {
+				return fmt.Errorf("declarations nest deeper than %d", maxProtoNesting)
+			}
+		case '}', '>', ']':
+			depth--
+		}
+	}
+	return nil
 }
 
 func addProtoRefs(files map[string]string, refs []Resolved, depth int) error {

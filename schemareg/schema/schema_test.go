@@ -97,3 +97,30 @@ func TestJSONCompatibleLocalRefs(t *testing.T) {
 		t.Fatalf("forward: %v", msgs)
 	}
 }
+
+// A hostile .proto nesting messages half a million deep is refused before the
+// compiler's recursion sees it.
+func TestProtobufNestingLimit(t *testing.T) {
+	deep := `syntax = "proto3"; ` + strings.Repeat("message A { ", 500_000) + strings.Repeat("} ", 500_000)
+	if _, err := Parse(Source{Type: Protobuf, Text: deep}); err == nil || !strings.Contains(err.Error(), "nest deeper") {
+		t.Fatalf("deep proto: %v", err)
+	}
+	ok := `syntax = "proto3"; // a { in a comment
+message A { string s = 1 [json_name = "x{"]; /* { */ message B { map<string, int32> m = 1; } }`
+	if _, err := Parse(Source{Type: Protobuf, Text: ok}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Deeply nested Avro and JSON Schema documents are refused, not a crash.
+func TestDeepJSONSchemas(t *testing.T) {
+	const n = 300_000
+	deepAvro := strings.Repeat(`{"type":"array","items":`, n) + `"int"` + strings.Repeat(`}`, n)
+	if _, err := Parse(Source{Type: Avro, Text: deepAvro}); err == nil {
+		t.Fatal("a 300,000-deep Avro schema parsed")
+	}
+	deepJSON := strings.Repeat(`{"items":`, n) + `{}` + strings.Repeat(`}`, n)
+	if _, err := Parse(Source{Type: JSON, Text: deepJSON}); err == nil {
+		t.Fatal("a 300,000-deep JSON schema parsed")
+	}
+}
