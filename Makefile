@@ -8,10 +8,11 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/sluice-io/sluice/internal/buildinfo.Version=$(VERSION) \
            -X github.com/sluice-io/sluice/internal/buildinfo.Commit=$(COMMIT)
 # Debian packages the tests use: ZooKeeper for cluster tests, kcat and the
-# Python client (librdkafka) for compatibility tests, Burrow (sarama) for the
+# Python client (librdkafka) for compatibility tests, with the modules its
+# schema-registry client needs (requests, jsonschema), Burrow (sarama) for the
 # lag-monitor test, Chromium for browser tests, rpm/dpkg tools and
 # systemd-analyze for the packaging tests.
-TEST_DEBS := zookeeper kcat chromium python3-confluent-kafka rpm systemd lintian adduser nodejs curl ca-certificates burrow
+TEST_DEBS := zookeeper kcat chromium python3-confluent-kafka python3-requests python3-jsonschema rpm systemd lintian adduser nodejs curl ca-certificates burrow
 # kafkajs (pure JavaScript, no dependencies) comes from the npm registry.
 KAFKAJS_VERSION := 2.2.4
 KAFKAJS_DIR ?= $(HOME)/.cache/sluice-test/kafkajs-$(KAFKAJS_VERSION)
@@ -70,7 +71,7 @@ test-go:
 # __consumer_offsets records, znodes, compared JSON — a few seconds each
 # (longer: make test-fuzz FUZZTIME=5m). Every other target's seed corpus runs
 # in test-go; `make fuzz` fuzzes them all.
-FUZZ_PKGS ?= ./storage ./protocol ./broker ./group ./zkcoord ./migration/jsondiff
+FUZZ_PKGS ?= ./storage ./protocol ./broker ./group ./zkcoord ./migration/jsondiff ./schemareg/serde
 test-fuzz:
 	./scripts/fuzz.sh $(FUZZTIME) $(FUZZ_PKGS)
 

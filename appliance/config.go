@@ -121,6 +121,12 @@ type Config struct {
 	ConsoleAuditAccessEnable  bool     // console.audit.access.enable
 	AlertingAllowedTargets    []string // alerting.allowed.targets
 	AlertingProxy             string   // alerting.proxy
+	// Schema registry (schemareg): Confluent's REST API on its own listener.
+	SchemaRegistryListen        string // schema.registry.listen; "" disables the registry
+	SchemaRegistryAdvertisedURL string // schema.registry.advertised.url; "" = made from the listener
+	SchemaRegistryTLSCert       string // schema.registry.tls.cert
+	SchemaRegistryTLSKey        string // schema.registry.tls.key
+	SchemaRegistryAuth          string // schema.registry.auth: none or basic
 
 	// Background work of the console (lag sampling, alert evaluation).
 	ConsoleLagSampleInterval   time.Duration // console.lag.sample.interval.ms
@@ -230,6 +236,14 @@ var keys = []keyDef{
 	{"metrics.listen", "", "address of the Prometheus endpoint; empty = served by the console listener", func(c *Config, v string) error { c.MetricsListen = v; return nil }},
 	{"metrics.path", "/metrics", "path of the Prometheus endpoint", func(c *Config, v string) error { c.MetricsPath = v; return nil }},
 	{"console.lag.sample.interval.ms", "30000", "how often the console samples every group's lag (history charts, exported lag metrics)", func(c *Config, v string) error { return parseDurationMs(v, &c.ConsoleLagSampleInterval) }},
+	{"schema.registry.listen", ":8081", "address of the Confluent-compatible schema registry (topic _schemas); empty disables it. Left at its default, a port already in use only logs a warning", func(c *Config, v string) error { c.SchemaRegistryListen = v; return nil }},
+	{"schema.registry.advertised.url", "", "URL other hosts forward registry writes to when this host leads; empty = http(s)://<listener host or advertised host>:<port>", func(c *Config, v string) error { c.SchemaRegistryAdvertisedURL = v; return nil }},
+	{"schema.registry.tls.cert", "", "PEM certificate for HTTPS on the schema registry (with schema.registry.tls.key)", func(c *Config, v string) error { c.SchemaRegistryTLSCert = v; return nil }},
+	{"schema.registry.tls.key", "", "PEM private key for HTTPS on the schema registry (with schema.registry.tls.cert)", func(c *Config, v string) error { c.SchemaRegistryTLSKey = v; return nil }},
+	{"schema.registry.auth", "none", "none, or basic: HTTP basic auth against the console's users (viewer reads; operator and admin also write)", func(c *Config, v string) error {
+		c.SchemaRegistryAuth = strings.ToLower(strings.TrimSpace(v))
+		return nil
+	}},
 	{"alerting.evaluation.interval.ms", "30000", "how often the console doing the background work evaluates the alert rules", func(c *Config, v string) error { return parseDurationMs(v, &c.AlertingEvaluationInterval) }},
 }
 
@@ -781,6 +795,17 @@ func (c *Config) Validate() error {
 	}
 	if !strings.HasPrefix(c.MetricsPath, "/") {
 		bad("metrics.path", "%q: must start with /", c.MetricsPath)
+	}
+	if c.SchemaRegistryListen != "" {
+		if _, _, err := net.SplitHostPort(c.SchemaRegistryListen); err != nil {
+			bad("schema.registry.listen", "%q: want host:port or :port", c.SchemaRegistryListen)
+		}
+	}
+	if (c.SchemaRegistryTLSCert == "") != (c.SchemaRegistryTLSKey == "") {
+		bad("schema.registry.tls.cert", "schema.registry.tls.cert and schema.registry.tls.key must be set together")
+	}
+	if c.SchemaRegistryAuth != "" && c.SchemaRegistryAuth != "none" && c.SchemaRegistryAuth != "basic" {
+		bad("schema.registry.auth", "%q: want none or basic", c.SchemaRegistryAuth)
 	}
 	if c.ConsoleLagSampleInterval < time.Second {
 		bad("console.lag.sample.interval.ms", "%d: must be at least 1000", c.ConsoleLagSampleInterval.Milliseconds())

@@ -159,6 +159,7 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	c.mgr = migration.NewManager(store, migration.ManagerOptions{
 		Brokers: c.a.BootstrapAddrs(),
 		Logger:  c.log.With("component", "migration"),
+		Schemas: SchemaSource(c.a), // comparisons that decode read this host's schema registry
 	})
 	col := migration.NewCollector(c.mgr)
 	if err := c.reg.Registerer().Register(col); err != nil {

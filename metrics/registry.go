@@ -50,6 +50,7 @@ type Registry struct {
 	lag      *Lag
 	console  *Console
 	alerting *Alerting
+	schemas  *SchemaRegistry
 }
 
 // New returns a registry holding the Go runtime, process and build-info

@@ -202,6 +202,14 @@ func (e *core) encodeCheckpoint(b []byte) ([]byte, error) {
 		return nil, fmt.Errorf("migration: checkpoint examples: %w", err)
 	}
 	b = appendBytes(b, ex)
+	// Optional last section (a decoding comparison): the schemas used.
+	if len(e.schemas.uses) > 0 || e.schemas.failures != [2]int64{} {
+		su, err := json.Marshal(e.schemas.state())
+		if err != nil {
+			return nil, fmt.Errorf("migration: checkpoint schemas: %w", err)
+		}
+		b = appendBytes(b, su)
+	}
 	return b, nil
 }
 
@@ -366,6 +374,15 @@ func (e *core) decodeCheckpoint(blob []byte) error {
 		return fmt.Errorf("%w: examples: %v", errCorruptCheckpoint, err)
 	}
 	e.samples.examples = examples
+	if len(r.b) != 0 {
+		su := r.bytes()
+		if r.err != nil {
+			return r.err
+		}
+		if err := e.schemas.restore(su); err != nil {
+			return fmt.Errorf("%w: schemas: %v", errCorruptCheckpoint, err)
+		}
+	}
 	if len(r.b) != 0 {
 		return fmt.Errorf("%w: %d trailing bytes", errCorruptCheckpoint, len(r.b))
 	}

@@ -190,6 +190,8 @@ type core struct {
 	freeRecs []*pendingRec
 	freeKeys []*keyState
 
+	schemas schemaUses // Spec.Decode: writer schemas seen per side
+
 	// onPair, when set, sees every pair as it is compared (preview).
 	onPair func(d *Difference, equal bool)
 }
@@ -1007,6 +1009,9 @@ func (e *core) snapshot(now time.Time) Snapshot {
 		Examples: e.samples.examplesCopy(),
 		Done:     e.done(),
 		Taken:    now,
+
+		Schemas:        e.schemas.list(),
+		DecodeFailures: e.schemas.failures,
 	}
 }
 

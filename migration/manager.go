@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/schemareg/serde"
 )
 
 // ManagerOptions configure a Manager. Brokers and ClientOpts are how the
@@ -27,6 +29,8 @@ type ManagerOptions struct {
 	// error that may pass (broker down, topic not created yet); default
 	// 5s and 2m.
 	RetryMin, RetryMax time.Duration
+	// Schemas decodes wire-format records for comparisons that ask for it.
+	Schemas serde.Source
 }
 
 // Manager runs the stored comparisons in the background: the console's
@@ -135,7 +139,7 @@ func (m *Manager) run(ctx context.Context, st Stored, r *managedRun) {
 			Brokers: m.opts.Brokers, ClientOpts: m.opts.ClientOpts, Logger: log,
 			Checkpointer:       m.store.Checkpointer(st.ID, st.Generation),
 			CheckpointInterval: m.opts.CheckpointInterval, ExampleLimit: m.opts.ExampleLimit,
-			SampleLimit: m.opts.SampleLimit, Limits: m.opts.Limits,
+			SampleLimit: m.opts.SampleLimit, Limits: m.opts.Limits, Schemas: m.opts.Schemas,
 		})
 		if err != nil {
 			m.fail(st.ID, err, log)
@@ -352,5 +356,5 @@ func (m *Manager) Export(ctx context.Context, id int64, kind Kind, format string
 // Preview reads the first pairs of spec, through the same engine, without
 // storing anything: for the create form.
 func (m *Manager) Preview(ctx context.Context, spec Spec, n int) (PreviewResult, error) {
-	return Preview(ctx, Options{Brokers: m.opts.Brokers, ClientOpts: m.opts.ClientOpts, Logger: m.log, Limits: m.opts.Limits}, spec, n)
+	return Preview(ctx, Options{Brokers: m.opts.Brokers, ClientOpts: m.opts.ClientOpts, Logger: m.log, Limits: m.opts.Limits, Schemas: m.opts.Schemas}, spec, n)
 }

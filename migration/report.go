@@ -52,6 +52,9 @@ func (r Report) WriteText(w io.Writer) error {
 	if r.Spec.Headers {
 		b.WriteString(", headers compared")
 	}
+	if r.Spec.Decode {
+		b.WriteString(", wire-format values decoded")
+	}
 	b.WriteString("\n\n")
 	row := func(name string, v int64) { fmt.Fprintf(&b, "  %-30s %12d\n", name, v) }
 	row("left records", c.LeftRecords)
@@ -74,6 +77,16 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "\n  latency skew (right - left): p50 %s  p99 %s  max %s  (min %s, %d pairs)\n",
 		s.Skew.P50, s.Skew.P99, s.Skew.Max, s.Skew.Min, s.Skew.Count)
 	fmt.Fprintf(&b, "  record time covered: %s\n\n", c.Span())
+	if len(s.Schemas) > 0 || s.DecodeFailures != [2]int64{} {
+		b.WriteString("Writer schemas:\n")
+		for _, u := range s.Schemas {
+			fmt.Fprintf(&b, "  %-5s %s version %d (id %d, %s): %d records\n", u.Side, u.Subject, u.Version, u.ID, u.Type, u.Records)
+		}
+		if f := s.DecodeFailures; f != [2]int64{} {
+			fmt.Fprintf(&b, "  not decoded (compared as bytes): %d left, %d right\n", f[0], f[1])
+		}
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(&b, "Verdict: %s\n", strings.ToUpper(r.Verdict.Summary[:1])+r.Verdict.Summary[1:])
 	for _, rr := range r.Verdict.Rules {
 		mark := "ok  "

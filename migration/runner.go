@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/schemareg/serde"
 )
 
 // Options configure how a Comparison reads and where it keeps its state.
@@ -38,6 +40,10 @@ type Options struct {
 	MetadataTimeout time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Schemas is where a Spec with Decode finds the schemas of
+	// wire-format records (the in-process registry, or
+	// serde.NewHTTPSource); required then.
+	Schemas serde.Source
 }
 
 // Checkpointer saves and loads a comparison's state. Save must be atomic:
@@ -77,6 +83,8 @@ type Comparison struct {
 	// Preview: collect up to previewN pairs, then stop.
 	previewN     int
 	previewPairs []PreviewPair
+
+	decoder *serde.Decoder // when the spec decodes wire-format values
 }
 
 // New checks spec and opts and returns a Comparison ready to Run.
@@ -111,6 +119,12 @@ func New(spec Spec, opts Options) (*Comparison, error) {
 	}
 	opts.Limits.setDefaults()
 	c := &Comparison{spec: cs, opts: opts, log: opts.Logger.With("left", cs.Left, "right", cs.Right), pollRecords: 5000}
+	if cs.Decode {
+		if opts.Schemas == nil {
+			return nil, errors.New("migration: decoding records needs a schema registry")
+		}
+		c.decoder = serde.NewDecoder(opts.Schemas)
+	}
 	c.snap.Store(&Snapshot{})
 	return c, nil
 }
@@ -352,7 +366,11 @@ func (c *Comparison) process(core *core, side int, f kgo.Fetches) {
 				core.skipTo(side, r.Partition, r.Offset+1)
 				continue
 			}
-			core.add(side, r.Partition, r.Offset, r.Timestamp.UnixMilli(), r.Key, r.Value, r.Headers)
+			value := r.Value
+			if c.decoder != nil {
+				value = c.decode(core, side, value)
+			}
+			core.add(side, r.Partition, r.Offset, r.Timestamp.UnixMilli(), r.Key, value, r.Headers)
 		}
 	})
 }

@@ -33,6 +33,13 @@ type Spec struct {
 
 	Headers bool `json:"headers,omitempty"` // compare record headers too
 
+	// Decode turns values in the Confluent wire format (Avro, Protobuf,
+	// JSON Schema with a registry id) into JSON before pairing and
+	// comparing, with schemas from Options.Schemas, so records written with
+	// different writer-schema versions compare by their fields. Values not
+	// in the wire format are compared as they are.
+	Decode bool `json:"decode,omitempty"`
+
 	// Start is where both topics are read from: "earliest" (the default),
 	// "latest" (records produced from now on), or a time (RFC 3339, or Unix
 	// milliseconds): the first records at or after it.

@@ -217,6 +217,13 @@ type Snapshot struct {
 	Examples map[Kind][]Difference `json:"examples,omitempty"` // the first few of each kind
 	Done     bool                  `json:"done"`               // a bounded comparison that reached its end
 	Taken    time.Time             `json:"taken"`
+
+	// Schemas: with Spec.Decode, the writer schemas each side's records
+	// used, with the records decoded with each.
+	Schemas []SchemaUse `json:"schemas,omitempty"`
+	// DecodeFailures: wire-format values that could not be decoded (unknown
+	// id, corrupt record), compared as raw bytes.
+	DecodeFailures [2]int64 `json:"decode_failures,omitempty"`
 }
 
 // Remaining is the records left to read (bounded) or the lag (continuous).

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/migration"
+	"github.com/sluice-io/sluice/schemareg/serde"
 )
 
 func init() {
@@ -93,6 +94,9 @@ func compareMain(ctx context.Context, args []string, stdout, stderr io.Writer, g
 		examples    = fs.Int("examples", 10, "differences of each kind kept for the report")
 		metaTimeout = fs.Duration("connect-timeout", 15*time.Second, "how long to wait for the brokers' metadata")
 		verbose     = fs.Bool("v", false, "log progress to stderr every 2 seconds")
+		decode      = fs.Bool("decode", false, "decode Confluent wire-format values (Avro, Protobuf, JSON Schema) to JSON before pairing and comparing; the report names the writer schemas each side used")
+		registryURL = fs.String("schema-registry", "", "schema registry `URL` for --decode (default $"+schemaRegistryEnv+", else "+defaultSchemaRegistry+")")
+		registryPw  = fs.String("schema-registry-auth", "", "`USER:PASSWORD` for the schema registry (default $"+schemaRegistryAuthEnv+")")
 	)
 	fs.Var(&ignore, "ignore", "with --json-values: a JSON `path` to leave out of the comparison (repeatable), e.g. processed_at or items[*].id; header:NAME ignores a header (with --headers)")
 	if err := fs.Parse(args); err != nil {
@@ -126,7 +130,7 @@ func compareMain(ctx context.Context, args []string, stdout, stderr io.Writer, g
 	}
 	spec := migration.Spec{
 		Left: *left, Right: *right, Key: *key, Values: "bytes", Ignore: ignore, Tolerance: *tolerance,
-		Headers: *headers, Start: *start, Window: migration.Duration(*window), Bounded: *untilEnd,
+		Headers: *headers, Start: *start, Window: migration.Duration(*window), Bounded: *untilEnd, Decode: *decode,
 		Criteria: migration.Criteria{
 			MinRecords: *minRecords, MinSpan: migration.Duration(*minSpan), MaxMissing: *maxMissing,
 			MaxDuplicates: *maxDup, MaxOutOfOrder: *maxOOO, MaxUnkeyed: *maxUnkeyed,
@@ -151,7 +155,15 @@ func compareMain(ctx context.Context, args []string, stdout, stderr io.Writer, g
 			list = append(list, b)
 		}
 	}
-	cmp, err := migration.New(spec, migration.Options{Brokers: list, Logger: logger, ExampleLimit: *examples, MetadataTimeout: *metaTimeout})
+	opts := migration.Options{Brokers: list, Logger: logger, ExampleLimit: *examples, MetadataTimeout: *metaTimeout}
+	if *decode {
+		src := serde.NewHTTPSource(firstNonEmpty(*registryURL, getenv(schemaRegistryEnv), defaultSchemaRegistry), nil)
+		if user, pw, ok := strings.Cut(firstNonEmpty(*registryPw, getenv(schemaRegistryAuthEnv)), ":"); ok {
+			src.User, src.Password = user, pw
+		}
+		opts.Schemas = src
+	}
+	cmp, err := migration.New(spec, opts)
 	if err != nil {
 		return usageErr("%v", err)
 	}

@@ -34,6 +34,10 @@ func consumeRun(ctx context.Context, env *cliEnv, args []string) error {
 			"line; --output json is the same), or a template with kcat's verbs:\n"+
 			"  %t topic  %p partition  %o offset  %T timestamp (ms)  %k key  %s value\n"+
 			"  %K key size  %S value size  %h headers (k=v,...)  %%  \\n  \\t\n\n"+
+			"--decode: keys and values in the Confluent wire format (Avro, Protobuf, JSON\n"+
+			"Schema with a registry id) are printed as JSON, with schemas read from\n"+
+			"--schema-registry (default $SLUICE_SCHEMA_REGISTRY, else http://localhost:8081);\n"+
+			"--format json adds key_schema and value_schema (subject, version, id, type).\n\n"+
 			"Example:\n  sluice consume orders --from earliest --max-messages 10 --format '%p:%o %k=%s\\n'")
 	cf.register(fs, env, true)
 	from := fs.String("from", "latest", "where to start: earliest, latest, N, -N or an RFC 3339 time")
@@ -44,6 +48,9 @@ func consumeRun(ctx context.Context, env *cliEnv, args []string) error {
 	format := fs.String("format", "value", "value, kv, json or a template such as '%k=%s\\n'")
 	keySep := fs.String("key-separator", "\t", "separator between key and value for --format kv")
 	quiet := fs.Bool("quiet", false, "print no summary on standard error")
+	decode := fs.Bool("decode", false, "decode Confluent wire-format keys and values (Avro, Protobuf, JSON Schema) to JSON")
+	registryURL := fs.String("schema-registry", "", "schema registry URL for --decode (default $"+schemaRegistryEnv+", else http://localhost:8081)")
+	registryAuth := fs.String("schema-registry-auth", "", "USER:PASSWORD for the schema registry (default $"+schemaRegistryAuthEnv+")")
 	topics, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -73,6 +80,10 @@ func consumeRun(ctx context.Context, env *cliEnv, args []string) error {
 	render, err := recordFormatter(*format, *keySep)
 	if err != nil {
 		return err
+	}
+	var decodeFailures int64
+	if *decode {
+		render = decodingFormatter(ctx, env, newSchemaDecoder(env, *registryURL, *registryAuth), *format, render, &decodeFailures)
 	}
 	if err := cf.validate(); err != nil {
 		return err
@@ -191,6 +202,9 @@ poll:
 	cl.CloseAllowingRebalance()
 	if !*quiet {
 		fmt.Fprintf(env.stderr, "consumed %d records\n", printed)
+		if decodeFailures > 0 {
+			fmt.Fprintf(env.stderr, "%d keys or values could not be decoded and were printed as they are\n", decodeFailures)
+		}
 	}
 	return runErr
 }

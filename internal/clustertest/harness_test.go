@@ -130,8 +130,14 @@ func startCluster() (*testCluster, error) {
 		}
 		consolePort := cl.Addr().(*net.TCPAddr).Port
 		cl.Close()
+		rl, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return c, fmt.Errorf("free port on %s: %w", host, err)
+		}
+		registryPort := rl.Addr().(*net.TCPAddr).Port
+		rl.Close()
 		b := &brokerProc{c: c, id: int32(i), addr: net.JoinHostPort(host, strconv.Itoa(port)), dir: filepath.Join(dir, fmt.Sprintf("broker-%d", i)),
-			console: net.JoinHostPort(host, strconv.Itoa(consolePort))}
+			console: net.JoinHostPort(host, strconv.Itoa(consolePort)), srAddr: net.JoinHostPort(host, strconv.Itoa(registryPort))}
 		c.brokers = append(c.brokers, b)
 	}
 	// Start them together (each waits for its listener).
@@ -169,6 +175,7 @@ type brokerProc struct {
 	addr    string
 	dir     string
 	console string // the web console's address (every host runs one, as in production)
+	srAddr  string // the schema registry's address (every host runs one)
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -201,6 +208,7 @@ func (b *brokerProc) args() []string {
 		"listeners=PLAINTEXT://" + b.addr,
 		"log.dirs=" + filepath.Join(b.dir, "data"),
 		"console.listen=" + b.console,
+		"schema.registry.listen=" + b.srAddr,
 		"console.data.dir=" + filepath.Join(b.dir, "console"),
 		"console.lag.sample.interval.ms=1000",
 		"zookeeper.connect=" + b.c.zk.Addr() + zkChroot,
