@@ -22,9 +22,20 @@ type env struct {
 	// rolled is told about a log that rolled so its old segments are flushed
 	// soon, off the append path (Kafka schedules the same flush).
 	rolled func(*Log)
+	// maxDecompressed bounds what a compressed producer batch may expand
+	// to (ManagerConfig.MaxDecompressedBatchBytes).
+	maxDecompressed int64
 }
 
 func (e *env) nowMs() int64 { return e.now().UnixMilli() }
+
+// decompressLimit is maxDecompressed, or its default when unset.
+func (e *env) decompressLimit() int64 {
+	if e.maxDecompressed > 0 {
+		return e.maxDecompressed
+	}
+	return DefaultMaxDecompressedBatchBytes
+}
 
 // Log is one partition's log. Safe for concurrent use: appends, truncation,
 // roll and retention are serialised by mu (one writer); Read, offsets and
@@ -234,16 +245,22 @@ func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32) (info Appe
 		}
 		recompress := !cfg.keepCodec && h.Compression() != cfg.codec && !h.Control()
 		rewrite = rewrite || recompress
+		needKeys := cfg.compact && !h.Control()
 		if h.Compression() == CompressionNone {
 			if err := checkUncompressedRecords(&h, b); err != nil {
 				return info, false, fmt.Errorf("%s: %w", l.tp, err)
 			}
-		}
-		if cfg.compact && !h.Control() || h.Compression() != CompressionNone && (recompress || cfg.ValidateCompressedRecords) {
-			hc := h // a copy: walkRecords' callback makes its argument escape
-			if err := checkProducerRecords(&hc, b, cfg.compact && !h.Control()); err != nil {
-				return info, false, fmt.Errorf("%s: %w", l.tp, err)
+			if needKeys {
+				hc := h // a copy: walkRecords' callback makes its argument escape
+				if err := checkProducerRecords(&hc, b, true); err != nil {
+					return info, false, fmt.Errorf("%s: %w", l.tp, err)
+				}
 			}
+		} else if err := checkCompressedRecords(&h, b, needKeys, l.env.decompressLimit()); err != nil {
+			// As Kafka's LogValidator: every compressed batch is
+			// decompressed and its records checked, so a batch no
+			// consumer could read never enters the log.
+			return info, false, fmt.Errorf("%s: %w", l.tp, err)
 		}
 		if h.ProducerID >= 0 {
 			dup, err := l.producers.check(&h, &l.pend)
