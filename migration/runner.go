@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/decompress"
 )
 
 // Options configure how a Comparison reads and where it keeps its state.
@@ -174,6 +176,9 @@ func (c *Comparison) Run(ctx context.Context) (Snapshot, error) {
 			// buffers to a few tens of MiB however large the topic.
 			kgo.FetchMaxBytes(2<<20),
 			kgo.FetchMaxPartitionBytes(1<<20),
+			// One batch expands to decompress.MaxBytes at most; a larger
+			// one is a fetch error for its partition (logged).
+			decompress.ClientOpt(),
 		)
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
