@@ -235,10 +235,14 @@ func TestAppendDecompressedLimit(t *testing.T) {
 					t.Fatal("refused batch changed the log")
 				}
 				// The codec state, pooled: zstd's ring buffer is as
-				// large as the frame's window (8 MiB by default).
+				// large as the frame's window (8 MiB by default), lz4's
+				// block buffer as its frame's block size (4 MiB here).
 				state := int64(2 << 20)
-				if c == CompressionZstd {
+				switch c {
+				case CompressionZstd:
 					state += zstdStreamWindow
+				case CompressionLZ4:
+					state += 4 << 20
 				}
 				if int64(grown) > state {
 					t.Fatalf("the check allocated %d bytes", grown)
@@ -490,5 +494,34 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestAppendCheckOrder: the compressed-record check runs before the log's
+// lock, over every batch of an append; a bad batch after a good one refuses
+// the whole append, and a batch with a wrong CRC is still CORRUPT_MESSAGE
+// (the CRC is checked before the records).
+func TestAppendCheckOrder(t *testing.T) {
+	m := openTestManager(t, t.TempDir(), nil)
+	defer m.Close()
+	l, err := m.GetOrCreateLog(TopicPartition{"t", 0}, DefaultLogConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := testBatch(t, 5, 10, time.Now().UnixMilli(), CompressionZstd)
+	if _, err := l.AppendAsLeader(bytes.Join([][]byte{good, garbageGzip()}, nil), 0); !errors.Is(err, ErrInvalidRecord) {
+		t.Fatalf("good then poison: %v", err)
+	}
+	badCRC := garbageGzip()
+	badCRC[offCRC] ^= 1
+	if _, err := l.AppendAsLeader(bytes.Join([][]byte{good, badCRC}, nil), 0); !errors.Is(err, ErrCorruptBatch) {
+		t.Fatalf("good then a wrong CRC: %v", err)
+	}
+	if l.LogEndOffset() != 0 || l.Size() != 0 {
+		t.Fatalf("refused appends changed the log: end %d, size %d", l.LogEndOffset(), l.Size())
+	}
+	mustAppend(t, l, bytes.Join([][]byte{good, testBatch(t, 2, 10, time.Now().UnixMilli(), CompressionGzip)}, nil))
+	if l.LogEndOffset() != 7 {
+		t.Fatalf("end %d", l.LogEndOffset())
 	}
 }
