@@ -134,6 +134,7 @@ type conn struct {
 	// lastActive when a frame was last read whole or a response written.
 	frameStart atomic.Int64
 	lastActive atomic.Int64
+	writeStart atomic.Int64 // when the write in progress began (0 when none)
 	expired    atomic.Int32 // why the janitor closed it (expiredIdle, ...), 0 if it did not
 
 	wmu        sync.Mutex
@@ -517,7 +518,9 @@ func (c *conn) complete(sl *slot) {
 			c.tail = nil
 		}
 		c.wmu.Unlock()
+		c.writeStart.Store(c.s.clock.Load())
 		c.write(first, last)
+		c.writeStart.Store(0)
 		for range n {
 			<-c.inflight
 		}

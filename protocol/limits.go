@@ -245,9 +245,11 @@ func janitorTick(idle, read time.Duration) time.Duration {
 }
 
 // janitor advances the server's coarse clock and closes the connections
-// that were idle for connections.max.idle.ms (no byte read or written) or
-// whose frame in progress is older than socket.request.read.timeout.ms.
-// It stops with the server.
+// that were idle for connections.max.idle.ms or whose frame in progress is
+// older than socket.request.read.timeout.ms. Idle means no byte read or
+// written and no request being handled (a JoinGroup may wait out a long
+// rebalance), or a response write stuck that long (a client that does not
+// read). It stops with the server.
 func (s *Server) janitor(tick time.Duration, stop <-chan struct{}) {
 	defer s.janitorWG.Done()
 	t := time.NewTicker(tick)
@@ -272,11 +274,19 @@ func (s *Server) janitor(tick time.Duration, stop <-chan struct{}) {
 			}
 			s.mu.Unlock()
 			for _, c := range conns {
-				if start := c.frameStart.Load(); start != 0 {
+				start, writing := c.frameStart.Load(), c.writeStart.Load()
+				switch {
+				case start != 0:
 					if read > 0 && ns-start > read+margin {
 						c.expire(expiredReadTimeout)
 					}
-				} else if idle > 0 && ns-c.lastActive.Load() > idle+margin {
+				case idle <= 0:
+				case writing != 0:
+					if ns-writing > idle+margin {
+						c.expire(expiredIdle)
+					}
+				case len(c.inflight) > 0:
+				case ns-c.lastActive.Load() > idle+margin:
 					c.expire(expiredIdle)
 				}
 			}
