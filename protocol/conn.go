@@ -595,7 +595,7 @@ func (c *conn) fail(err error, sl *slot) {
 		return
 	}
 	c.broken = true
-	if !errors.Is(err, errCloseConnection) && c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+	if !errors.Is(err, errCloseConnection) && c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) && c.expired.Load() == 0 {
 		api := ""
 		if sl != nil {
 			api = kmsg.NameForKey(sl.key)
