@@ -344,15 +344,25 @@ func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32, cfg *logCo
 // before anything is appended.
 func checkCompressedBatches(records []byte, cfg *logConfig, limit int64) error {
 	var h BatchHeader
-	for pos := 0; pos < len(records); pos += h.Size() {
+	for pos := 0; pos < len(records); {
 		b := records[pos:]
-		if parseBatchHeaderInto(b, &h) != nil || h.Size() > len(b) {
+		if len(b) < BatchHeaderSize {
 			return nil
 		}
-		if h.Compression() == CompressionNone {
+		size := batchLengthOverhead + int(int32(binary.BigEndian.Uint32(b[offBatchLength:])))
+		if size < BatchHeaderSize || size > len(b) {
+			return nil
+		}
+		pos += size
+		// Uncompressed batches (the common case) are skipped on their
+		// attributes alone.
+		if binary.BigEndian.Uint16(b[offAttributes:])&attrCompressionMask == 0 {
 			continue
 		}
-		b = b[:h.Size()]
+		b = b[:size]
+		if parseBatchHeaderInto(b, &h) != nil {
+			return nil
+		}
 		if h.Size() > int(cfg.MaxMessageBytes) || batchCRC(b) != h.CRC || h.RecordCount <= 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount) {
 			return nil
 		}
