@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -241,6 +242,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 			}
 			return broker.TopicLogConfig(defaults, overrides)
 		},
+		MaxDecompressedBatchBytes: cfg.MessageDecompressedMaxBytes,
 	})
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
@@ -258,6 +260,9 @@ func (a *App) Start(ctx context.Context) (err error) {
 		MaxRequestBytes: cfg.SocketRequestMaxBytes,
 		LogDirs:         cfg.LogDirs,
 		Metrics:         a.metrics,
+	}
+	if err := connectionLimits(ctx, cfg, &srvCfg); err != nil {
+		return err
 	}
 	bound, err := protocol.Bind(srvCfg)
 	if err != nil {
@@ -508,6 +513,46 @@ func (a *App) Run(ctx context.Context) error {
 	<-ctx.Done()
 	a.logger.Info("shutting down")
 	return a.Close()
+}
+
+// connectionLimits sets the connection keys on the protocol config, with
+// the host names of max.connections.per.ip.overrides resolved (every address
+// of a name gets its limit, as Kafka resolves them at start-up).
+func connectionLimits(ctx context.Context, cfg *Config, pc *protocol.Config) error {
+	ms := func(v int64) time.Duration {
+		if v < 0 {
+			return -1
+		}
+		return time.Duration(v) * time.Millisecond
+	}
+	pc.ConnectionsMaxIdle = ms(cfg.ConnectionsMaxIdleMs)
+	pc.RequestReadTimeout = ms(cfg.SocketRequestReadTimeoutMs)
+	pc.MaxConnections = int(cfg.MaxConnections)
+	pc.MaxConnectionsPerIP = int(cfg.MaxConnectionsPerIP)
+	pc.QueuedMaxRequestBytes = cfg.QueuedMaxRequestBytes
+	if pc.QueuedMaxRequestBytes <= 0 {
+		pc.QueuedMaxRequestBytes = -1 // Kafka: 0 or less is unbounded
+	}
+	if len(cfg.MaxConnectionsPerIPOverrides) == 0 {
+		return nil
+	}
+	pc.MaxConnectionsPerIPOverrides = map[string]int{}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for host, n := range cfg.MaxConnectionsPerIPOverrides {
+		if ip, err := netip.ParseAddr(host); err == nil {
+			pc.MaxConnectionsPerIPOverrides[ip.String()] = n
+			continue
+		}
+		ips, err := net.DefaultResolver.LookupNetIP(rctx, "ip", host)
+		if err != nil {
+			return fmt.Errorf("config: max.connections.per.ip.overrides: %s: %w", host, err)
+		}
+		for _, ip := range ips {
+			pc.MaxConnectionsPerIPOverrides[ip.Unmap().String()] = n
+		}
+	}
+	return nil
 }
 
 // topicDefaults maps each topic config to its broker key's value and

@@ -13,6 +13,8 @@ import (
 
 	"github.com/sluice-io/sluice/alerting"
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/protocol"
+	"github.com/sluice-io/sluice/storage"
 	"github.com/sluice-io/sluice/web"
 )
 
@@ -43,6 +45,14 @@ type Config struct {
 	SocketRequestMaxBytes int32      // socket.request.max.bytes
 	FetchMaxBytes         int32      // fetch.max.bytes
 
+	// Connection limits (protocol.Config).
+	ConnectionsMaxIdleMs         int64          // connections.max.idle.ms; -1 = never
+	SocketRequestReadTimeoutMs   int64          // socket.request.read.timeout.ms; -1 = never
+	MaxConnections               int32          // max.connections
+	MaxConnectionsPerIP          int32          // max.connections.per.ip
+	MaxConnectionsPerIPOverrides map[string]int // max.connections.per.ip.overrides: host or IP -> limit
+	QueuedMaxRequestBytes        int64          // queued.max.request.bytes; -1 = unbounded
+
 	// Logs.
 	LogDirs                      []string      // log.dirs (log.dir when unset)
 	NumPartitions                int32         // num.partitions
@@ -67,6 +77,7 @@ type Config struct {
 	LogMessageTimestampType      string        // log.message.timestamp.type
 	CompressionType              string        // compression.type
 	MessageMaxBytes              int32         // message.max.bytes
+	MessageDecompressedMaxBytes  int64         // message.decompressed.max.bytes
 
 	// Consumer groups (used by the group coordinator).
 	OffsetsTopicNumPartitions     int32         // offsets.topic.num.partitions
@@ -160,6 +171,15 @@ var keys = []keyDef{
 	}},
 	{"socket.request.max.bytes", "104857600", "largest request frame accepted; a larger one closes the connection", func(c *Config, v string) error { return parseInt32(v, &c.SocketRequestMaxBytes) }},
 	{"fetch.max.bytes", "57671680", "most record bytes one Fetch answer carries (a request asking for more gets this much; the first batch goes out whatever its size); at least 1024", func(c *Config, v string) error { return parseInt32(v, &c.FetchMaxBytes) }},
+	{"connections.max.idle.ms", strconv.FormatInt(protocol.DefaultConnectionsMaxIdle.Milliseconds(), 10), "a client connection that read and wrote nothing for this long is closed; -1 never closes one", func(c *Config, v string) error { return parseInt64(v, &c.ConnectionsMaxIdleMs) }},
+	{"socket.request.read.timeout.ms", strconv.FormatInt(protocol.DefaultRequestReadTimeout.Milliseconds(), 10), "a request frame must arrive whole within this long of its first byte, else the connection is closed (slow or stalled senders; no Kafka equivalent); -1 waits forever", func(c *Config, v string) error { return parseInt64(v, &c.SocketRequestReadTimeoutMs) }},
+	{"max.connections", strconv.Itoa(protocol.DefaultMaxConnections), "client connections open at once over all listeners; one more is closed at accept (Kafka: unbounded; an idle connection holds ~40 KiB)", func(c *Config, v string) error { return parseInt32(v, &c.MaxConnections) }},
+	{"max.connections.per.ip", strconv.Itoa(protocol.DefaultMaxConnectionsPerIP), "client connections open at once from one address; one more is closed at accept; 0 admits only the addresses in max.connections.per.ip.overrides", func(c *Config, v string) error { return parseInt32(v, &c.MaxConnectionsPerIP) }},
+	{"max.connections.per.ip.overrides", "", "comma-separated host:limit or ip:limit exceptions to max.connections.per.ip, e.g. 10.0.0.5:2000,ingest.example.com:500 (host names are resolved at start-up)", func(c *Config, v string) (err error) {
+		c.MaxConnectionsPerIPOverrides, err = parseConnectionOverrides(v)
+		return err
+	}},
+	{"queued.max.request.bytes", strconv.Itoa(protocol.DefaultQueuedMaxRequestBytes), "request bytes read and not yet handled, over all connections, before reading waits; -1 (or 0) = unbounded, Kafka's default; else at least socket.request.max.bytes", func(c *Config, v string) error { return parseInt64(v, &c.QueuedMaxRequestBytes) }},
 	{"log.dirs", "./data/kafka", "comma-separated directories holding the partition logs", func(c *Config, v string) error { c.LogDirs = splitList(v); return nil }},
 	{"log.dir", "", "single log directory, used when log.dirs is not set", func(c *Config, v string) error {
 		if _, ok := c.Given["log.dirs"]; !ok {
@@ -192,6 +212,7 @@ var keys = []keyDef{
 	{"log.message.timestamp.type", "CreateTime", "CreateTime or LogAppendTime (message.timestamp.type)", func(c *Config, v string) error { c.LogMessageTimestampType = v; return nil }},
 	{"compression.type", "producer", "producer, uncompressed, gzip, snappy, lz4 or zstd (compression.type)", func(c *Config, v string) error { c.CompressionType = strings.ToLower(v); return nil }},
 	{"message.max.bytes", "1048588", "largest record batch accepted (max.message.bytes)", func(c *Config, v string) error { return parseInt32(v, &c.MessageMaxBytes) }},
+	{"message.decompressed.max.bytes", strconv.Itoa(storage.DefaultMaxDecompressedBatchBytes), "largest size a compressed record batch may expand to; every compressed batch is decompressed and its records checked on append, and a larger one is refused with INVALID_RECORD (no Kafka equivalent); at most 268435456", func(c *Config, v string) error { return parseInt64(v, &c.MessageDecompressedMaxBytes) }},
 	{"offsets.topic.num.partitions", "50", "partitions of __consumer_offsets", func(c *Config, v string) error { return parseInt32(v, &c.OffsetsTopicNumPartitions) }},
 	{"offsets.topic.replication.factor", "3", "replication factor of __consumer_offsets (capped at the number of live brokers when it is created)", func(c *Config, v string) error { return parseInt16(v, &c.OffsetsTopicReplicationFactor) }},
 	{"offsets.topic.segment.bytes", "104857600", "segment size of __consumer_offsets", func(c *Config, v string) error { return parseInt64(v, &c.OffsetsTopicSegmentBytes) }},
@@ -435,6 +456,24 @@ func (c *Config) EnsureDefaults() {
 	if c.FetchMaxBytes == 0 {
 		c.FetchMaxBytes = d.FetchMaxBytes
 	}
+	if c.ConnectionsMaxIdleMs == 0 {
+		c.ConnectionsMaxIdleMs = d.ConnectionsMaxIdleMs
+	}
+	if c.SocketRequestReadTimeoutMs == 0 {
+		c.SocketRequestReadTimeoutMs = d.SocketRequestReadTimeoutMs
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = d.MaxConnections
+	}
+	if c.MaxConnectionsPerIP == 0 && len(c.MaxConnectionsPerIPOverrides) == 0 {
+		c.MaxConnectionsPerIP = d.MaxConnectionsPerIP
+	}
+	if c.QueuedMaxRequestBytes == 0 {
+		c.QueuedMaxRequestBytes = d.QueuedMaxRequestBytes
+	}
+	if c.MessageDecompressedMaxBytes == 0 {
+		c.MessageDecompressedMaxBytes = d.MessageDecompressedMaxBytes
+	}
 	if len(c.LogDirs) == 0 {
 		c.LogDirs = d.LogDirs
 	}
@@ -637,6 +676,24 @@ func (c *Config) Validate() error {
 	if c.SocketRequestMaxBytes < 1 {
 		bad("socket.request.max.bytes", "%d: must be at least 1", c.SocketRequestMaxBytes)
 	}
+	if c.ConnectionsMaxIdleMs < 1 && c.ConnectionsMaxIdleMs != -1 {
+		bad("connections.max.idle.ms", "%d: must be -1 (never) or at least 1", c.ConnectionsMaxIdleMs)
+	}
+	if c.SocketRequestReadTimeoutMs < 1 && c.SocketRequestReadTimeoutMs != -1 {
+		bad("socket.request.read.timeout.ms", "%d: must be -1 (never) or at least 1", c.SocketRequestReadTimeoutMs)
+	}
+	if c.MaxConnections < 1 {
+		bad("max.connections", "%d: must be at least 1", c.MaxConnections)
+	}
+	if c.MaxConnectionsPerIP < 0 {
+		bad("max.connections.per.ip", "%d: must not be negative", c.MaxConnectionsPerIP)
+	}
+	if c.MaxConnectionsPerIP == 0 && len(c.MaxConnectionsPerIPOverrides) == 0 {
+		bad("max.connections.per.ip", "can be set to zero only if max.connections.per.ip.overrides is set")
+	}
+	if c.QueuedMaxRequestBytes > 0 && c.QueuedMaxRequestBytes < int64(c.SocketRequestMaxBytes) {
+		bad("queued.max.request.bytes", "%d: must be -1 (unbounded) or at least socket.request.max.bytes (%d)", c.QueuedMaxRequestBytes, c.SocketRequestMaxBytes)
+	}
 	if len(c.LogDirs) == 0 {
 		bad("log.dirs", "at least one directory is needed")
 	}
@@ -699,6 +756,9 @@ func (c *Config) Validate() error {
 	}
 	if c.OffsetsTopicNumPartitions < 1 || c.OffsetsTopicNumPartitions > cluster.MaxRecordsPerRequest-4 {
 		bad("offsets.topic.num.partitions", "%d: must be at least 1 and at most %d (the topic, its partitions and its 3 configs are created in one request of at most %d metadata records, as in Kafka)", c.OffsetsTopicNumPartitions, cluster.MaxRecordsPerRequest-4, cluster.MaxRecordsPerRequest)
+	}
+	if c.MessageDecompressedMaxBytes < 1 || c.MessageDecompressedMaxBytes > storage.MaxDecompressedBatchBytesLimit {
+		bad("message.decompressed.max.bytes", "%d: must be between 1 and %d", c.MessageDecompressedMaxBytes, storage.MaxDecompressedBatchBytesLimit)
 	}
 	if c.OffsetsTopicReplicationFactor < 1 {
 		bad("offsets.topic.replication.factor", "%d: must be at least 1", c.OffsetsTopicReplicationFactor)
@@ -900,6 +960,29 @@ func parseListeners(v string) ([]Listener, error) {
 			return nil, fmt.Errorf("%q: only PLAINTEXT listeners are supported", item)
 		}
 		out = append(out, Listener{Name: name, Host: host, Port: p})
+	}
+	return out, nil
+}
+
+// parseConnectionOverrides reads max.connections.per.ip.overrides:
+// host:limit or ip:limit, comma-separated (the limit after the last colon,
+// so IPv6 addresses may be written bare or in brackets).
+func parseConnectionOverrides(v string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, item := range splitList(v) {
+		i := strings.LastIndexByte(item, ':')
+		if i <= 0 {
+			return nil, fmt.Errorf("%q: want host:limit", item)
+		}
+		host := strings.Trim(strings.TrimSpace(item[:i]), "[]")
+		n, err := strconv.Atoi(strings.TrimSpace(item[i+1:]))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q: the limit must be a non-negative integer", item)
+		}
+		if host == "" {
+			return nil, fmt.Errorf("%q: want host:limit", item)
+		}
+		out[host] = n
 	}
 	return out, nil
 }

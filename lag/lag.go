@@ -38,6 +38,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/decompress"
 )
 
 // Partition is the lag of one group on one partition.
@@ -131,7 +133,7 @@ func NewCollector(cl *kgo.Client, opts ...Option) *Collector {
 	return &Collector{
 		cl:    cl,
 		adm:   kadm.NewClient(cl),
-		dec:   kgo.DefaultDecompressor(),
+		dec:   decompress.Decompressor(), // bounded: a bomb in a topic must not expand in every sample
 		opts:  o,
 		cache: make(map[tsKey]int64),
 	}

@@ -30,6 +30,8 @@ type brokerMetrics struct {
 	isrExpands  *prometheus.CounterVec
 	conns       *prometheus.GaugeVec
 	connsTotal  *prometheus.CounterVec
+	connsRefuse *prometheus.CounterVec
+	connsExpire *prometheus.CounterVec
 	stateReader *stateCollector
 }
 
@@ -58,10 +60,12 @@ func newBrokerMetrics(r *Registry) *brokerMetrics {
 			Help: "Client connections open now, by listener.",
 		}, []string{"broker", "listener"}),
 		connsTotal:  counter("connections_accepted_total", "Client connections accepted, by listener.", "broker", "listener"),
+		connsRefuse: counter("connections_refused_total", "Client connections closed at accept, by listener and the limit reached (max.connections, max.connections.per.ip).", "broker", "listener", "limit"),
+		connsExpire: counter("connections_expired_total", "Client connections closed by the broker, by listener and timeout (connections.max.idle.ms, socket.request.read.timeout.ms).", "broker", "listener", "timeout"),
 		stateReader: newStateCollector(r),
 	}
 	r.reg.MustRegister(m.requests, m.latency, m.errors, m.bytesIn, m.bytesOut, m.msgsIn, m.msgsOut,
-		m.replIn, m.replOut, m.isrShrinks, m.isrExpands, m.conns, m.connsTotal, m.stateReader)
+		m.replIn, m.replOut, m.isrShrinks, m.isrExpands, m.conns, m.connsTotal, m.connsRefuse, m.connsExpire, m.stateReader)
 	return m
 }
 
@@ -275,8 +279,10 @@ func (b *Broker) ISRExpand() { b.isrExpands.Inc() }
 
 // Listener is the connection metrics of one named listener (PLAINTEXT, ...).
 type Listener struct {
-	open     prometheus.Gauge
-	accepted prometheus.Counter
+	open             prometheus.Gauge
+	accepted         prometheus.Counter
+	refused, expired *prometheus.CounterVec
+	broker, name     string
 }
 
 // Listener returns the connection metrics of a listener by name.
@@ -289,6 +295,10 @@ func (b *Broker) Listener(name string) *Listener {
 	l := &Listener{
 		open:     b.m.conns.WithLabelValues(b.label, name),
 		accepted: b.m.connsTotal.WithLabelValues(b.label, name),
+		refused:  b.m.connsRefuse,
+		expired:  b.m.connsExpire,
+		broker:   b.label,
+		name:     name,
 	}
 	b.listeners[name] = l
 	return l
@@ -302,6 +312,16 @@ func (l *Listener) Opened() {
 
 // Closed counts a connection that ended.
 func (l *Listener) Closed() { l.open.Dec() }
+
+// Refused counts a connection closed at accept because limit (the config
+// key) was reached.
+func (l *Listener) Refused(limit string) { l.refused.WithLabelValues(l.broker, l.name, limit).Inc() }
+
+// Expired counts a connection the broker closed after timeout (the config
+// key).
+func (l *Listener) Expired(timeout string) {
+	l.expired.WithLabelValues(l.broker, l.name, timeout).Inc()
+}
 
 // OnCollect registers fn to be called at every scrape to report the state
 // this broker holds (partitions, log sizes, controller, purgatory). fn runs on

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-io/sluice/internal/decompress"
 	"github.com/sluice-io/sluice/schemareg/serde"
 )
 
@@ -188,6 +189,9 @@ func (c *Comparison) Run(ctx context.Context) (Snapshot, error) {
 			// buffers to a few tens of MiB however large the topic.
 			kgo.FetchMaxBytes(2<<20),
 			kgo.FetchMaxPartitionBytes(1<<20),
+			// One batch expands to decompress.MaxBytes at most; a larger
+			// one is a fetch error for its partition (logged).
+			decompress.ClientOpt(),
 		)
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {

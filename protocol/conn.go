@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -125,6 +127,16 @@ type conn struct {
 	inflight chan struct{} // one token per request read and not yet answered
 	stopped  atomic.Bool   // stopReading was called (shutdown)
 
+	ip    netip.Addr // the client's address, counted by the server's gate
+	hasIP bool
+	// Activity, stamped with the server's coarse clock for its janitor:
+	// frameStart is when the frame being read began (0 between frames),
+	// lastActive when a frame was last read whole or a response written.
+	frameStart atomic.Int64
+	lastActive atomic.Int64
+	writeStart atomic.Int64 // when the write in progress began (0 when none)
+	expired    atomic.Int32 // why the janitor closed it (expiredIdle, ...), 0 if it did not
+
 	wmu        sync.Mutex
 	head, tail *slot // requests not yet written, in arrival order (wmu)
 	writing    bool  // a goroutine is writing (wmu)
@@ -146,6 +158,7 @@ func newConn(s *Server, nc net.Conn, listener string) *conn {
 	if s.mx != nil {
 		c.lmx = s.mx.Listener(listener)
 	}
+	c.lastActive.Store(s.clock.Load())
 	return c
 }
 
@@ -154,6 +167,25 @@ func newConn(s *Server, nc net.Conn, listener string) *conn {
 func (c *conn) stopReading() {
 	c.stopped.Store(true)
 	c.nc.SetReadDeadline(time.Now())
+}
+
+// expire closes a connection the janitor found idle or stalled mid-frame:
+// the reader and a writer blocked on the socket fail at once, and finish
+// logs why.
+func (c *conn) expire(why int32) {
+	if c.expired.CompareAndSwap(0, why) {
+		c.nc.SetDeadline(time.Now())
+		if c.lmx != nil {
+			c.lmx.Expired(expiredReason(why))
+		}
+	}
+}
+
+func expiredReason(why int32) string {
+	if why == expiredIdle {
+		return "connections.max.idle.ms"
+	}
+	return "socket.request.read.timeout.ms"
 }
 
 func (c *conn) serve() {
@@ -190,6 +222,13 @@ func (c *conn) readOne() error {
 	if c.stopped.Load() {
 		return io.EOF
 	}
+	// Idle until the next frame's first byte (connections.max.idle.ms),
+	// then the frame must arrive whole in time
+	// (socket.request.read.timeout.ms); the janitor watches both.
+	if _, err := c.br.Peek(1); err != nil {
+		return err
+	}
+	c.frameStart.Store(c.s.clock.Load())
 	var sizeBuf [4]byte
 	if _, err := io.ReadFull(c.br, sizeBuf[:]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
@@ -201,26 +240,25 @@ func (c *conn) readOne() error {
 	if size < 10 || size > c.s.cfg.MaxRequestBytes {
 		return fmt.Errorf("frame size %d outside [10, socket.request.max.bytes=%d]", size, c.s.cfg.MaxRequestBytes)
 	}
-	// Produce and Fetch frames (the data path) come from a pool and go
-	// back to it; others are allocated to size (their handlers may keep
-	// references into them).
-	var fb *[]byte
-	var frame []byte
-	if key, err := c.br.Peek(2); err == nil && key[0] == 0 && key[1] <= 1 {
-		fb = getFrame(int(size))
-		frame = (*fb)[:size]
-	} else {
-		frame = make([]byte, size)
+	frame, fb, held, err := c.readFrame(size)
+	if err != nil {
+		return err
 	}
-	if _, err := io.ReadFull(c.br, frame); err != nil {
+	c.frameStart.Store(0)
+	c.lastActive.Store(c.s.clock.Load())
+	// The frame's buffer and its share of queued.max.request.bytes are
+	// held until the handler returns.
+	done := func() {
 		putFrame(fb)
-		return fmt.Errorf("truncated frame of %d bytes: %w", size, err)
+		if held > 0 {
+			c.s.budget.release(held)
+		}
 	}
 	arrival := time.Now()
 	r, a, sl, err := c.decode(frame)
 	if err != nil {
 		c.observeDecodeError(frame, err)
-		putFrame(fb)
+		done()
 		return err
 	}
 	// At most MaxInFlight requests read and not yet answered: beyond that
@@ -231,14 +269,14 @@ func (c *conn) readOne() error {
 		select {
 		case c.inflight <- struct{}{}:
 		case <-c.ctx.Done():
-			putFrame(fb)
+			done()
 			return c.ctx.Err()
 		}
 	}
 	sl.start = arrival
 	c.enqueue(sl)
 	if a == nil { // answered while decoding (ApiVersions fallback)
-		putFrame(fb)
+		done()
 		c.observe(sl)
 		c.complete(sl)
 		return nil
@@ -249,11 +287,81 @@ func (c *conn) readOne() error {
 	c.complete(sl)
 	// Record bytes of a Produce request are done with once the handler
 	// returned (they are in the log): the frame is reused.
-	putFrame(fb)
+	done()
 	if !reader {
 		return errDetached
 	}
 	return nil
+}
+
+// readFrame reads a frame body of size bytes. Produce and Fetch frames (the
+// data path) come from a pool and go back to it (fb); others are allocated
+// (their handlers may keep references into them). The buffer is not
+// allocated to the announced size before the bytes arrive: up to
+// frameEagerBytes at first, then growing four-fold as they come, each step
+// reserved in queued.max.request.bytes first (held is what was reserved, to
+// be released once the frame is done with).
+func (c *conn) readFrame(size int32) (frame []byte, fb *[]byte, held int64, err error) {
+	pooled := false
+	if key, err := c.br.Peek(2); err == nil && key[0] == 0 && key[1] <= 1 {
+		pooled = true
+	}
+	alloc := func(n int) ([]byte, *[]byte) {
+		if pooled {
+			p := getFrame(n)
+			return (*p)[:cap(*p)], p
+		}
+		b := make([]byte, n)
+		return b, nil
+	}
+	reserve := func(n int64) error {
+		if c.s.budget == nil {
+			return nil
+		}
+		var deadline time.Time
+		if t := c.s.cfg.RequestReadTimeout; t > 0 {
+			deadline = time.Unix(0, c.frameStart.Load()).Add(t)
+		}
+		if err := c.s.budget.acquire(c.ctx, n, deadline); err != nil {
+			return fmt.Errorf("frame of %d bytes: %w", size, err)
+		}
+		held += n
+		return nil
+	}
+	fail := func(err error) ([]byte, *[]byte, int64, error) {
+		putFrame(fb)
+		if held > 0 {
+			c.s.budget.release(held)
+		}
+		return nil, nil, 0, err
+	}
+
+	n := min(int(size), frameEagerBytes)
+	if err := reserve(int64(n)); err != nil {
+		return fail(err)
+	}
+	buf, fb := alloc(n)
+	got := 0
+	for {
+		want := min(int(size), len(buf))
+		if _, err := io.ReadFull(c.br, buf[got:want]); err != nil {
+			return fail(fmt.Errorf("truncated frame of %d bytes after %d: %w", size, got, err))
+		}
+		got = want
+		if got == int(size) {
+			return buf[:size], fb, held, nil
+		}
+		// More is coming: grow, reserving the difference (the old
+		// buffer, a quarter of the new one, is dropped after the copy).
+		next := min(int(size), 4*len(buf))
+		if err := reserve(int64(next - len(buf))); err != nil {
+			return fail(err)
+		}
+		old, oldFB := buf, fb
+		buf, fb = alloc(next)
+		copy(buf, old[:got])
+		putFrame(oldFB)
+	}
 }
 
 // decode parses one frame: the request header (v1, or v2 with tags for
@@ -410,7 +518,9 @@ func (c *conn) complete(sl *slot) {
 			c.tail = nil
 		}
 		c.wmu.Unlock()
+		c.writeStart.Store(c.s.clock.Load())
 		c.write(first, last)
+		c.writeStart.Store(0)
 		for range n {
 			<-c.inflight
 		}
@@ -473,6 +583,7 @@ func (c *conn) flush(buf []byte) []byte {
 		if _, err := c.nc.Write(buf); err != nil {
 			c.fail(fmt.Errorf("write response: %w", err), nil)
 		}
+		c.lastActive.Store(c.s.clock.Load())
 	}
 	return buf[:0]
 }
@@ -484,7 +595,7 @@ func (c *conn) fail(err error, sl *slot) {
 		return
 	}
 	c.broken = true
-	if !errors.Is(err, errCloseConnection) && c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+	if !errors.Is(err, errCloseConnection) && c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) && c.expired.Load() == 0 {
 		api := ""
 		if sl != nil {
 			api = kmsg.NameForKey(sl.key)
@@ -498,7 +609,12 @@ func (c *conn) fail(err error, sl *slot) {
 // finish ends the connection after the reader stopped: it waits until every
 // request read has been answered (or dropped, after a failure), then closes.
 func (c *conn) finish(err error) {
-	switch {
+	switch why := c.expired.Load(); {
+	case why == expiredIdle:
+		c.s.log.Debug("closing idle connection", "remote", c.remote, "idle", c.s.cfg.ConnectionsMaxIdle)
+	case why == expiredReadTimeout:
+		c.s.logLimit.log(c.s.log, slog.LevelWarn, "read-timeout", "closing connection: request frame incomplete after socket.request.read.timeout.ms",
+			"remote", c.remote, "timeout", c.s.cfg.RequestReadTimeout, "err", err)
 	case err == nil, errors.Is(err, io.EOF), c.stopped.Load() && errors.Is(err, os.ErrDeadlineExceeded),
 		errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:
 	default:

@@ -20,6 +20,18 @@
 // connections are unaffected. Responses use response header v1 for flexible
 // versions, except ApiVersions, which always answers with header v0.
 //
+// What a client can make the server hold is bounded (limits.go). A frame's
+// buffer is allocated up to frameEagerBytes when its size arrives and grows
+// as its bytes do, each step reserved from queued.max.request.bytes (a
+// reader that cannot reserve waits without reading); the frame must arrive
+// whole within socket.request.read.timeout.ms of its first byte. The
+// server's janitor goroutine closes those late frames and the connections
+// idle for connections.max.idle.ms; it also keeps the coarse clock that
+// connections stamp their activity with, so the data path reads no clock
+// and sets no deadline. max.connections and max.connections.per.ip are
+// checked at accept, where a connection over a limit is closed before
+// anything is allocated for it.
+//
 // # Handlers
 //
 // One file per API key, named after the key (00_produce.go, 01_fetch.go, ...),

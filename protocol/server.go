@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/broker"
@@ -40,6 +42,31 @@ type Config struct {
 	// MaxInFlight is how many requests one connection may have read but not
 	// yet answered before the server stops reading from it (default 100).
 	MaxInFlight int
+	// ConnectionsMaxIdle is connections.max.idle.ms: a connection that read
+	// and wrote nothing for this long is closed. 0 is
+	// DefaultConnectionsMaxIdle; negative never closes idle connections.
+	ConnectionsMaxIdle time.Duration
+	// RequestReadTimeout is socket.request.read.timeout.ms: once the first
+	// byte of a request frame has arrived the whole frame must arrive within
+	// this long, or the connection is closed (a slow or stalled sender). 0
+	// is DefaultRequestReadTimeout; negative waits forever.
+	RequestReadTimeout time.Duration
+	// MaxConnections is max.connections: a connection accepted while this
+	// many are open is closed at once. 0 is DefaultMaxConnections.
+	MaxConnections int
+	// MaxConnectionsPerIP is max.connections.per.ip: a connection from an
+	// address that has this many open is closed at once. 0 is
+	// DefaultMaxConnectionsPerIP, unless overrides are set: then, as in
+	// Kafka, only the addresses listed there may connect.
+	MaxConnectionsPerIP int
+	// MaxConnectionsPerIPOverrides is max.connections.per.ip.overrides:
+	// the per-address limit of particular addresses (IP -> limit).
+	MaxConnectionsPerIPOverrides map[string]int
+	// QueuedMaxRequestBytes is queued.max.request.bytes: the request bytes
+	// read and not yet handled, over every connection. A reader that would
+	// exceed it waits before reading more. 0 is
+	// DefaultQueuedMaxRequestBytes; negative is unbounded (Kafka's -1).
+	QueuedMaxRequestBytes int64
 	// Metrics is the registry the request and connection metrics go to
 	// (sluice_broker_requests_total, ..._request_duration_seconds,
 	// ..._request_errors_total, ..._connections), labelled with the
@@ -66,6 +93,15 @@ type Server struct {
 
 	acceptWG sync.WaitGroup
 	connWG   sync.WaitGroup
+
+	gate   connGate       // open connections (mu)
+	budget *requestBudget // queued.max.request.bytes; nil = unbounded
+	// clock is the janitor's coarse time (unix nanos), which connections
+	// stamp their activity with; janitorStop ends the janitor.
+	clock       atomic.Int64
+	janitorStop chan struct{}
+	janitorWG   sync.WaitGroup
+	logLimit    logLimiter
 
 	// Request metrics, resolved when serving starts (the broker id is
 	// known then): mx is this broker's handle, apiMx one per registered
@@ -95,14 +131,44 @@ func newServer(cfg Config) (*Server, error) {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = 100
 	}
+	if cfg.ConnectionsMaxIdle == 0 {
+		cfg.ConnectionsMaxIdle = DefaultConnectionsMaxIdle
+	}
+	if cfg.RequestReadTimeout == 0 {
+		cfg.RequestReadTimeout = DefaultRequestReadTimeout
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.MaxConnectionsPerIP < 0 || cfg.MaxConnectionsPerIP == 0 && len(cfg.MaxConnectionsPerIPOverrides) == 0 {
+		cfg.MaxConnectionsPerIP = DefaultMaxConnectionsPerIP
+	}
+	if cfg.QueuedMaxRequestBytes == 0 {
+		cfg.QueuedMaxRequestBytes = DefaultQueuedMaxRequestBytes
+	}
+	if cfg.QueuedMaxRequestBytes > 0 && cfg.QueuedMaxRequestBytes < int64(cfg.MaxRequestBytes) {
+		return nil, fmt.Errorf("protocol: queued.max.request.bytes %d is below socket.request.max.bytes %d", cfg.QueuedMaxRequestBytes, cfg.MaxRequestBytes)
+	}
+	overrides, err := parseOverrides(cfg.MaxConnectionsPerIPOverrides)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
+	s := &Server{
 		cfg:        cfg,
 		log:        cfg.Logger.With("component", "protocol"),
 		conns:      map[*conn]struct{}{},
 		baseCtx:    ctx,
 		cancelBase: cancel,
-	}, nil
+		gate: connGate{maxTotal: cfg.MaxConnections, maxPerIP: cfg.MaxConnectionsPerIP,
+			overrides: overrides, perIP: map[netip.Addr]int{}},
+		logLimit: logLimiter{every: 10 * time.Second},
+	}
+	if cfg.QueuedMaxRequestBytes > 0 {
+		s.budget = newRequestBudget(cfg.QueuedMaxRequestBytes)
+	}
+	s.clock.Store(time.Now().UnixNano())
+	return s, nil
 }
 
 // Listen binds every listener without accepting yet, so that the bound
@@ -148,6 +214,11 @@ func (s *Server) Serve() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.resolveMetrics()
+	if s.janitorStop == nil && !s.closing {
+		s.janitorStop = make(chan struct{})
+		s.janitorWG.Add(1)
+		go s.janitor(janitorTick(s.cfg.ConnectionsMaxIdle, s.cfg.RequestReadTimeout), s.janitorStop)
+	}
 	for i, ln := range s.listeners {
 		s.acceptWG.Add(1)
 		go s.accept(ln, s.names[i])
@@ -173,13 +244,23 @@ func (s *Server) accept(ln net.Listener, name string) {
 			continue
 		}
 		backoff = 0
-		c := newConn(s, nc, name)
+		ip, hasIP := remoteIP(nc)
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
 			nc.Close()
 			continue
 		}
+		// Over max.connections or max.connections.per.ip: closed at
+		// once, as Kafka does, before anything is allocated for it.
+		if refused, limit := s.gate.admit(ip, hasIP); refused != "" {
+			s.mu.Unlock()
+			s.refuse(name, refused, limit, nc.RemoteAddr())
+			nc.Close()
+			continue
+		}
+		c := newConn(s, nc, name)
+		c.ip, c.hasIP = ip, hasIP
 		s.conns[c] = struct{}{}
 		s.connWG.Add(1)
 		s.mu.Unlock()
@@ -187,9 +268,20 @@ func (s *Server) accept(ln net.Listener, name string) {
 	}
 }
 
+// refuse counts and logs (at most once per 10 s per limit) a connection
+// closed at accept.
+func (s *Server) refuse(listener, limitKey string, limit int, remote net.Addr) {
+	if s.mx != nil {
+		s.mx.Listener(listener).Refused(limitKey)
+	}
+	s.logLimit.log(s.log, slog.LevelWarn, limitKey, "connection refused: limit reached",
+		"listener", listener, "remote", remote.String(), "limit", limitKey, "value", limit)
+}
+
 func (s *Server) removeConn(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	s.gate.leave(c.ip, c.hasIP)
 	s.mu.Unlock()
 	s.connWG.Done()
 }
@@ -210,6 +302,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, ln := range s.listeners {
 		ln.Close()
 	}
+	if s.janitorStop != nil {
+		close(s.janitorStop)
+	}
 	conns := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
@@ -227,6 +322,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.connWG.Wait()
 		close(done)
 	}()
+	defer s.janitorWG.Wait()
 	select {
 	case <-done:
 		return nil

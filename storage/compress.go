@@ -14,14 +14,17 @@ import (
 	"github.com/pierrec/lz4/v4"
 )
 
-// maxDecompressedSize bounds what one batch may expand to. Kafka has no such
-// bound, but a few hundred bytes of zstd or gzip can claim gigabytes; a batch
-// is at most max.message.bytes compressed, and no real producer compresses
-// better than ~100x, so 256 MiB leaves room while refusing bombs.
-//
-// It is a variable so fuzz targets can lower it: a fuzzer finds bombs fast,
-// and expanding each to 256 MiB makes a run crawl.
-var maxDecompressedSize = 256 << 20
+// MaxDecompressedBatchBytesLimit bounds what one batch may expand to when it
+// is decompressed whole (the cleaner, recompression to a topic's
+// compression.type, reads that decode records), and so the highest
+// message.decompressed.max.bytes, the bound checked on append. Kafka has no
+// such bound, but a few hundred bytes of zstd or gzip can claim gigabytes.
+const MaxDecompressedBatchBytesLimit = 256 << 20
+
+// maxDecompressedSize is MaxDecompressedBatchBytesLimit, a variable so fuzz
+// targets can lower it: a fuzzer finds bombs fast, and expanding each to
+// 256 MiB makes a run crawl.
+var maxDecompressedSize = MaxDecompressedBatchBytesLimit
 
 var errTooLarge = errors.New("decompressed data exceeds the limit")
 

@@ -68,12 +68,6 @@ type LogConfig struct {
 	MessageTimestampType   string  // message.timestamp.type: "CreateTime" | "LogAppendTime"
 	CompressionType        string  // compression.type: "producer"|"uncompressed"|"gzip"|"snappy"|"lz4"|"zstd"
 	MaxMessageBytes        int32   // max.message.bytes, 1048588
-
-	// ValidateCompressedRecords makes a leader append decompress compressed
-	// producer batches to check every record, as Kafka always does. Off by
-	// default: batches stay compressed and the CRC, header counts and sizes
-	// are checked; compacted topics and recompression decompress anyway.
-	ValidateCompressedRecords bool
 }
 
 // DefaultLogConfig returns Kafka's defaults.

@@ -2,10 +2,13 @@ package storage
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // fuzzLimits lowers the decompression limit for a fuzz run (see
@@ -52,7 +55,46 @@ func FuzzBatch(f *testing.F) {
 		if err := Records(data, func(*BatchHeader, *Record) error { n++; return nil }); err == nil && n != h.RecordCount {
 			t.Fatalf("decoded %d records, header says %d", n, h.RecordCount)
 		}
+		checkAppendAgrees(t, &h, data)
 	})
+}
+
+// checkAppendAgrees runs the append-time check of a compressed batch (the
+// streaming one) and, when it accepts the batch, decodes it in full: the
+// records must be there, as many as the header says, with deltas 0..n-1.
+func checkAppendAgrees(t *testing.T, h *BatchHeader, b []byte) {
+	if h.Compression() == CompressionNone || h.Compression() > CompressionZstd {
+		return
+	}
+	if err := checkCompressedRecords(h, b, false, int64(maxDecompressedSize)); err != nil {
+		if !errors.Is(err, ErrInvalidRecord) {
+			t.Fatalf("append check: %v, not ErrInvalidRecord", err)
+		}
+		return
+	}
+	// Decompress in one piece (DecodeAll for zstd, whose fuzz-sized
+	// bound also refuses wider windows: those go through DecompressLimit),
+	// then decode every record.
+	body := b[BatchHeaderSize:h.Size()]
+	raw, err := Decompress(h.Compression(), nil, body)
+	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		raw, err = DecompressLimit(h.Compression(), nil, body, maxDecompressedSize)
+	}
+	if err != nil {
+		t.Fatalf("append check accepted a batch that does not decompress: %v", err)
+	}
+	var r Record
+	var n int32
+	for pos := 0; pos < len(raw); n++ {
+		size, err := decodeRecord(raw[pos:], &r)
+		if err != nil || r.OffsetDelta != n {
+			t.Fatalf("append check accepted record %d: delta %d, %v", n, r.OffsetDelta, err)
+		}
+		pos += size
+	}
+	if n != h.RecordCount {
+		t.Fatalf("append check accepted %d records, header says %d", n, h.RecordCount)
+	}
 }
 
 // FuzzRecords fuzzes the records area behind a valid header (the CRC is
@@ -86,6 +128,9 @@ func FuzzRecords(f *testing.F) {
 		})
 		if h.Compression() == CompressionNone {
 			checkUncompressedRecords(&h, b)
+		}
+		if count > 0 {
+			checkAppendAgrees(t, &h, b)
 		}
 	})
 }

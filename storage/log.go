@@ -22,9 +22,20 @@ type env struct {
 	// rolled is told about a log that rolled so its old segments are flushed
 	// soon, off the append path (Kafka schedules the same flush).
 	rolled func(*Log)
+	// maxDecompressed bounds what a compressed producer batch may expand
+	// to (ManagerConfig.MaxDecompressedBatchBytes).
+	maxDecompressed int64
 }
 
 func (e *env) nowMs() int64 { return e.now().UnixMilli() }
+
+// decompressLimit is maxDecompressed, or its default when unset.
+func (e *env) decompressLimit() int64 {
+	if e.maxDecompressed > 0 {
+		return e.maxDecompressed
+	}
+	return DefaultMaxDecompressedBatchBytes
+}
 
 // Log is one partition's log. Safe for concurrent use: appends, truncation,
 // roll and retention are serialised by mu (one writer); Read, offsets and
@@ -189,8 +200,16 @@ func (l *Log) checkOpen() error {
 // on disk: appends that arrive while an fsync runs share the next one (group
 // commit), and no lock is held during the fsync.
 func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, error) {
+	// The records of compressed batches are checked before the writer
+	// lock: the check needs only the bytes and the topic's config, and
+	// decompressing a gzip batch takes milliseconds that other appends to
+	// the partition need not wait for.
+	cfg := l.cfg.Load()
+	if err := checkCompressedBatches(records, cfg, l.env.decompressLimit()); err != nil {
+		return AppendInfo{LogAppendTime: -1, FirstOffset: -1, LastOffset: -1}, fmt.Errorf("%s: %w", l.tp, err)
+	}
 	l.mu.Lock()
-	info, needSync, err := l.appendAsLeaderLocked(records, leaderEpoch)
+	info, needSync, err := l.appendAsLeaderLocked(records, leaderEpoch, cfg)
 	l.mu.Unlock()
 	if err == nil && needSync {
 		err = l.syncTo(info.LastOffset + 1)
@@ -198,11 +217,12 @@ func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, err
 	return info, err
 }
 
-func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32) (info AppendInfo, needSync bool, err error) {
+// appendAsLeaderLocked is AppendAsLeader once checkCompressedBatches passed
+// with cfg. Lock l.mu.
+func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32, cfg *logConfig) (info AppendInfo, needSync bool, err error) {
 	if err := l.checkOpen(); err != nil {
 		return AppendInfo{}, false, err
 	}
-	cfg := l.cfg.Load()
 	info = AppendInfo{LogAppendTime: -1, FirstOffset: -1, LastOffset: -1}
 	if len(records) == 0 {
 		return info, false, fmt.Errorf("%w: empty records", ErrCorruptBatch)
@@ -234,15 +254,17 @@ func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32) (info Appe
 		}
 		recompress := !cfg.keepCodec && h.Compression() != cfg.codec && !h.Control()
 		rewrite = rewrite || recompress
+		// The records of compressed batches were checked before the lock
+		// (checkCompressedBatches).
 		if h.Compression() == CompressionNone {
 			if err := checkUncompressedRecords(&h, b); err != nil {
 				return info, false, fmt.Errorf("%s: %w", l.tp, err)
 			}
-		}
-		if cfg.compact && !h.Control() || h.Compression() != CompressionNone && (recompress || cfg.ValidateCompressedRecords) {
-			hc := h // a copy: walkRecords' callback makes its argument escape
-			if err := checkProducerRecords(&hc, b, cfg.compact && !h.Control()); err != nil {
-				return info, false, fmt.Errorf("%s: %w", l.tp, err)
+			if cfg.compact && !h.Control() {
+				hc := h // a copy: walkRecords' callback makes its argument escape
+				if err := checkProducerRecords(&hc, b, true); err != nil {
+					return info, false, fmt.Errorf("%s: %w", l.tp, err)
+				}
 			}
 		}
 		if h.ProducerID >= 0 {
@@ -312,6 +334,43 @@ func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32) (info Appe
 	}
 	info.LogStartOffset = l.LogStartOffset()
 	return info, l.countUnflushedLocked(cfg, int64(info.RecordCount), now), nil
+}
+
+// checkCompressedBatches checks the records of every compressed batch of an
+// append (checkCompressedRecords): as Kafka's LogValidator, every compressed
+// batch is decompressed and its records checked, so a batch no consumer
+// could read never enters the log. It stops without an error at the first
+// batch whose header, size or CRC is wrong, which the locked pass refuses
+// before anything is appended.
+func checkCompressedBatches(records []byte, cfg *logConfig, limit int64) error {
+	var h BatchHeader
+	for pos := 0; pos < len(records); {
+		b := records[pos:]
+		if len(b) < BatchHeaderSize {
+			return nil
+		}
+		size := batchLengthOverhead + int(int32(binary.BigEndian.Uint32(b[offBatchLength:])))
+		if size < BatchHeaderSize || size > len(b) {
+			return nil
+		}
+		pos += size
+		// Uncompressed batches (the common case) are skipped on their
+		// attributes alone.
+		if binary.BigEndian.Uint16(b[offAttributes:])&attrCompressionMask == 0 {
+			continue
+		}
+		b = b[:size]
+		if parseBatchHeaderInto(b, &h) != nil {
+			return nil
+		}
+		if h.Size() > int(cfg.MaxMessageBytes) || batchCRC(b) != h.CRC || h.RecordCount <= 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount) {
+			return nil
+		}
+		if err := checkCompressedRecords(&h, b, cfg.compact && !h.Control(), limit); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkProducerRecords decompresses a batch and checks every record: offset

@@ -41,6 +41,11 @@ type ManagerConfig struct {
 	// ProducerIDExpiration forgets idle producers (producer.id.expiration.ms, 1 day).
 	ProducerIDExpiration time.Duration
 	DefaultConfig        func(topic string) LogConfig // config for logs found on disk at start; nil = DefaultLogConfig
+	// MaxDecompressedBatchBytes bounds what one compressed producer batch
+	// may decompress to when it is checked on append
+	// (message.decompressed.max.bytes); a larger one is refused with
+	// ErrInvalidRecord. 0 = DefaultMaxDecompressedBatchBytes.
+	MaxDecompressedBatchBytes int64
 }
 
 func (c *ManagerConfig) setDefaults() {
@@ -64,6 +69,9 @@ func (c *ManagerConfig) setDefaults() {
 	def(&c.ProducerIDExpiration, 24*time.Hour)
 	if c.DefaultConfig == nil {
 		c.DefaultConfig = func(string) LogConfig { return DefaultLogConfig() }
+	}
+	if c.MaxDecompressedBatchBytes <= 0 {
+		c.MaxDecompressedBatchBytes = DefaultMaxDecompressedBatchBytes
 	}
 }
 
@@ -99,7 +107,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, logs: make(map[TopicPartition]*Log), dirOf: make(map[TopicPartition]string),
 		rolledC: make(chan *Log, 1024)}
-	m.env = &env{logger: cfg.Logger, now: cfg.Now, rolled: m.noteRolled}
+	m.env = &env{logger: cfg.Logger, now: cfg.Now, rolled: m.noteRolled, maxDecompressed: cfg.MaxDecompressedBatchBytes}
 	seen := map[string]bool{}
 	for _, d := range cfg.Dirs {
 		abs, err := filepath.Abs(d)

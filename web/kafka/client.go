@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-io/sluice/internal/decompress"
 	"github.com/sluice-io/sluice/lag"
 )
 
@@ -89,6 +90,7 @@ func New(seeds []string, log *slog.Logger, o Options) (*Client, error) {
 		kgo.ProducerLinger(0),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.MetadataMinAge(time.Second),
+		decompress.ClientOpt(),
 	}
 	opts = append(opts, o.Extra...)
 	cl, err := kgo.NewClient(opts...)
@@ -101,7 +103,7 @@ func New(seeds []string, log *slog.Logger, o Options) (*Client, error) {
 		cl:       cl,
 		adm:      adm,
 		lag:      lag.NewCollector(cl),
-		dec:      kgo.DefaultDecompressor(),
+		dec:      decompress.Decompressor(), // a batch beyond decompress.MaxBytes is an error, not a page of RSS
 		seeds:    append([]string(nil), seeds...),
 		log:      log,
 		maxTails: o.MaxTails,
