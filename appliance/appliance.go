@@ -1,8 +1,11 @@
-// Package appliance wires one Sluice process together — configuration,
-// storage, the coordinator and controller, the broker and its protocol
-// listener, then any extra components (console, metrics, alerting) — and
-// runs its lifecycle: start in dependency order, shut down in reverse on
-// SIGTERM/SIGINT.
+// Package appliance wires one Sluice process together and runs its
+// lifecycle. App.Start reads top to bottom: the metadata coordinator (a
+// file in the data directory, or ZooKeeper when zookeeper.connect is set),
+// the broker's identity, storage (recovering the logs), the protocol
+// listener (bound first so the advertised ports are known), the broker, the
+// group coordinator, the controller, serving, and last the console with its
+// alerting, comparisons and metrics endpoint. App.Close stops them in
+// reverse order; Run does both around SIGTERM/SIGINT.
 package appliance
 
 import (
@@ -14,7 +17,6 @@ import (
 	"math"
 	"net"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -28,61 +30,6 @@ import (
 	"github.com/sluice-io/sluice/protocol"
 	"github.com/sluice-io/sluice/storage"
 )
-
-// Component is a part of the appliance started after the broker serves and
-// closed before it stops: the console, the metrics endpoint, alerting.
-type Component interface {
-	// Start starts the component; it must not block for long (run loops in
-	// goroutines the component owns). ctx is cancelled at shutdown.
-	Start(ctx context.Context) error
-	// Close stops the component and waits for what it started.
-	Close() error
-}
-
-// ComponentFactory builds a component for an appliance that is about to
-// serve (its broker is registered and its listener bound). Returning a nil
-// Component skips it (for example when its config key disables it).
-type ComponentFactory func(a *App) (Component, error)
-
-var (
-	factoriesMu sync.Mutex
-	factories   []namedFactory
-)
-
-type namedFactory struct {
-	name string
-	fn   ComponentFactory
-}
-
-// RegisterComponent adds a component every App builds at start, in
-// registration order: the hook where the console, metrics and alerting are
-// wired (call it from an init function in this package or from main).
-func RegisterComponent(name string, fn ComponentFactory) {
-	factoriesMu.Lock()
-	defer factoriesMu.Unlock()
-	factories = append(factories, namedFactory{name, fn})
-}
-
-// CoordinatorFactory opens the ZooKeeper coordinator when zookeeper.connect
-// is set; package zkcoord registers it with RegisterZooKeeper.
-type CoordinatorFactory func(ctx context.Context, cfg *Config, logger *slog.Logger) (cluster.Coordinator, error)
-
-var zookeeperFactory CoordinatorFactory
-
-// GroupFactory builds the consumer-group coordinator for a broker that has
-// started but does not serve yet; the protocol server's group handlers call
-// what it returns, and the closer is closed after the listener stops.
-type GroupFactory func(a *App, b *broker.Broker) (protocol.GroupCoordinator, io.Closer, error)
-
-var groupFactory GroupFactory
-
-// RegisterGroupCoordinator installs the group coordinator factory
-// (groups.go registers package group's).
-func RegisterGroupCoordinator(fn GroupFactory) { groupFactory = fn }
-
-// RegisterZooKeeper installs the coordinator used when zookeeper.connect is
-// set.
-func RegisterZooKeeper(fn CoordinatorFactory) { zookeeperFactory = fn }
 
 // App is one running Sluice process.
 type App struct {
@@ -98,23 +45,19 @@ type App struct {
 	brokerID   int32
 	clusterID  string
 
-	groups      protocol.GroupCoordinator // built by the GroupFactory (groups.go)
+	groups      protocol.GroupCoordinator // package group's coordinator (groups.go)
 	groupsClose io.Closer
 
 	ctlCancel context.CancelFunc
 	ctlDone   chan struct{}
 
-	compCtx    context.Context
-	compCancel context.CancelFunc
-	extra      []namedComponent
+	// console is the console component (console.go): nil when neither
+	// console.listen nor metrics.listen is set, or until it started.
+	console       *consoleComponent
+	consoleCancel context.CancelFunc
 
 	closeOnce sync.Once
 	closeErr  error
-}
-
-type namedComponent struct {
-	name string
-	c    Component
 }
 
 // New validates cfg and returns an App; Start brings it up.
@@ -156,12 +99,6 @@ func (a *App) BrokerID() int32 { return a.brokerID }
 // ClusterID is the cluster id (after Start).
 func (a *App) ClusterID() string { return a.clusterID }
 
-// AddComponent adds a component to start after the broker serves (before
-// Start, or from a ComponentFactory).
-func (a *App) AddComponent(name string, c Component) {
-	a.extra = append(a.extra, namedComponent{name, c})
-}
-
 // BootstrapAddrs returns host:port addresses an in-process client (the
 // console) can dial: each bound listener, with 127.0.0.1 for a wildcard
 // bind.
@@ -184,10 +121,11 @@ func (a *App) BootstrapAddrs() []string {
 	return out
 }
 
-// Start brings the appliance up: coordinator, broker identity, storage
-// (recovering the logs), the protocol listener (bound first so the
-// advertised ports are known), the broker, the group coordinator, the
-// controller, then serving, then the extra components. On error everything started is closed again.
+// Start brings the appliance up, in this order: coordinator, broker
+// identity, storage (recovering the logs), the protocol listener (bound
+// first so the advertised ports are known), the broker, the group
+// coordinator, the controller, serving, then the console. On error
+// everything started is closed again.
 func (a *App) Start(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
@@ -211,13 +149,8 @@ func (a *App) Start(ctx context.Context) (err error) {
 		}
 		a.coord = st
 		a.logger.Info("single node: metadata kept in the data directory", "file", st.Path())
-	} else {
-		if zookeeperFactory == nil {
-			return errors.New("zookeeper.connect is set but this build has no ZooKeeper coordinator")
-		}
-		if a.coord, err = zookeeperFactory(ctx, cfg, a.logger); err != nil {
-			return fmt.Errorf("zookeeper: %w", err)
-		}
+	} else if a.coord, err = openZooKeeper(ctx, cfg, a.logger); err != nil {
+		return fmt.Errorf("zookeeper: %w", err)
 	}
 
 	if a.clusterID, err = a.coord.ClusterID(ctx); err != nil {
@@ -310,14 +243,11 @@ func (a *App) Start(ctx context.Context) (err error) {
 		bound.Close()
 		return err
 	}
-	if groupFactory != nil {
-		a.groups, a.groupsClose, err = groupFactory(a, a.brk)
-		if err != nil {
-			bound.Close()
-			return fmt.Errorf("group coordinator: %w", err)
-		}
-		bound.SetGroups(a.groups)
+	if a.groups, a.groupsClose, err = newGroupCoordinator(a, a.brk); err != nil {
+		bound.Close()
+		return fmt.Errorf("group coordinator: %w", err)
 	}
+	bound.SetGroups(a.groups)
 	a.controller = cluster.NewController(cluster.ControllerConfig{
 		Coordinator:                        a.coord,
 		BrokerID:                           a.brokerID,
@@ -352,25 +282,16 @@ func (a *App) Start(ctx context.Context) (err error) {
 	a.logger.Info("broker started", "broker_id", a.brokerID, "cluster_id", a.clusterID,
 		"listeners", cfg.Listeners, "advertised", endpoints, "log_dirs", cfg.LogDirs)
 
-	a.compCtx, a.compCancel = context.WithCancel(context.Background())
-	factoriesMu.Lock()
-	fs := slices.Clone(factories)
-	factoriesMu.Unlock()
-	for _, f := range fs {
-		c, err := f.fn(a)
-		if err != nil {
-			return fmt.Errorf("%s: %w", f.name, err)
+	// The console: pages, alerting, comparisons and the metrics endpoint.
+	// Its context ends at Close.
+	if c := newConsole(a); c != nil {
+		cctx, cancel := context.WithCancel(context.Background())
+		a.consoleCancel = cancel
+		if err := c.Start(cctx); err != nil {
+			return fmt.Errorf("console: %w", err) // Start closed what it started
 		}
-		if c != nil {
-			a.extra = append(a.extra, namedComponent{f.name, c})
-		}
-	}
-	for i, nc := range a.extra {
-		if err := nc.c.Start(a.compCtx); err != nil {
-			a.extra = a.extra[:i] // only close what started
-			return fmt.Errorf("%s: %w", nc.name, err)
-		}
-		a.logger.Info("component started", "component", nc.name)
+		a.console = c
+		a.logger.Info("component started", "component", "console")
 	}
 	return nil
 }
@@ -378,19 +299,19 @@ func (a *App) Start(ctx context.Context) (err error) {
 // ShutdownTimeout bounds how long Close waits for in-flight requests.
 const ShutdownTimeout = 10 * time.Second
 
-// Close shuts down in reverse order: extra components, the listener
-// (stop accepting, finish in-flight requests), the group coordinator, the
-// controller, the broker,
-// storage (flush, checkpoints, clean-shutdown marker) and the coordinator.
+// Close shuts down in reverse order: the console, the listener (stop
+// accepting, finish in-flight requests, after a controlled shutdown in
+// cluster mode), the group coordinator, the controller, the broker, storage
+// (flush, checkpoints, clean-shutdown marker) and the coordinator.
 func (a *App) Close() error {
 	a.closeOnce.Do(func() {
 		var errs []error
-		if a.compCancel != nil {
-			a.compCancel()
+		if a.consoleCancel != nil {
+			a.consoleCancel()
 		}
-		for i := len(a.extra) - 1; i >= 0; i-- {
-			if err := a.extra[i].c.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", a.extra[i].name, err))
+		if a.console != nil {
+			if err := a.console.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("console: %w", err))
 			}
 		}
 		// Cluster mode: leadership moves to other brokers while this one

@@ -31,7 +31,7 @@ import (
 //
 // Background work — alert evaluation, lag export, lag history, running
 // comparisons — is done by one console of a cluster at a time, the one
-// whose ConsoleLeader says so (see RegisterConsoleLeader); the pages work on
+// whose consoleLeader says so (see consoleleader.go); the pages work on
 // every console. On a single node the console always leads.
 //
 // Start returns once the console listens (App.Start, and so sd_notify
@@ -40,14 +40,12 @@ import (
 // queues, the comparisons (each saves a checkpoint), the metrics endpoint,
 // the leadership, and the database; it waits for each.
 
-func init() { RegisterComponent("console", newConsole) }
-
-// ConsoleLeader decides whether this host's console does the cluster's
+// consoleLeader decides whether this host's console does the cluster's
 // background work: alert evaluation, exporting consumer-group lag, storing
 // lag history and running migration comparisons. Exactly one console of a
 // cluster should lead at a time (their SQLite databases are separate), so
 // lag is exported once and a PagerDuty incident is opened once.
-type ConsoleLeader interface {
+type consoleLeader interface {
 	// IsLeader reports whether this console leads now. It is called every
 	// evaluation and sampling round and on page views, so it must answer
 	// from memory, without blocking (e.g. a flag kept by a ZooKeeper watch
@@ -58,18 +56,6 @@ type ConsoleLeader interface {
 	// work stopped.
 	Close() error
 }
-
-// ConsoleLeaderFactory builds the ConsoleLeader of a console that is about
-// to start (the broker is up, a.Coordinator() is usable).
-type ConsoleLeaderFactory func(a *App) (ConsoleLeader, error)
-
-var consoleLeaderFactory ConsoleLeaderFactory
-
-// RegisterConsoleLeader installs how consoles elect the one that does the
-// background work, e.g. an ephemeral ZooKeeper node when zookeeper.connect
-// is set (the factory may return nil for "always lead", as on a single
-// node). Without one, every console leads.
-func RegisterConsoleLeader(fn ConsoleLeaderFactory) { consoleLeaderFactory = fn }
 
 // alwaysLeader is the single node's leadership: it always leads.
 type alwaysLeader struct{}
@@ -82,7 +68,7 @@ type consoleComponent struct {
 	log *slog.Logger
 	reg *metrics.Registry
 
-	leader ConsoleLeader
+	leader consoleLeader
 	db     *consoledb.DB
 	alerts *alerting.Service
 	mgr    *migration.Manager
@@ -103,16 +89,20 @@ type consoleComponent struct {
 	wg     sync.WaitGroup
 }
 
-func newConsole(a *App) (Component, error) {
+// newConsole returns the console component of an appliance whose broker
+// serves, or nil when neither console.listen nor metrics.listen is set.
+func newConsole(a *App) *consoleComponent {
 	cfg := a.Config()
 	if cfg.ConsoleListen == "" && cfg.MetricsListen == "" {
-		return nil, nil
+		return nil
 	}
 	return &consoleComponent{a: a, log: a.Logger(), reg: a.Metrics(), kafkaReady: make(chan struct{}),
-		localDisk: alerting.LocalDisk(a.BrokerID(), cfg.LogDirs...)}, nil
+		localDisk: alerting.LocalDisk(a.BrokerID(), cfg.LogDirs...)}
 }
 
-// Start builds and starts everything; on error it undoes what it started.
+// Start builds and starts everything; it must not block for long (the
+// loops run in goroutines it owns) and ctx ends at shutdown. On error it
+// undoes what it started.
 func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
@@ -128,16 +118,12 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	c.cancel = cancel
 
 	c.leader = alwaysLeader{}
-	if consoleLeaderFactory != nil {
-		l, err := consoleLeaderFactory(c.a)
-		if err != nil {
-			return fmt.Errorf("console leadership: %w", err)
-		}
-		if l != nil {
-			c.leader = l
-		}
-	} else if cfg.ZookeeperConnect != "" {
-		c.log.Warn("no console leadership in this build: this console does the background work (alert evaluation, lag export, comparisons) even if another host's console does too")
+	l, err := newConsoleLeader(c.a)
+	if err != nil {
+		return fmt.Errorf("console leadership: %w", err)
+	}
+	if l != nil {
+		c.leader = l
 	}
 
 	if err := os.MkdirAll(cfg.ConsoleDataDir, 0o750); err != nil {
