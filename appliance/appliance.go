@@ -21,9 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/metrics"
@@ -317,7 +314,11 @@ func (a *App) Close() error {
 		// Cluster mode: leadership moves to other brokers while this one
 		// still serves, so clients and followers go over before it stops.
 		if a.server != nil && a.cfg.ZookeeperConnect != "" && a.cfg.ControlledShutdownEnable {
-			a.controlledShutdown()
+			a.brk.ControlledShutdown(broker.ControlledShutdownConfig{
+				MaxRetries:   int(a.cfg.ControlledShutdownMaxRetries),
+				RetryBackoff: time.Duration(a.cfg.ControlledShutdownRetryBackoffMs) * time.Millisecond,
+				Controller:   a.controller,
+			})
 		}
 		if a.server != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
@@ -354,69 +355,6 @@ func (a *App) Close() error {
 		a.logger.Info("stopped", "err", a.closeErr)
 	})
 	return a.closeErr
-}
-
-// controlledShutdown asks the controller (itself, or another broker over the
-// inter-broker listener) to move leadership away, retrying up to
-// controlled.shutdown.max.retries times, then stops replication. A broker
-// that cannot reach the controller shuts down anyway: its partitions then
-// fail over when its ZooKeeper session ends.
-func (a *App) controlledShutdown() {
-	log := a.logger.With("component", "controlled-shutdown")
-	retries := int(a.cfg.ControlledShutdownMaxRetries)
-	backoff := time.Duration(a.cfg.ControlledShutdownRetryBackoffMs) * time.Millisecond
-	deadline := time.Now().Add(time.Duration(retries+1) * (backoff + 30*time.Second))
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	defer a.brk.StopReplication()
-	for attempt := 0; attempt <= retries; attempt++ {
-		if attempt > 0 {
-			time.Sleep(backoff)
-		}
-		if err := a.brk.Sync(ctx); err != nil {
-			log.Warn("metadata refresh failed", "err", err)
-		}
-		remaining, err := a.askControlledShutdown(ctx)
-		if err != nil {
-			log.Warn("controlled shutdown attempt failed", "attempt", attempt+1, "err", err)
-			continue
-		}
-		if len(remaining) == 0 {
-			log.Info("controlled shutdown done: this broker leads no replicated partition")
-			// Let clients and followers see the new leaders.
-			_ = a.brk.Sync(ctx)
-			return
-		}
-		log.Warn("controlled shutdown: partitions still led here", "attempt", attempt+1, "count", len(remaining), "first", remaining[0])
-	}
-	log.Warn("controlled shutdown incomplete; shutting down anyway")
-}
-
-func (a *App) askControlledShutdown(ctx context.Context) ([]cluster.TopicPartitionID, error) {
-	ctrl := a.brk.Image().Controller
-	if ctrl < 0 {
-		return nil, errors.New("no controller")
-	}
-	if ctrl == a.brokerID {
-		return a.controller.ControlledShutdown(ctx, a.brokerID)
-	}
-	req := kmsg.NewPtrControlledShutdownRequest()
-	req.Version = 3
-	req.BrokerID = a.brokerID
-	req.BrokerEpoch = -1
-	kresp, err := a.brk.RequestBroker(ctx, ctrl, req)
-	if err != nil {
-		return nil, err
-	}
-	resp := kresp.(*kmsg.ControlledShutdownResponse)
-	if resp.ErrorCode != 0 {
-		return nil, fmt.Errorf("controller %d: %w", ctrl, kerr.ErrorForCode(resp.ErrorCode))
-	}
-	var out []cluster.TopicPartitionID
-	for _, p := range resp.PartitionsRemaining {
-		out = append(out, cluster.TopicPartitionID{Topic: p.Topic, Partition: p.Partition})
-	}
-	return out, nil
 }
 
 // Run starts the appliance, serves until ctx is done (SIGTERM/SIGINT), and
