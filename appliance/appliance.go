@@ -217,7 +217,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		DeleteTopicEnable:             cfg.DeleteTopicEnable,
 		MaxRequestBytes:               cfg.SocketRequestMaxBytes,
 		TopicDefaults:                 defaults,
-		BrokerConfigs:                 brokerConfigEntries(cfg, a.brokerID),
+		BrokerConfigs:                 broker.BrokerConfigEntries(brokerKeys(), cfg.Given, a.brokerID),
 		OffsetsTopicPartitions:        cfg.OffsetsTopicNumPartitions,
 		OffsetsTopicReplicationFactor: cfg.OffsetsTopicReplicationFactor,
 		OffsetsTopicSegmentBytes:      cfg.OffsetsTopicSegmentBytes,
@@ -410,26 +410,12 @@ func topicDefaults(cfg *Config) map[string]broker.TopicDefault {
 	return out
 }
 
-// brokerConfigEntries lists every broker key for DescribeConfigs(BROKER):
-// the value given in the config file or an override (STATIC_BROKER_CONFIG)
-// or the default (DEFAULT_CONFIG). All are read-only: they change by
-// editing the file and restarting.
-func brokerConfigEntries(cfg *Config, brokerID int32) []broker.ConfigEntry {
-	var out []broker.ConfigEntry
+// brokerKeys is the key table as broker.BrokerConfigEntries lists it for
+// DescribeConfigs(BROKER).
+func brokerKeys() []broker.BrokerKey {
+	out := make([]broker.BrokerKey, 0, len(keys))
 	for _, k := range keys {
-		e := broker.ConfigEntry{Name: k.name, ReadOnly: true, Type: broker.TypeString, Doc: k.doc, Source: broker.SourceDefault}
-		v := k.def
-		if g, ok := cfg.Given[k.name]; ok {
-			v, e.Source = g, broker.SourceStaticBroker
-			e.Synonyms = append(e.Synonyms, broker.ConfigSynonym{Name: k.name, Value: g, Source: broker.SourceStaticBroker})
-		}
-		e.Synonyms = append(e.Synonyms, broker.ConfigSynonym{Name: k.name, Value: k.def, Source: broker.SourceDefault})
-		if k.name == "broker.id" {
-			v = strconv.Itoa(int(brokerID))
-		}
-		vv := v
-		e.Value = &vv
-		out = append(out, e)
+		out = append(out, broker.BrokerKey{Name: k.name, Default: k.def, Doc: k.doc})
 	}
 	return out
 }
