@@ -4,8 +4,8 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/lag"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // OverviewView is the cluster at a glance.
@@ -40,7 +40,7 @@ type Traffic struct {
 
 // BrokersView is the brokers page.
 type BrokersView struct {
-	Brokers    []kafka.BrokerInfo
+	Brokers    []kafkaview.BrokerInfo
 	Down       []consoledb.KnownBroker
 	Controller int32
 	ClusterID  string
@@ -49,8 +49,8 @@ type BrokersView struct {
 
 // TopicRow is one row of the topics list.
 type TopicRow struct {
-	Meta     kafka.TopicMeta
-	Stats    kafka.TopicStats
+	Meta     kafkaview.TopicMeta
+	Stats    kafkaview.TopicStats
 	HasStats bool
 }
 
@@ -77,7 +77,7 @@ type TopicCreateView struct {
 
 // TopicView is a topic's page.
 type TopicView struct {
-	Detail       *kafka.TopicDetail
+	Detail       *kafkaview.TopicDetail
 	ConfigForm   Form // errors from the last config change
 	PartForm     Form
 	DeleteForm   Form
@@ -90,10 +90,10 @@ type MessagesView struct {
 	Topic        string
 	Partitions   []int32
 	Q            MessageQuery
-	Result       *kafka.Result
+	Result       *kafkaview.Result
 	Err          string
 	ProduceForm  Form
-	Produced     *kafka.Record
+	Produced     *kafkaview.Record
 	ShowProduce  bool
 	ExportJSON   string
 	ExportCSV    string
@@ -130,7 +130,7 @@ type GroupsView struct {
 
 // GroupView is one consumer group's page.
 type GroupView struct {
-	Detail    *kafka.GroupDetail
+	Detail    *kafkaview.GroupDetail
 	History   []consoledb.LagPoint
 	Range     string // 1h, 6h, 24h, 7d
 	Ranges    []string
@@ -145,8 +145,8 @@ type GroupView struct {
 type ResetPreviewView struct {
 	Group   string
 	State   string
-	Spec    kafka.ResetSpec
-	Rows    []kafka.ResetRow
+	Spec    kafkaview.ResetSpec
+	Rows    []kafkaview.ResetRow
 	Form    Form // the reset form values, posted again to apply
 	Err     string
 	Applied bool

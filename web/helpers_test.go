@@ -14,7 +14,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/sluice-io/sluice/consoledb"
-	"github.com/sluice-io/sluice/web/kafka"
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/web/webtest"
 )
 
@@ -119,7 +119,7 @@ func kgoClient(t testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
 
 func createTopic(t testing.TB, ts *testServer, name string, partitions int32) {
 	t.Helper()
-	if err := ts.kc.CreateTopic(context.Background(), kafka.NewTopic{Name: name, Partitions: partitions, Replication: 1}, false); err != nil {
+	if err := ts.kc.CreateTopic(context.Background(), kafkaview.NewTopic{Name: name, Partitions: partitions, Replication: 1}, false); err != nil {
 		t.Fatal(err)
 	}
 }

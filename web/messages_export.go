@@ -11,7 +11,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/sluice-io/sluice/web/kafka"
+	"github.com/sluice-io/sluice/kafkaview"
 )
 
 // GET /topics/:name/messages/export?as=json|csv&…: the records the same
@@ -22,7 +22,7 @@ import (
 // entry.
 
 type recordExporter interface {
-	Read(ctx context.Context, q kafka.Query) (*kafka.Result, error)
+	Read(ctx context.Context, q kafkaview.Query) (*kafkaview.Result, error)
 }
 
 type messagesExport struct{ kc recordExporter }
@@ -77,7 +77,7 @@ func (h messagesExport) get(c *fiber.Ctx) error {
 	res, err := h.kc.Read(requestCtx(c), q)
 	done()
 	if err != nil {
-		if errors.Is(err, kafka.ErrUnknownTopic) {
+		if errors.Is(err, kafkaview.ErrUnknownTopic) {
 			return NotFound("topic "+name, "")
 		}
 		return Unavailable(err)
@@ -117,7 +117,7 @@ func deref(s *string) string {
 
 // exportRecords converts records for JSON and CSV: text when UTF-8, base64
 // otherwise.
-func exportRecords(in []kafka.Record) []exportRecord {
+func exportRecords(in []kafkaview.Record) []exportRecord {
 	recs := make([]exportRecord, len(in))
 	for i, r := range in {
 		e := exportRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(), Headers: []exportHeader{}}

@@ -8,16 +8,16 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/lag"
 	"github.com/sluice-io/sluice/templates"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // GET /: the cluster at a glance. Refreshes itself every 10 s with htmx
 // (the #overview fragment).
 
 type overviewCluster interface {
-	Metadata(ctx context.Context, maxAge time.Duration) (*kafka.Snapshot, error)
+	Metadata(ctx context.Context, maxAge time.Duration) (*kafkaview.Snapshot, error)
 	Lag(ctx context.Context, groups ...string) ([]lag.Group, error)
 }
 

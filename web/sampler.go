@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/lag"
 	"github.com/sluice-io/sluice/templates"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // sampler is the console's background work: every interval it collects the
@@ -38,7 +38,7 @@ type sampler struct {
 type samplerSource interface {
 	Lag(ctx context.Context, groups ...string) ([]lag.Group, error)
 	Totals(ctx context.Context) (endOffsets, bytes int64, err error)
-	Metadata(ctx context.Context, maxAge time.Duration) (*kafka.Snapshot, error)
+	Metadata(ctx context.Context, maxAge time.Duration) (*kafkaview.Snapshot, error)
 }
 
 type samplerStore interface {

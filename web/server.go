@@ -1,7 +1,7 @@
 // Package web is the console's HTTP layer: a Fiber v2 app whose pages are
 // templ components (package templates), whose state lives in SQLite (package
 // consoledb) and whose view of the cluster is a Kafka client (package
-// web/kafka). It never reads storage files.
+// kafkaview). It never reads storage files.
 //
 // One file per route (topics_list.go, topic_create.go, ...): each declares
 // the narrow interface it consumes, so it can be tested with a fake and the
@@ -28,7 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-io/sluice/consoledb"
-	"github.com/sluice-io/sluice/web/kafka"
+	"github.com/sluice-io/sluice/kafkaview"
 )
 
 // Config configures the console. Listen, DataDir and Brokers are required;
@@ -173,7 +173,7 @@ type Server struct {
 	app   *fiber.App
 	db    *consoledb.DB
 	store *consoledb.Console
-	kc    *kafka.Client
+	kc    *kafkaview.Client
 	tls   *tls.Config
 
 	csrfSecret []byte
@@ -230,7 +230,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("console: %w", err)
 	}
 	s.csrfSecret = []byte(secret)
-	kc, err := kafka.New(cfg.Brokers, s.log, kafka.Options{Extra: cfg.KafkaOptions})
+	kc, err := kafkaview.New(cfg.Brokers, s.log, kafkaview.Options{Extra: cfg.KafkaOptions})
 	if err != nil {
 		s.closeResources()
 		return nil, fmt.Errorf("console: %w", err)
@@ -409,7 +409,7 @@ func (s *Server) DB() *consoledb.DB { return s.db }
 func (s *Server) Store() *consoledb.Console { return s.store }
 
 // Kafka is the console's cluster client.
-func (s *Server) Kafka() *kafka.Client { return s.kc }
+func (s *Server) Kafka() *kafkaview.Client { return s.kc }
 
 // Logger is the console's logger.
 func (s *Server) Logger() *slog.Logger { return s.log }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/templates"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // GET /topics/:name: partitions with leaders, replicas, ISR, offsets and
@@ -17,7 +17,7 @@ import (
 // partitions; delete behind a typed confirmation.
 
 type topicDescriber interface {
-	Topic(ctx context.Context, name string) (*kafka.TopicDetail, error)
+	Topic(ctx context.Context, name string) (*kafkaview.TopicDetail, error)
 }
 
 type topicShow struct {
@@ -45,7 +45,7 @@ func (h topicShow) get(c *fiber.Ctx) error {
 func (h topicShow) view(c *fiber.Ctx, name string) (templates.TopicView, error) {
 	d, err := h.kc.Topic(requestCtx(c), name)
 	if err != nil {
-		if errors.Is(err, kafka.ErrUnknownTopic) || isUnknownTopic(err) {
+		if errors.Is(err, kafkaview.ErrUnknownTopic) || isUnknownTopic(err) {
 			return templates.TopicView{}, NotFound("topic "+name, "It may have been deleted. The Topics page lists the ones that exist.")
 		}
 		return templates.TopicView{}, Unavailable(err)

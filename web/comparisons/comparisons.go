@@ -32,9 +32,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/migration"
 	"github.com/sluice-io/sluice/web"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // Engine is what the pages need of the comparison engine; a
@@ -132,7 +132,7 @@ type group struct {
 // topicLister lists the cluster's topics for the form (the console's
 // cluster client).
 type topicLister interface {
-	Metadata(ctx context.Context, maxAge time.Duration) (*kafka.Snapshot, error)
+	Metadata(ctx context.Context, maxAge time.Duration) (*kafkaview.Snapshot, error)
 }
 
 func (g *group) mount(r *web.Router) error {
