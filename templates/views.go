@@ -6,6 +6,7 @@ import (
 	"github.com/sluice-io/sluice/consoledb"
 	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/lag"
+	"github.com/sluice-io/sluice/lag/sampler"
 )
 
 // OverviewView is the cluster at a glance.
@@ -20,22 +21,12 @@ type OverviewView struct {
 	Partitions      int
 	UnderReplicated int
 	Offline         int
-	Traffic         Traffic
+	Traffic         sampler.Traffic
 	TopLag          []lag.Group // most lagging groups, most first
 	Groups          int
 	LagAt           time.Time // when TopLag was collected
 	LagErr          string
 	Err             string
-}
-
-// Traffic is the cluster's throughput, estimated from successive samples.
-type Traffic struct {
-	Known          bool    // at least two samples were taken
-	MessagesIn     float64 // records per second appended over all partitions
-	BytesIn        float64 // bytes per second of log growth (-1 unknown)
-	BytesOut       float64 // bytes per second sent to consumers (-1 unknown)
-	BytesOutSource string  // where BytesOut comes from, e.g. "broker metrics"
-	Over           time.Duration
 }
 
 // BrokersView is the brokers page.

@@ -52,7 +52,7 @@ func (h topicShow) view(c *fiber.Ctx, name string) (templates.TopicView, error) 
 	}
 	v := templates.TopicView{Detail: d, ConfigForm: templates.NewForm(), PartForm: templates.NewForm(), DeleteForm: templates.NewForm()}
 	if h.lag != nil {
-		if groups, _, ok := h.lag.latestLag(10 * time.Minute); ok {
+		if groups, _, ok := h.lag.LatestLag(10 * time.Minute); ok {
 			for _, g := range groups {
 				for _, p := range g.Partitions {
 					if p.Topic == name {
