@@ -23,8 +23,7 @@ func init() {
 }
 
 func consumeRun(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
-	fs := newFlags(env, "consume TOPIC... [flags]",
+	fs, cf := clusterFlags(env, "consume TOPIC... [flags]",
 		"Print records to standard output until --max-messages records were printed,\n"+
 			"no record arrived for --idle-timeout, or the command is interrupted (all exit 0).\n\n"+
 			"--from: earliest, latest (the default), an offset N, -N (N before the end),\n"+
@@ -34,8 +33,7 @@ func consumeRun(ctx context.Context, env *cliEnv, args []string) error {
 			"line; --output json is the same), or a template with kcat's verbs:\n"+
 			"  %t topic  %p partition  %o offset  %T timestamp (ms)  %k key  %s value\n"+
 			"  %K key size  %S value size  %h headers (k=v,...)  %%  \\n  \\t\n\n"+
-			"Example:\n  sluice consume orders --from earliest --max-messages 10 --format '%p:%o %k=%s\\n'")
-	cf.register(fs, env, true)
+			"Example:\n  sluice consume orders --from earliest --max-messages 10 --format '%p:%o %k=%s\\n'", true)
 	from := fs.String("from", "latest", "where to start: earliest, latest, N, -N or an RFC 3339 time")
 	partition := fs.Int("partition", -1, "consume only this partition")
 	group := fs.String("group", "", "consume as a member of this group and commit what was printed")
@@ -44,12 +42,9 @@ func consumeRun(ctx context.Context, env *cliEnv, args []string) error {
 	format := fs.String("format", "value", "value, kv, json or a template such as '%k=%s\\n'")
 	keySep := fs.String("key-separator", "\t", "separator between key and value for --format kv")
 	quiet := fs.Bool("quiet", false, "print no summary on standard error")
-	topics, err := parseArgs(fs, args)
+	topics, err := cf.parse(fs, args, atLeastOne("topic"))
 	if err != nil {
 		return err
-	}
-	if len(topics) == 0 {
-		return usagef("name at least one topic")
 	}
 	if *partition < -1 {
 		return usagef("--partition must not be negative")
@@ -72,9 +67,6 @@ func consumeRun(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	render, err := recordFormatter(*format, *keySep)
 	if err != nil {
-		return err
-	}
-	if err := cf.validate(); err != nil {
 		return err
 	}
 
