@@ -11,6 +11,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/sluice-io/sluice/internal/safecsv"
 	"github.com/sluice-io/sluice/kafkaview"
 )
 
@@ -18,7 +19,7 @@ import (
 // query shows on the page, as a download. Keys, values and header values
 // are UTF-8 text when they are valid UTF-8, base64 otherwise (the
 // *_encoding fields say which). CSV cells are written safe to open in a
-// spreadsheet (CSVCell). Each export is an "access.messages.export" audit
+// spreadsheet (package safecsv). Each export is an "access.messages.export" audit
 // entry.
 
 type recordExporter interface {
@@ -90,7 +91,7 @@ func (h messagesExport) get(c *fiber.Ctx) error {
 	case "csv":
 		c.Set(fiber.HeaderContentType, "text/csv; charset=utf-8")
 		c.Set(fiber.HeaderContentDisposition, `attachment; filename="`+name+"-"+stamp+`.csv"`)
-		w := NewCSVWriter(c.Response().BodyWriter())
+		w := safecsv.NewWriter(c.Response().BodyWriter())
 		w.Write([]string{"topic", "partition", "offset", "timestamp", "key", "key_encoding", "value", "value_encoding", "headers"})
 		for _, e := range recs {
 			hj, _ := json.Marshal(e.Headers)
