@@ -94,15 +94,9 @@ func TestLiveTailCannotInjectEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := ts.signedIn(t, "v", RoleViewer)
-	req, _ := http.NewRequest(http.MethodGet, ts.URL()+"/topics/evil/messages/tail", nil)
-	req.Header.Set("Cookie", sessionCookie+"="+c.Cookies[sessionCookie])
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := ts.openTail(t, ctx, c, "/topics/evil/messages/tail")
 	br := bufio.NewReader(resp.Body)
 	if l, _ := br.ReadString('\n'); l != "event: note\n" {
 		t.Fatalf("first line %q", l)

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -110,6 +111,24 @@ func (ts *testServer) Start(ctx context.Context) error {
 		<-done
 	})
 	return nil
+}
+
+// openTail opens the live tail at path as the signed-in client c (a stream
+// of server-sent events needs the real listener: Start first); the stream
+// ends with ctx, and its body is closed at cleanup.
+func (ts *testServer) openTail(t testing.TB, ctx context.Context, c *client, path string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL()+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Cookie", sessionCookie+"="+c.Cookies[sessionCookie])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
 }
 
 // user creates a user with password "password-1".
