@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-io/sluice/consoledb"
 	"github.com/sluice-io/sluice/metrics"
 )
 
@@ -513,29 +514,26 @@ func (s *Service) loadStates(ctx context.Context, ruleID int64) ([]*alertState, 
 		q += ` WHERE rule_id = ?`
 		args = append(args, ruleID)
 	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("alerting: load alert states: %w", err)
-	}
-	defer rows.Close()
-	var out []*alertState
-	for rows.Next() {
+	out, err := consoledb.QueryAll(ctx, s.db, q, func(row consoledb.Scanner) (*alertState, error) {
 		st := &alertState{}
 		var since, fired, clear, last int64
 		var flapping int
 		var details, labels, links string
-		if err := rows.Scan(&st.RuleID, &st.Subject, &st.DedupKey, &st.State, &since, &fired, &clear, &flapping,
+		if err := row.Scan(&st.RuleID, &st.Subject, &st.DedupKey, &st.State, &since, &fired, &clear, &flapping,
 			&st.History, &st.HistoryLen, &st.Summary, &details, &labels, &links, &last); err != nil {
-			return nil, fmt.Errorf("alerting: load alert states: %w", err)
+			return nil, err
 		}
 		st.ActiveSince, st.FiredAt, st.ClearSince, st.LastEval = fromMS(since), fromMS(fired), fromMS(clear), fromMS(last)
 		st.Flapping = flapping != 0
 		json.Unmarshal([]byte(details), &st.Details)
 		json.Unmarshal([]byte(labels), &st.Labels)
 		json.Unmarshal([]byte(links), &st.Links)
-		out = append(out, st)
+		return st, nil
+	}, args...)
+	if err != nil {
+		return nil, fmt.Errorf("alerting: load alert states: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func mustJSON(v any, empty string) string {

@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sluice-io/sluice/consoledb"
 )
 
 // migrations is the alerting component's schema, applied with
@@ -133,9 +135,7 @@ func isUnique(err error) bool {
 
 const ruleCols = `id, name, description, kind, enabled, severity, for_ms, clear_for_ms, scope_pattern, scope_topic, threshold, min_status, created_at, updated_at`
 
-type scanner interface{ Scan(...any) error }
-
-func scanRule(row scanner) (Rule, error) {
+func scanRule(row consoledb.Scanner) (Rule, error) {
 	var r Rule
 	var enabled int
 	var forMS, clearMS, created, updated int64
@@ -152,40 +152,28 @@ func scanRule(row scanner) (Rule, error) {
 
 // Rules lists every rule, by name.
 func (s *Service) Rules(ctx context.Context) ([]Rule, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+ruleCols+` FROM alert_rules ORDER BY name`)
+	out, err := consoledb.QueryAll(ctx, s.db, `SELECT `+ruleCols+` FROM alert_rules ORDER BY name`, scanRule)
 	if err != nil {
 		return nil, fmt.Errorf("alerting: list rules: %w", err)
 	}
-	defer rows.Close()
-	var out []Rule
-	byID := map[int64]int{}
-	for rows.Next() {
-		r, err := scanRule(rows)
-		if err != nil {
-			return nil, fmt.Errorf("alerting: list rules: %w", err)
-		}
-		byID[r.ID] = len(out)
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("alerting: list rules: %w", err)
-	}
-	rows.Close()
-	links, err := s.db.QueryContext(ctx, `SELECT rule_id, notifier_id FROM alert_rule_notifiers ORDER BY rule_id, notifier_id`)
+	links, err := consoledb.QueryAll(ctx, s.db, `SELECT rule_id, notifier_id FROM alert_rule_notifiers ORDER BY rule_id, notifier_id`,
+		func(row consoledb.Scanner) (link [2]int64, err error) {
+			err = row.Scan(&link[0], &link[1])
+			return link, err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("alerting: list rule notifiers: %w", err)
 	}
-	defer links.Close()
-	for links.Next() {
-		var rid, nid int64
-		if err := links.Scan(&rid, &nid); err != nil {
-			return nil, fmt.Errorf("alerting: list rule notifiers: %w", err)
-		}
-		if i, ok := byID[rid]; ok {
-			out[i].NotifierIDs = append(out[i].NotifierIDs, nid)
+	byID := make(map[int64]int, len(out))
+	for i, r := range out {
+		byID[r.ID] = i
+	}
+	for _, l := range links {
+		if i, ok := byID[l[0]]; ok {
+			out[i].NotifierIDs = append(out[i].NotifierIDs, l[1])
 		}
 	}
-	return out, links.Err()
+	return out, nil
 }
 
 // Rule returns one rule.
@@ -197,19 +185,17 @@ func (s *Service) Rule(ctx context.Context, id int64) (Rule, error) {
 	if err != nil {
 		return Rule{}, fmt.Errorf("alerting: rule %d: %w", id, err)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT notifier_id FROM alert_rule_notifiers WHERE rule_id = ? ORDER BY notifier_id`, id)
+	r.NotifierIDs, err = consoledb.QueryAll(ctx, s.db, `SELECT notifier_id FROM alert_rule_notifiers WHERE rule_id = ? ORDER BY notifier_id`,
+		scanInt64, id)
 	if err != nil {
 		return Rule{}, fmt.Errorf("alerting: rule %d: %w", id, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var nid int64
-		if err := rows.Scan(&nid); err != nil {
-			return Rule{}, err
-		}
-		r.NotifierIDs = append(r.NotifierIDs, nid)
-	}
-	return r, rows.Err()
+	return r, nil
+}
+
+func scanInt64(row consoledb.Scanner) (n int64, err error) {
+	err = row.Scan(&n)
+	return n, err
 }
 
 // CreateRule validates and stores a new rule. Invalid input returns a
@@ -447,7 +433,7 @@ func (in *NotifierInput) validate(creating, hasSecret bool) error {
 
 const notifierCols = `id, name, type, url, enabled, send_resolved, secret IS NOT NULL, secret_hint, created_at, updated_at`
 
-func scanNotifier(row scanner) (Notifier, error) {
+func scanNotifier(row consoledb.Scanner) (Notifier, error) {
 	var n Notifier
 	var enabled, sendResolved, hasSecret int
 	var created, updated int64
@@ -459,20 +445,11 @@ func scanNotifier(row scanner) (Notifier, error) {
 
 // Notifiers lists the notifiers, by name.
 func (s *Service) Notifiers(ctx context.Context) ([]Notifier, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+notifierCols+` FROM alert_notifiers ORDER BY name`)
+	out, err := consoledb.QueryAll(ctx, s.db, `SELECT `+notifierCols+` FROM alert_notifiers ORDER BY name`, scanNotifier)
 	if err != nil {
 		return nil, fmt.Errorf("alerting: list notifiers: %w", err)
 	}
-	defer rows.Close()
-	var out []Notifier
-	for rows.Next() {
-		n, err := scanNotifier(rows)
-		if err != nil {
-			return nil, fmt.Errorf("alerting: list notifiers: %w", err)
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Notifier returns one notifier (without its secret).
@@ -634,32 +611,29 @@ type Alert struct {
 
 // Alerts lists the open alerts, firing first, then by rule name and subject.
 func (s *Service) Alerts(ctx context.Context) ([]Alert, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT st.rule_id, r.name, r.kind, r.severity, st.subject, st.dedup_key, st.state,
+	out, err := consoledb.QueryAll(ctx, s.db, `SELECT st.rule_id, r.name, r.kind, r.severity, st.subject, st.dedup_key, st.state,
 		st.active_since, st.fired_at, st.clear_since, st.flapping, st.summary, st.details, st.labels, st.links, st.last_eval
 		FROM alert_states st JOIN alert_rules r ON r.id = st.rule_id
-		ORDER BY st.state = 'firing' DESC, r.name, st.subject`)
-	if err != nil {
-		return nil, fmt.Errorf("alerting: list alerts: %w", err)
-	}
-	defer rows.Close()
-	var out []Alert
-	for rows.Next() {
+		ORDER BY st.state = 'firing' DESC, r.name, st.subject`, func(row consoledb.Scanner) (Alert, error) {
 		var a Alert
 		var since, fired, clear, last int64
 		var flapping int
 		var details, labels, links string
-		if err := rows.Scan(&a.RuleID, &a.RuleName, &a.Kind, &a.Severity, &a.Subject, &a.DedupKey, &a.State,
+		if err := row.Scan(&a.RuleID, &a.RuleName, &a.Kind, &a.Severity, &a.Subject, &a.DedupKey, &a.State,
 			&since, &fired, &clear, &flapping, &a.Summary, &details, &labels, &links, &last); err != nil {
-			return nil, fmt.Errorf("alerting: list alerts: %w", err)
+			return Alert{}, err
 		}
 		a.ActiveSince, a.FiredAt, a.ClearSince, a.LastEval = fromMS(since), fromMS(fired), fromMS(clear), fromMS(last)
 		a.Flapping = flapping != 0
 		json.Unmarshal([]byte(details), &a.Details)
 		json.Unmarshal([]byte(labels), &a.Labels)
 		json.Unmarshal([]byte(links), &a.Links)
-		out = append(out, a)
+		return a, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("alerting: list alerts: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // HistoryEntry is one state change of an alert.
@@ -698,25 +672,22 @@ func (s *Service) History(ctx context.Context, q HistoryQuery) ([]HistoryEntry, 
 		where, args = append(where, "id < ?"), append(args, q.BeforeID)
 	}
 	args = append(args, limit(q.Limit))
-	rows, err := s.db.QueryContext(ctx, `SELECT id, at, rule_id, rule_name, subject, dedup_key, event, severity, summary, details
-		FROM alert_history WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("alerting: history: %w", err)
-	}
-	defer rows.Close()
-	var out []HistoryEntry
-	for rows.Next() {
+	out, err := consoledb.QueryAll(ctx, s.db, `SELECT id, at, rule_id, rule_name, subject, dedup_key, event, severity, summary, details
+		FROM alert_history WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, func(row consoledb.Scanner) (HistoryEntry, error) {
 		var h HistoryEntry
 		var at int64
 		var details string
-		if err := rows.Scan(&h.ID, &at, &h.RuleID, &h.RuleName, &h.Subject, &h.DedupKey, &h.Event, &h.Severity, &h.Summary, &details); err != nil {
-			return nil, fmt.Errorf("alerting: history: %w", err)
+		if err := row.Scan(&h.ID, &at, &h.RuleID, &h.RuleName, &h.Subject, &h.DedupKey, &h.Event, &h.Severity, &h.Summary, &details); err != nil {
+			return HistoryEntry{}, err
 		}
 		h.At = fromMS(at)
 		json.Unmarshal([]byte(details), &h.Details)
-		out = append(out, h)
+		return h, nil
+	}, args...)
+	if err != nil {
+		return nil, fmt.Errorf("alerting: history: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func limit(n int) int {
@@ -780,25 +751,16 @@ func (s *Service) Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, 
 		where, args = append(where, "id < ?"), append(args, q.BeforeID)
 	}
 	args = append(args, limit(q.Limit))
-	rows, err := s.db.QueryContext(ctx, `SELECT id, created_at, finished_at, notifier_id, notifier_name, notifier_type, rule_id,
+	out, err := consoledb.QueryAll(ctx, s.db, `SELECT id, created_at, finished_at, notifier_id, notifier_name, notifier_type, rule_id,
 		dedup_key, action, test, status, attempts, http_status, response, error
-		FROM alert_deliveries WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, args...)
+		FROM alert_deliveries WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, scanDelivery, args...)
 	if err != nil {
 		return nil, fmt.Errorf("alerting: deliveries: %w", err)
 	}
-	defer rows.Close()
-	var out []Delivery
-	for rows.Next() {
-		d, err := scanDelivery(rows)
-		if err != nil {
-			return nil, fmt.Errorf("alerting: deliveries: %w", err)
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
-func scanDelivery(row scanner) (Delivery, error) {
+func scanDelivery(row consoledb.Scanner) (Delivery, error) {
 	var d Delivery
 	var created, finished int64
 	var test int

@@ -1,8 +1,11 @@
-// Package appliance wires one Sluice process together — configuration,
-// storage, the coordinator and controller, the broker and its protocol
-// listener, then any extra components (console, metrics, alerting) — and
-// runs its lifecycle: start in dependency order, shut down in reverse on
-// SIGTERM/SIGINT.
+// Package appliance wires one Sluice process together and runs its
+// lifecycle. App.Start reads top to bottom: the metadata coordinator (a
+// file in the data directory, or ZooKeeper when zookeeper.connect is set),
+// the broker's identity, storage (recovering the logs), the protocol
+// listener (bound first so the advertised ports are known), the broker, the
+// group coordinator, the controller, serving, and last the console with its
+// alerting, comparisons and metrics endpoint. App.Close stops them in
+// reverse order; Run does both around SIGTERM/SIGINT.
 package appliance
 
 import (
@@ -15,75 +18,17 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/protocol"
+	"github.com/sluice-io/sluice/schemareg"
 	"github.com/sluice-io/sluice/storage"
 )
-
-// Component is a part of the appliance started after the broker serves and
-// closed before it stops: the console, the metrics endpoint, alerting.
-type Component interface {
-	// Start starts the component; it must not block for long (run loops in
-	// goroutines the component owns). ctx is cancelled at shutdown.
-	Start(ctx context.Context) error
-	// Close stops the component and waits for what it started.
-	Close() error
-}
-
-// ComponentFactory builds a component for an appliance that is about to
-// serve (its broker is registered and its listener bound). Returning a nil
-// Component skips it (for example when its config key disables it).
-type ComponentFactory func(a *App) (Component, error)
-
-var (
-	factoriesMu sync.Mutex
-	factories   []namedFactory
-)
-
-type namedFactory struct {
-	name string
-	fn   ComponentFactory
-}
-
-// RegisterComponent adds a component every App builds at start, in
-// registration order: the hook where the console, metrics and alerting are
-// wired (call it from an init function in this package or from main).
-func RegisterComponent(name string, fn ComponentFactory) {
-	factoriesMu.Lock()
-	defer factoriesMu.Unlock()
-	factories = append(factories, namedFactory{name, fn})
-}
-
-// CoordinatorFactory opens the ZooKeeper coordinator when zookeeper.connect
-// is set; package zkcoord registers it with RegisterZooKeeper.
-type CoordinatorFactory func(ctx context.Context, cfg *Config, logger *slog.Logger) (cluster.Coordinator, error)
-
-var zookeeperFactory CoordinatorFactory
-
-// GroupFactory builds the consumer-group coordinator for a broker that has
-// started but does not serve yet; the protocol server's group handlers call
-// what it returns, and the closer is closed after the listener stops.
-type GroupFactory func(a *App, b *broker.Broker) (protocol.GroupCoordinator, io.Closer, error)
-
-var groupFactory GroupFactory
-
-// RegisterGroupCoordinator installs the group coordinator factory
-// (groups.go registers package group's).
-func RegisterGroupCoordinator(fn GroupFactory) { groupFactory = fn }
-
-// RegisterZooKeeper installs the coordinator used when zookeeper.connect is
-// set.
-func RegisterZooKeeper(fn CoordinatorFactory) { zookeeperFactory = fn }
 
 // App is one running Sluice process.
 type App struct {
@@ -99,23 +44,27 @@ type App struct {
 	brokerID   int32
 	clusterID  string
 
-	groups      protocol.GroupCoordinator // built by the GroupFactory (groups.go)
+	groups      protocol.GroupCoordinator // package group's coordinator (groups.go)
 	groupsClose io.Closer
 
 	ctlCancel context.CancelFunc
 	ctlDone   chan struct{}
 
-	compCtx    context.Context
-	compCancel context.CancelFunc
-	extra      []namedComponent
+	// console is the console component (console.go): nil when neither
+	// console.listen nor metrics.listen is set, or until it started.
+	console       *consoleComponent
+	consoleCancel context.CancelFunc
+
+	// registry is the schema registry component (schemaregistry.go): nil
+	// when schema.registry.listen is empty. schemaReg is its running
+	// registry once started, read by the console's comparisons through
+	// SchemaSource (schemaRegMu).
+	registry    *schemaRegistryComponent
+	schemaRegMu sync.Mutex
+	schemaReg   *schemareg.Registry
 
 	closeOnce sync.Once
 	closeErr  error
-}
-
-type namedComponent struct {
-	name string
-	c    Component
 }
 
 // New validates cfg and returns an App; Start brings it up.
@@ -157,12 +106,6 @@ func (a *App) BrokerID() int32 { return a.brokerID }
 // ClusterID is the cluster id (after Start).
 func (a *App) ClusterID() string { return a.clusterID }
 
-// AddComponent adds a component to start after the broker serves (before
-// Start, or from a ComponentFactory).
-func (a *App) AddComponent(name string, c Component) {
-	a.extra = append(a.extra, namedComponent{name, c})
-}
-
 // BootstrapAddrs returns host:port addresses an in-process client (the
 // console) can dial: each bound listener, with 127.0.0.1 for a wildcard
 // bind.
@@ -185,10 +128,11 @@ func (a *App) BootstrapAddrs() []string {
 	return out
 }
 
-// Start brings the appliance up: coordinator, broker identity, storage
-// (recovering the logs), the protocol listener (bound first so the
-// advertised ports are known), the broker, the group coordinator, the
-// controller, then serving, then the extra components. On error everything started is closed again.
+// Start brings the appliance up, in this order: coordinator, broker
+// identity, storage (recovering the logs), the protocol listener (bound
+// first so the advertised ports are known), the broker, the group
+// coordinator, the controller, serving, then the console. On error
+// everything started is closed again.
 func (a *App) Start(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
@@ -212,13 +156,8 @@ func (a *App) Start(ctx context.Context) (err error) {
 		}
 		a.coord = st
 		a.logger.Info("single node: metadata kept in the data directory", "file", st.Path())
-	} else {
-		if zookeeperFactory == nil {
-			return errors.New("zookeeper.connect is set but this build has no ZooKeeper coordinator")
-		}
-		if a.coord, err = zookeeperFactory(ctx, cfg, a.logger); err != nil {
-			return fmt.Errorf("zookeeper: %w", err)
-		}
+	} else if a.coord, err = openZooKeeper(ctx, cfg, a.logger); err != nil {
+		return fmt.Errorf("zookeeper: %w", err)
 	}
 
 	if a.clusterID, err = a.coord.ClusterID(ctx); err != nil {
@@ -293,7 +232,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		MaxRequestBytes:               cfg.SocketRequestMaxBytes,
 		FetchMaxBytes:                 cfg.FetchMaxBytes,
 		TopicDefaults:                 defaults,
-		BrokerConfigs:                 brokerConfigEntries(cfg, a.brokerID),
+		BrokerConfigs:                 broker.BrokerConfigEntries(brokerKeys(), cfg.Given, a.brokerID),
 		OffsetsTopicPartitions:        cfg.OffsetsTopicNumPartitions,
 		OffsetsTopicReplicationFactor: cfg.OffsetsTopicReplicationFactor,
 		OffsetsTopicSegmentBytes:      cfg.OffsetsTopicSegmentBytes,
@@ -316,14 +255,11 @@ func (a *App) Start(ctx context.Context) (err error) {
 		bound.Close()
 		return err
 	}
-	if groupFactory != nil {
-		a.groups, a.groupsClose, err = groupFactory(a, a.brk)
-		if err != nil {
-			bound.Close()
-			return fmt.Errorf("group coordinator: %w", err)
-		}
-		bound.SetGroups(a.groups)
+	if a.groups, a.groupsClose, err = newGroupCoordinator(a, a.brk); err != nil {
+		bound.Close()
+		return fmt.Errorf("group coordinator: %w", err)
 	}
+	bound.SetGroups(a.groups)
 	a.controller = cluster.NewController(cluster.ControllerConfig{
 		Coordinator:                        a.coord,
 		BrokerID:                           a.brokerID,
@@ -358,25 +294,24 @@ func (a *App) Start(ctx context.Context) (err error) {
 	a.logger.Info("broker started", "broker_id", a.brokerID, "cluster_id", a.clusterID,
 		"listeners", cfg.Listeners, "advertised", endpoints, "log_dirs", cfg.LogDirs)
 
-	a.compCtx, a.compCancel = context.WithCancel(context.Background())
-	factoriesMu.Lock()
-	fs := slices.Clone(factories)
-	factoriesMu.Unlock()
-	for _, f := range fs {
-		c, err := f.fn(a)
-		if err != nil {
-			return fmt.Errorf("%s: %w", f.name, err)
+	// The console: pages, alerting, comparisons and the metrics endpoint.
+	// Its context ends at Close.
+	if c := newConsole(a); c != nil {
+		cctx, cancel := context.WithCancel(context.Background())
+		a.consoleCancel = cancel
+		if err := c.Start(cctx); err != nil {
+			return fmt.Errorf("console: %w", err) // Start closed what it started
 		}
-		if c != nil {
-			a.extra = append(a.extra, namedComponent{f.name, c})
-		}
+		a.console = c
+		a.logger.Info("component started", "component", "console")
 	}
-	for i, nc := range a.extra {
-		if err := nc.c.Start(a.compCtx); err != nil {
-			a.extra = a.extra[:i] // only close what started
-			return fmt.Errorf("%s: %w", nc.name, err)
+	// The schema registry, a Kafka client of this broker like the console.
+	if r := newSchemaRegistry(a); r != nil {
+		if err := r.Start(context.Background()); err != nil {
+			return fmt.Errorf("schema registry: %w", err) // Start closed what it started
 		}
-		a.logger.Info("component started", "component", nc.name)
+		a.registry = r
+		a.logger.Info("component started", "component", "schema-registry")
 	}
 	return nil
 }
@@ -384,25 +319,34 @@ func (a *App) Start(ctx context.Context) (err error) {
 // ShutdownTimeout bounds how long Close waits for in-flight requests.
 const ShutdownTimeout = 10 * time.Second
 
-// Close shuts down in reverse order: extra components, the listener
-// (stop accepting, finish in-flight requests), the group coordinator, the
-// controller, the broker,
-// storage (flush, checkpoints, clean-shutdown marker) and the coordinator.
+// Close shuts down in reverse order: the console, the listener (stop
+// accepting, finish in-flight requests, after a controlled shutdown in
+// cluster mode), the group coordinator, the controller, the broker, storage
+// (flush, checkpoints, clean-shutdown marker) and the coordinator.
 func (a *App) Close() error {
 	a.closeOnce.Do(func() {
 		var errs []error
-		if a.compCancel != nil {
-			a.compCancel()
+		if a.registry != nil {
+			if err := a.registry.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("schema registry: %w", err))
+			}
 		}
-		for i := len(a.extra) - 1; i >= 0; i-- {
-			if err := a.extra[i].c.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", a.extra[i].name, err))
+		if a.consoleCancel != nil {
+			a.consoleCancel()
+		}
+		if a.console != nil {
+			if err := a.console.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("console: %w", err))
 			}
 		}
 		// Cluster mode: leadership moves to other brokers while this one
 		// still serves, so clients and followers go over before it stops.
 		if a.server != nil && a.cfg.ZookeeperConnect != "" && a.cfg.ControlledShutdownEnable {
-			a.controlledShutdown()
+			a.brk.ControlledShutdown(broker.ControlledShutdownConfig{
+				MaxRetries:   int(a.cfg.ControlledShutdownMaxRetries),
+				RetryBackoff: time.Duration(a.cfg.ControlledShutdownRetryBackoffMs) * time.Millisecond,
+				Controller:   a.controller,
+			})
 		}
 		if a.server != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
@@ -439,69 +383,6 @@ func (a *App) Close() error {
 		a.logger.Info("stopped", "err", a.closeErr)
 	})
 	return a.closeErr
-}
-
-// controlledShutdown asks the controller (itself, or another broker over the
-// inter-broker listener) to move leadership away, retrying up to
-// controlled.shutdown.max.retries times, then stops replication. A broker
-// that cannot reach the controller shuts down anyway: its partitions then
-// fail over when its ZooKeeper session ends.
-func (a *App) controlledShutdown() {
-	log := a.logger.With("component", "controlled-shutdown")
-	retries := int(a.cfg.ControlledShutdownMaxRetries)
-	backoff := time.Duration(a.cfg.ControlledShutdownRetryBackoffMs) * time.Millisecond
-	deadline := time.Now().Add(time.Duration(retries+1) * (backoff + 30*time.Second))
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	defer a.brk.StopReplication()
-	for attempt := 0; attempt <= retries; attempt++ {
-		if attempt > 0 {
-			time.Sleep(backoff)
-		}
-		if err := a.brk.Sync(ctx); err != nil {
-			log.Warn("metadata refresh failed", "err", err)
-		}
-		remaining, err := a.askControlledShutdown(ctx)
-		if err != nil {
-			log.Warn("controlled shutdown attempt failed", "attempt", attempt+1, "err", err)
-			continue
-		}
-		if len(remaining) == 0 {
-			log.Info("controlled shutdown done: this broker leads no replicated partition")
-			// Let clients and followers see the new leaders.
-			_ = a.brk.Sync(ctx)
-			return
-		}
-		log.Warn("controlled shutdown: partitions still led here", "attempt", attempt+1, "count", len(remaining), "first", remaining[0])
-	}
-	log.Warn("controlled shutdown incomplete; shutting down anyway")
-}
-
-func (a *App) askControlledShutdown(ctx context.Context) ([]cluster.TopicPartitionID, error) {
-	ctrl := a.brk.Image().Controller
-	if ctrl < 0 {
-		return nil, errors.New("no controller")
-	}
-	if ctrl == a.brokerID {
-		return a.controller.ControlledShutdown(ctx, a.brokerID)
-	}
-	req := kmsg.NewPtrControlledShutdownRequest()
-	req.Version = 3
-	req.BrokerID = a.brokerID
-	req.BrokerEpoch = -1
-	kresp, err := a.brk.RequestBroker(ctx, ctrl, req)
-	if err != nil {
-		return nil, err
-	}
-	resp := kresp.(*kmsg.ControlledShutdownResponse)
-	if resp.ErrorCode != 0 {
-		return nil, fmt.Errorf("controller %d: %w", ctrl, kerr.ErrorForCode(resp.ErrorCode))
-	}
-	var out []cluster.TopicPartitionID
-	for _, p := range resp.PartitionsRemaining {
-		out = append(out, cluster.TopicPartitionID{Topic: p.Topic, Partition: p.Partition})
-	}
-	return out, nil
 }
 
 // Run starts the appliance, serves until ctx is done (SIGTERM/SIGINT), and
@@ -597,26 +478,12 @@ func topicDefaults(cfg *Config) map[string]broker.TopicDefault {
 	return out
 }
 
-// brokerConfigEntries lists every broker key for DescribeConfigs(BROKER):
-// the value given in the config file or an override (STATIC_BROKER_CONFIG)
-// or the default (DEFAULT_CONFIG). All are read-only: they change by
-// editing the file and restarting.
-func brokerConfigEntries(cfg *Config, brokerID int32) []broker.ConfigEntry {
-	var out []broker.ConfigEntry
+// brokerKeys is the key table as broker.BrokerConfigEntries lists it for
+// DescribeConfigs(BROKER).
+func brokerKeys() []broker.BrokerKey {
+	out := make([]broker.BrokerKey, 0, len(keys))
 	for _, k := range keys {
-		e := broker.ConfigEntry{Name: k.name, ReadOnly: true, Type: broker.TypeString, Doc: k.doc, Source: broker.SourceDefault}
-		v := k.def
-		if g, ok := cfg.Given[k.name]; ok {
-			v, e.Source = g, broker.SourceStaticBroker
-			e.Synonyms = append(e.Synonyms, broker.ConfigSynonym{Name: k.name, Value: g, Source: broker.SourceStaticBroker})
-		}
-		e.Synonyms = append(e.Synonyms, broker.ConfigSynonym{Name: k.name, Value: k.def, Source: broker.SourceDefault})
-		if k.name == "broker.id" {
-			v = strconv.Itoa(int(brokerID))
-		}
-		vv := v
-		e.Value = &vv
-		out = append(out, e)
+		out = append(out, broker.BrokerKey{Name: k.name, Default: k.def, Doc: k.doc})
 	}
 	return out
 }

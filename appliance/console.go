@@ -16,7 +16,9 @@ import (
 
 	"github.com/sluice-io/sluice/alerting"
 	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/lag"
+	"github.com/sluice-io/sluice/lag/sampler"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/migration"
 	"github.com/sluice-io/sluice/web"
@@ -26,28 +28,29 @@ import (
 
 // The console component: the web console (console.listen) with the alert
 // and comparison pages, the alerting engine and the migration comparisons
-// behind them, consumer-group lag exported to Prometheus, and the metrics
-// endpoint (on metrics.listen, or on the console at metrics.path).
+// behind them, the console's Kafka client (package kafkaview) and its
+// background sampler (lag history and traffic rates, package lag/sampler),
+// consumer-group lag exported to Prometheus, and the metrics endpoint (on
+// metrics.listen, or on the console at metrics.path).
 //
-// Background work — alert evaluation, lag export, lag history, running
-// comparisons — is done by one console of a cluster at a time, the one
-// whose ConsoleLeader says so (see RegisterConsoleLeader); the pages work on
+// Background work — alert evaluation, lag export, storing lag history,
+// running comparisons — is done by one console of a cluster at a time, the one
+// whose consoleLeader says so (see consoleleader.go); the pages work on
 // every console. On a single node the console always leads.
 //
 // Start returns once the console listens (App.Start, and so sd_notify
-// READY, wait for it). Close stops, in order: the background loops, the
-// console (in-flight requests finish), the alerting engine's notification
-// queues, the comparisons (each saves a checkpoint), the metrics endpoint,
-// the leadership, and the database; it waits for each.
+// READY, wait for it). Close stops, in order: the background loops (the
+// sampler among them), the console (in-flight requests finish), the Kafka
+// client, the alerting engine's notification queues, the comparisons (each
+// saves a checkpoint), the metrics endpoint, the leadership, and the
+// database; it waits for each.
 
-func init() { RegisterComponent("console", newConsole) }
-
-// ConsoleLeader decides whether this host's console does the cluster's
+// consoleLeader decides whether this host's console does the cluster's
 // background work: alert evaluation, exporting consumer-group lag, storing
 // lag history and running migration comparisons. Exactly one console of a
 // cluster should lead at a time (their SQLite databases are separate), so
 // lag is exported once and a PagerDuty incident is opened once.
-type ConsoleLeader interface {
+type consoleLeader interface {
 	// IsLeader reports whether this console leads now. It is called every
 	// evaluation and sampling round and on page views, so it must answer
 	// from memory, without blocking (e.g. a flag kept by a ZooKeeper watch
@@ -58,18 +61,6 @@ type ConsoleLeader interface {
 	// work stopped.
 	Close() error
 }
-
-// ConsoleLeaderFactory builds the ConsoleLeader of a console that is about
-// to start (the broker is up, a.Coordinator() is usable).
-type ConsoleLeaderFactory func(a *App) (ConsoleLeader, error)
-
-var consoleLeaderFactory ConsoleLeaderFactory
-
-// RegisterConsoleLeader installs how consoles elect the one that does the
-// background work, e.g. an ephemeral ZooKeeper node when zookeeper.connect
-// is set (the factory may return nil for "always lead", as on a single
-// node). Without one, every console leads.
-func RegisterConsoleLeader(fn ConsoleLeaderFactory) { consoleLeaderFactory = fn }
 
 // alwaysLeader is the single node's leadership: it always leads.
 type alwaysLeader struct{}
@@ -82,18 +73,18 @@ type consoleComponent struct {
 	log *slog.Logger
 	reg *metrics.Registry
 
-	leader ConsoleLeader
-	db     *consoledb.DB
-	alerts *alerting.Service
-	mgr    *migration.Manager
-	srv    *web.Server
-	msrv   *metrics.Server // standalone metrics listener (metrics.listen)
+	leader  consoleLeader
+	db      *consoledb.DB
+	store   *consoledb.Console // the console's tables, on db
+	kc      *kafkaview.Client  // the console's cluster client: pages, sampler, alert sources
+	sampler *sampler.Sampler
+	alerts  *alerting.Service
+	mgr     *migration.Manager
+	srv     *web.Server
+	msrv    *metrics.Server // standalone metrics listener (metrics.listen)
 
 	migrationCollector prometheus.Collector // registered on reg; removed at Close
 
-	// kafkaReady is closed once srv exists: the lag and health sources use
-	// its cluster client.
-	kafkaReady chan struct{}
 	lag        *lagExport
 	localDisk  alerting.DiskSource // statfs of this broker's log.dirs
 	healthOnce sync.Once
@@ -103,16 +94,20 @@ type consoleComponent struct {
 	wg     sync.WaitGroup
 }
 
-func newConsole(a *App) (Component, error) {
+// newConsole returns the console component of an appliance whose broker
+// serves, or nil when neither console.listen nor metrics.listen is set.
+func newConsole(a *App) *consoleComponent {
 	cfg := a.Config()
 	if cfg.ConsoleListen == "" && cfg.MetricsListen == "" {
-		return nil, nil
+		return nil
 	}
-	return &consoleComponent{a: a, log: a.Logger(), reg: a.Metrics(), kafkaReady: make(chan struct{}),
-		localDisk: alerting.LocalDisk(a.BrokerID(), cfg.LogDirs...)}, nil
+	return &consoleComponent{a: a, log: a.Logger(), reg: a.Metrics(),
+		localDisk: alerting.LocalDisk(a.BrokerID(), cfg.LogDirs...)}
 }
 
-// Start builds and starts everything; on error it undoes what it started.
+// Start builds and starts everything; it must not block for long (the
+// loops run in goroutines it owns) and ctx ends at shutdown. On error it
+// undoes what it started.
 func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
@@ -128,16 +123,12 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	c.cancel = cancel
 
 	c.leader = alwaysLeader{}
-	if consoleLeaderFactory != nil {
-		l, err := consoleLeaderFactory(c.a)
-		if err != nil {
-			return fmt.Errorf("console leadership: %w", err)
-		}
-		if l != nil {
-			c.leader = l
-		}
-	} else if cfg.ZookeeperConnect != "" {
-		c.log.Warn("no console leadership in this build: this console does the background work (alert evaluation, lag export, comparisons) even if another host's console does too")
+	l, err := newConsoleLeader(c.a)
+	if err != nil {
+		return fmt.Errorf("console leadership: %w", err)
+	}
+	if l != nil {
+		c.leader = l
 	}
 
 	if err := os.MkdirAll(cfg.ConsoleDataDir, 0o750); err != nil {
@@ -151,6 +142,25 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if c.store, err = consoledb.NewConsole(ctx, c.db); err != nil {
+		return err
+	}
+
+	// The console's view of the cluster: a Kafka client that connects
+	// lazily, and the sampler that keeps recent lag and traffic for the
+	// pages and stores lag history while this console leads.
+	consoleLog := c.log.With("component", "console")
+	if c.kc, err = kafkaview.New(c.a.BootstrapAddrs(), consoleLog, kafkaview.Options{}); err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
+	c.sampler = sampler.New(sampler.Config{
+		Source:   c.kc,
+		Store:    c.store,
+		Logger:   consoleLog,
+		Interval: cfg.ConsoleLagSampleInterval,
+		Leader:   c.leader.IsLeader,
+		BytesOut: c.bytesOutTotal,
+	})
 
 	store, err := migration.OpenStore(ctx, c.db)
 	if err != nil {
@@ -198,11 +208,12 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 		TLSKey:            cfg.ConsoleTLSKey,
 		BaseURL:           cfg.ConsoleBaseURL,
 		Brokers:           c.a.BootstrapAddrs(),
+		Kafka:             c.kc,
+		Samples:           c.sampler,
 		Logger:            c.log,
 		MetricsPath:       cfg.MetricsPath,
 		LagSampleInterval: cfg.ConsoleLagSampleInterval,
 		Leader:            c.leader.IsLeader,
-		BytesOutTotal:     c.bytesOutTotal,
 		ObserveHTTP:       c.reg.Console().ObserveHTTP,
 		Extra: []web.PageGroup{
 			alertpages.PageGroup(c.alerts, alertpages.Options{Interval: cfg.AlertingEvaluationInterval, Evaluating: c.leader.IsLeader}),
@@ -219,7 +230,6 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	if c.srv, err = web.New(wcfg); err != nil {
 		return err
 	}
-	close(c.kafkaReady)
 	c.alerts.Start() // notification queues; evaluation is the loop below
 	if err := c.startMetricsListener(); err != nil {
 		return err
@@ -227,7 +237,8 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	if err := c.srv.Start(ctx); err != nil {
 		return err
 	}
-	c.wg.Add(3)
+	c.wg.Add(4)
+	go func() { defer c.wg.Done(); c.sampler.Run(bg) }()
 	go func() { defer c.wg.Done(); c.evaluate(bg, cfg.AlertingEvaluationInterval) }()
 	go func() { defer c.wg.Done(); c.exportLag(bg, cfg.ConsoleLagSampleInterval) }()
 	go func() { defer c.wg.Done(); c.runComparisons(bg) }()
@@ -267,6 +278,9 @@ func (c *consoleComponent) Close() error {
 		if err := c.srv.Close(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if c.kc != nil {
+		c.kc.Close()
 	}
 	if c.alerts != nil {
 		if err := c.alerts.Close(); err != nil {
@@ -369,12 +383,7 @@ func (c *consoleComponent) runComparisons(ctx context.Context) {
 // Kafka client, which shares its timestamp cache with the pages), exports
 // it, and hands it to the evaluator.
 func (c *consoleComponent) lagSource(ctx context.Context) ([]alerting.GroupLag, error) {
-	select {
-	case <-c.kafkaReady:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	groups, err := c.srv.Kafka().Lag(ctx)
+	groups, err := c.kc.Lag(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -385,19 +394,14 @@ func (c *consoleComponent) lagSource(ctx context.Context) ([]alerting.GroupLag, 
 }
 
 func (c *consoleComponent) healthSource(ctx context.Context) (alerting.Health, error) {
-	select {
-	case <-c.kafkaReady:
-	case <-ctx.Done():
-		return alerting.Health{}, ctx.Err()
-	}
 	c.healthOnce.Do(func() {
 		known := []int32{c.a.BrokerID()}
-		if kb, err := c.srv.Store().KnownBrokers(ctx); err == nil {
+		if kb, err := c.store.KnownBrokers(ctx); err == nil {
 			for _, b := range kb {
 				known = append(known, b.ID)
 			}
 		}
-		c.health = alerting.KadmHealth(c.srv.Kafka().Admin(), known...)
+		c.health = alerting.KadmHealth(c.kc.Admin(), known...)
 	})
 	return c.health.Health(ctx)
 }
@@ -411,12 +415,7 @@ func (c *consoleComponent) diskSource(ctx context.Context) ([]alerting.LogDir, e
 	if err != nil || c.a.Config().ZookeeperConnect == "" {
 		return dirs, err
 	}
-	select {
-	case <-c.kafkaReady:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	kc := c.srv.Kafka()
+	kc := c.kc
 	snap, err := kc.Metadata(ctx, 10*time.Second)
 	if err != nil {
 		return nil, err

@@ -69,13 +69,10 @@ func startAppliance(t *testing.T, settings ...string) *App {
 
 func consoleOf(t *testing.T, a *App) *consoleComponent {
 	t.Helper()
-	for _, nc := range a.extra {
-		if c, ok := nc.c.(*consoleComponent); ok {
-			return c
-		}
+	if a.console == nil {
+		t.Fatal("the appliance has no console component")
 	}
-	t.Fatal("the appliance has no console component")
-	return nil
+	return a.console
 }
 
 func httpGet(t *testing.T, url string) (int, string, http.Header) {

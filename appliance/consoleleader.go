@@ -19,7 +19,6 @@ import (
 // cut off from ZooKeeper stops leading at once, since another may have
 // taken over. On a single node (no zookeeper.connect) the console always
 // leads.
-func init() { RegisterConsoleLeader(newConsoleLeader) }
 
 // consoleLeaderNode is the data of /console_leader: who holds it, for
 // operators (zkCli.sh get /sluice/console_leader) and logs.
@@ -31,7 +30,10 @@ type consoleLeaderNode struct {
 	Timestamp string `json:"timestamp"`
 }
 
-func newConsoleLeader(a *App) (ConsoleLeader, error) {
+// newConsoleLeader builds the leadership of a console that is about to
+// start (the broker is up, a.Coordinator() is usable): an ephemeral
+// ZooKeeper node in cluster mode, nil (always lead) on a single node.
+func newConsoleLeader(a *App) (consoleLeader, error) {
 	zc, ok := a.Coordinator().(*zkcoord.Coordinator)
 	if !ok {
 		return nil, nil // single node: always leads

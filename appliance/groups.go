@@ -9,11 +9,11 @@ import (
 	"github.com/sluice-io/sluice/protocol"
 )
 
-// The consumer-group coordinator of package group, fed the group.* and
-// offsets.* keys given in the config (the others keep Kafka's defaults,
-// which are also this package's defaults).
-func init() { RegisterGroupCoordinator(newGroupCoordinator) }
-
+// newGroupCoordinator builds the consumer-group coordinator of package
+// group for a broker that has started but does not serve yet, fed the
+// group.* and offsets.* keys given in the config (the others keep Kafka's
+// defaults, which are also this package's defaults). The protocol server's
+// group handlers call it; the closer is closed after the listener stops.
 func newGroupCoordinator(a *App, b *broker.Broker) (protocol.GroupCoordinator, io.Closer, error) {
 	cfg := group.DefaultConfig()
 	for _, k := range group.ConfigKeys {

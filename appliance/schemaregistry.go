@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -37,8 +36,6 @@ import (
 // _schemas up to it before its first write, so ids continue from the
 // largest id any leader wrote.
 
-func init() { RegisterComponent("schema-registry", newSchemaRegistry) }
-
 // SchemaRegistryLeaderPath is the registry's election znode.
 const SchemaRegistryLeaderPath = "/schema_registry_leader"
 
@@ -54,17 +51,12 @@ type schemaRegistryComponent struct {
 	serveDone chan struct{}
 }
 
-var (
-	registriesMu sync.Mutex
-	registries   = map[*App]*schemareg.Registry{}
-)
-
 // SchemaRegistry returns the running registry of a (nil when it has none),
 // for the console and the comparisons of the same process.
 func SchemaRegistry(a *App) *schemareg.Registry {
-	registriesMu.Lock()
-	defer registriesMu.Unlock()
-	return registries[a]
+	a.schemaRegMu.Lock()
+	defer a.schemaRegMu.Unlock()
+	return a.schemaReg
 }
 
 // SchemaSource is a serde.Source reading a's registry when a call is made
@@ -89,11 +81,13 @@ func (l lazySource) SchemaBySubject(ctx context.Context, subject string, v int) 
 	return nil, errNoRegistry
 }
 
-func newSchemaRegistry(a *App) (Component, error) {
+// newSchemaRegistry returns the component, or nil when
+// schema.registry.listen is empty.
+func newSchemaRegistry(a *App) *schemaRegistryComponent {
 	if a.Config().SchemaRegistryListen == "" {
-		return nil, nil
+		return nil
 	}
-	return &schemaRegistryComponent{a: a}, nil
+	return &schemaRegistryComponent{a: a}
 }
 
 type leaderNode struct {
@@ -211,9 +205,9 @@ func (c *schemaRegistryComponent) Start(ctx context.Context) (err error) {
 			logger.Error("schema registry stopped serving", "err", err)
 		}
 	}()
-	registriesMu.Lock()
-	registries[c.a] = c.reg
-	registriesMu.Unlock()
+	c.a.schemaRegMu.Lock()
+	c.a.schemaReg = c.reg
+	c.a.schemaRegMu.Unlock()
 	logger.Info("schema registry listening", "url", c.url, "listen", ln.Addr().String(), "auth", cfg.SchemaRegistryAuth)
 	return nil
 }
@@ -262,9 +256,9 @@ func (c *schemaRegistryComponent) advertisedURL(scheme string, port int) string 
 // Close stops serving (in-flight requests finish, up to 10s), then the
 // registry's reader, the leadership and the database.
 func (c *schemaRegistryComponent) Close() error {
-	registriesMu.Lock()
-	delete(registries, c.a)
-	registriesMu.Unlock()
+	c.a.schemaRegMu.Lock()
+	c.a.schemaReg = nil
+	c.a.schemaRegMu.Unlock()
 	var errs []error
 	if c.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -208,13 +208,13 @@ func TestSchemaRegistryAddressInUse(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.SchemaRegistryListen = ln.Addr().String()
 	a := &App{cfg: cfg, logger: slog.New(slog.DiscardHandler)}
-	c, _ := newSchemaRegistry(a)
+	c := newSchemaRegistry(a)
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatalf("default address in use: %v", err)
 	}
 	c.Close()
 	cfg.Given["schema.registry.listen"] = cfg.SchemaRegistryListen
-	c, _ = newSchemaRegistry(a)
+	c = newSchemaRegistry(a)
 	if err := c.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "schema.registry.listen") {
 		t.Fatalf("given address in use: %v", err)
 	}

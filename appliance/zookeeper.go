@@ -9,11 +9,9 @@ import (
 	"github.com/sluice-io/sluice/zkcoord"
 )
 
-// Cluster mode: zookeeper.connect set means the metadata lives in ZooKeeper
-// (package zkcoord, Kafka's znode layout), shared by every broker of the
-// cluster.
-func init() { RegisterZooKeeper(openZooKeeper) }
-
+// openZooKeeper opens the coordinator of cluster mode: zookeeper.connect
+// set means the metadata lives in ZooKeeper (package zkcoord, Kafka's znode
+// layout), shared by every broker of the cluster.
 func openZooKeeper(ctx context.Context, cfg *Config, logger *slog.Logger) (cluster.Coordinator, error) {
 	return zkcoord.Open(ctx, zkcoord.Config{
 		Connect:           cfg.ZookeeperConnect,

@@ -17,6 +17,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -791,7 +792,7 @@ func (b *Broker) OnPartitionChange(fn func(PartitionChange)) (cancel func()) {
 	current := slices.Collect(maps.Values(b.partitions))
 	b.mu.Unlock()
 	slices.SortFunc(current, func(x, y *Partition) int {
-		if c := cmpString(x.tp.Topic, y.tp.Topic); c != 0 {
+		if c := cmp.Compare(x.tp.Topic, y.tp.Topic); c != 0 {
 			return c
 		}
 		return int(x.tp.Partition - y.tp.Partition)
@@ -806,16 +807,6 @@ func (b *Broker) OnPartitionChange(fn func(PartitionChange)) (cancel func()) {
 		delete(b.listeners, id)
 		b.mu.Unlock()
 	}
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Partition returns the local partition, or UNKNOWN_TOPIC_OR_PARTITION.

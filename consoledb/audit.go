@@ -130,22 +130,14 @@ func (c *Console) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, bool,
 	}
 	q += " ORDER BY id DESC LIMIT ?"
 	args = append(args, f.Limit+1)
-	rows, err := c.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, false, fmt.Errorf("read audit log: %w", err)
-	}
-	defer rows.Close()
-	var out []AuditEntry
-	for rows.Next() {
+	out, err := QueryAll(ctx, c.db, q, func(row Scanner) (AuditEntry, error) {
 		var e AuditEntry
 		var at int64
-		if err := rows.Scan(&e.ID, &at, &e.User, &e.Action, &e.Target, &e.Detail, &e.RemoteAddr, &e.Outcome); err != nil {
-			return nil, false, fmt.Errorf("read audit log: %w", err)
-		}
+		err := row.Scan(&e.ID, &at, &e.User, &e.Action, &e.Target, &e.Detail, &e.RemoteAddr, &e.Outcome)
 		e.At = fromMS(at)
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+		return e, err
+	}, args...)
+	if err != nil {
 		return nil, false, fmt.Errorf("read audit log: %w", err)
 	}
 	more := len(out) > f.Limit

@@ -40,22 +40,18 @@ func (c *Console) SeeBrokers(ctx context.Context, brokers []KnownBroker) error {
 
 // KnownBrokers lists every broker ever seen, by id.
 func (c *Console) KnownBrokers(ctx context.Context) ([]KnownBroker, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT id, host, port, rack, first_seen_at, last_seen_at FROM known_brokers ORDER BY id`)
+	out, err := QueryAll(ctx, c.db, `SELECT id, host, port, rack, first_seen_at, last_seen_at FROM known_brokers ORDER BY id`,
+		func(row Scanner) (KnownBroker, error) {
+			var b KnownBroker
+			var first, last int64
+			err := row.Scan(&b.ID, &b.Host, &b.Port, &b.Rack, &first, &last)
+			b.FirstSeenAt, b.LastSeenAt = fromMS(first), fromMS(last)
+			return b, err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("list known brokers: %w", err)
 	}
-	defer rows.Close()
-	var out []KnownBroker
-	for rows.Next() {
-		var b KnownBroker
-		var first, last int64
-		if err := rows.Scan(&b.ID, &b.Host, &b.Port, &b.Rack, &first, &last); err != nil {
-			return nil, fmt.Errorf("list known brokers: %w", err)
-		}
-		b.FirstSeenAt, b.LastSeenAt = fromMS(first), fromMS(last)
-		out = append(out, b)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ForgetBroker removes a broker from the known list (a decommissioned host).

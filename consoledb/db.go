@@ -3,10 +3,16 @@
 // busy timeout.
 //
 // Schema changes are ordered lists of SQL migrations. Each part of the console
-// (users and sessions, lag history, alerting, migration comparisons) owns its
-// own list, named by a component string, so parts can grow independently;
-// schema_migrations records how many of each list are applied. A migration list
-// is append-only: never edit or reorder an entry that has shipped.
+// owns its own list, named by a component string, so parts can grow
+// independently: "console" (users, sessions, the audit log, settings, lag
+// samples and known brokers; console.go), "alerting" (package alerting) and
+// "migration" (the comparisons). schema_migrations records how many of each
+// list are applied. A migration list is append-only: never edit or reorder an
+// entry that has shipped.
+//
+// Several handles may share one file (the web console opens its own with
+// OpenConsole beside the appliance's); WAL mode and the busy timeout let them
+// take turns writing.
 package consoledb
 
 import (
@@ -30,9 +36,11 @@ type DB struct {
 // Path is the database file.
 func (d *DB) Path() string { return d.path }
 
-// Open opens (creating if needed) the database at path, sets WAL mode, a busy
-// timeout and foreign keys, and applies the core migrations. Components apply
-// their own lists with Migrate.
+// Open opens (creating if needed, readable by its owner only) the database at
+// path, sets WAL mode, a busy timeout, foreign keys and immediate write
+// transactions, and creates schema_migrations. It applies no migration list:
+// each component applies its own with Migrate (NewConsole and OpenConsole the
+// console's).
 func Open(ctx context.Context, path string) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("consoledb: empty database path")

@@ -58,20 +58,15 @@ func (c *Console) LagHistory(ctx context.Context, group, topic string, since, un
 		args = append(args, topic)
 	}
 	q += ` GROUP BY at ORDER BY at`
-	rows, err := c.db.QueryContext(ctx, q, args...)
+	out, err := QueryAll(ctx, c.db, q, func(row Scanner) (LagPoint, error) {
+		var at, lag, lagMS int64
+		err := row.Scan(&at, &lag, &lagMS)
+		return LagPoint{At: fromMS(at), Lag: lag, LagTime: time.Duration(lagMS) * time.Millisecond}, err
+	}, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read lag history of %s: %w", group, err)
 	}
-	defer rows.Close()
-	var out []LagPoint
-	for rows.Next() {
-		var at, lag, lagMS int64
-		if err := rows.Scan(&at, &lag, &lagMS); err != nil {
-			return nil, fmt.Errorf("read lag history of %s: %w", group, err)
-		}
-		out = append(out, LagPoint{At: fromMS(at), Lag: lag, LagTime: time.Duration(lagMS) * time.Millisecond})
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // PruneLagSamples deletes samples older than before.

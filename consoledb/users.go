@@ -202,7 +202,7 @@ func (c *Console) CreateFirstAdmin(ctx context.Context, name, password string) (
 
 const userCols = `id, name, role, created_at, updated_at, last_login_at`
 
-func scanUser(row interface{ Scan(...any) error }) (User, error) {
+func scanUser(row Scanner) (User, error) {
 	var u User
 	var role string
 	var created, updated, last int64
@@ -234,20 +234,11 @@ func (c *Console) UserByID(ctx context.Context, id int64) (User, error) {
 
 // Users lists every user by name.
 func (c *Console) Users(ctx context.Context) ([]User, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT `+userCols+` FROM users ORDER BY name`)
+	out, err := QueryAll(ctx, c.db, `SELECT `+userCols+` FROM users ORDER BY name`, scanUser)
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}
-	defer rows.Close()
-	var out []User
-	for rows.Next() {
-		u, err := scanUser(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list users: %w", err)
-		}
-		out = append(out, u)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // AdminCount is the number of admins.

@@ -1,6 +1,7 @@
 package migration
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -296,7 +297,7 @@ func (e *core) decodeCheckpoint(blob []byte) error {
 	// Partition lists in offset order.
 	for s := 0; s < 2; s++ {
 		for p, recs := range byPart[s] {
-			slices.SortFunc(recs, func(a, b *pendingRec) int { return compareInt64(a.off, b.off) })
+			slices.SortFunc(recs, func(a, b *pendingRec) int { return cmp.Compare(a.off, b.off) })
 			ps := &e.sides[s].parts[p]
 			for _, rec := range recs {
 				rec.pprev = ps.tail
@@ -387,14 +388,4 @@ func (e *core) decodeCheckpoint(blob []byte) error {
 		return fmt.Errorf("%w: %d trailing bytes", errCorruptCheckpoint, len(r.b))
 	}
 	return nil
-}
-
-func compareInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

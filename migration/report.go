@@ -1,13 +1,14 @@
 package migration
 
 import (
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/safecsv"
 )
 
 // Report is everything the CLI prints and the console's detail page shows.
@@ -156,9 +157,11 @@ var DifferenceCSVHeader = []string{"kind", "seq", "side", "key",
 	"skew_ms", "fields", "note"}
 
 // WriteDifferencesCSV writes differences as CSV, one row each, with the
-// field diffs in one column as "path: left -> right" lines.
+// field diffs in one column as "path: left -> right" lines. Keys and values
+// are whatever producers wrote, so every cell is quoted and one that a
+// spreadsheet would run as a formula is written as text (package safecsv).
 func WriteDifferencesCSV(w io.Writer, diffs []Difference, header bool) error {
-	cw := csv.NewWriter(w)
+	cw := safecsv.NewWriter(w)
 	if header {
 		if err := cw.Write(DifferenceCSVHeader); err != nil {
 			return err
@@ -187,6 +190,5 @@ func WriteDifferencesCSV(w io.Writer, diffs []Difference, header bool) error {
 			return err
 		}
 	}
-	cw.Flush()
-	return cw.Error()
+	return cw.Flush()
 }

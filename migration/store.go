@@ -128,7 +128,7 @@ func (s *Store) Create(ctx context.Context, name string, spec Spec, createdBy st
 const storedColumns = `c.id, c.name, c.spec, c.state, c.error, c.generation, c.created_by, c.created_at, c.updated_at,
 	k.snapshot, k.saved_at`
 
-func scanStored(row interface{ Scan(...any) error }) (Stored, error) {
+func scanStored(row consoledb.Scanner) (Stored, error) {
 	var st Stored
 	var spec, created, updated string
 	var snap, saved sql.NullString
@@ -162,21 +162,12 @@ func (s *Store) Get(ctx context.Context, id int64) (Stored, error) {
 
 // List returns every comparison, newest first.
 func (s *Store) List(ctx context.Context) ([]Stored, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+storedColumns+` FROM migration_comparisons c
-		LEFT JOIN migration_checkpoints k ON k.comparison_id = c.id AND k.generation = c.generation ORDER BY c.id DESC`)
+	out, err := consoledb.QueryAll(ctx, s.db, `SELECT `+storedColumns+` FROM migration_comparisons c
+		LEFT JOIN migration_checkpoints k ON k.comparison_id = c.id AND k.generation = c.generation ORDER BY c.id DESC`, scanStored)
 	if err != nil {
 		return nil, fmt.Errorf("migration: list comparisons: %w", err)
 	}
-	defer rows.Close()
-	var out []Stored
-	for rows.Next() {
-		st, err := scanStored(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, st)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // SetState changes a comparison's state and error text.
@@ -256,27 +247,24 @@ func (s *Store) Differences(ctx context.Context, id int64, q DiffQuery) ([]Diffe
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM migration_differences WHERE `+where, args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("migration: count differences: %w", err)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, detail FROM migration_differences WHERE `+where+` ORDER BY id LIMIT ? OFFSET ?`,
-		append(args, q.Limit, q.Offset)...)
+	out, err := consoledb.QueryAll(ctx, s.db, `SELECT id, detail FROM migration_differences WHERE `+where+` ORDER BY id LIMIT ? OFFSET ?`,
+		func(row consoledb.Scanner) (Difference, error) {
+			var rowID int64
+			var detail string
+			if err := row.Scan(&rowID, &detail); err != nil {
+				return Difference{}, err
+			}
+			var d Difference
+			if err := json.Unmarshal([]byte(detail), &d); err != nil {
+				return Difference{}, fmt.Errorf("difference %d: %w", rowID, err)
+			}
+			d.ID = rowID
+			return d, nil
+		}, append(args, q.Limit, q.Offset)...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("migration: read differences: %w", err)
 	}
-	defer rows.Close()
-	var out []Difference
-	for rows.Next() {
-		var rowID int64
-		var detail string
-		if err := rows.Scan(&rowID, &detail); err != nil {
-			return nil, 0, err
-		}
-		var d Difference
-		if err := json.Unmarshal([]byte(detail), &d); err != nil {
-			return nil, 0, fmt.Errorf("migration: difference %d: %w", rowID, err)
-		}
-		d.ID = rowID
-		out = append(out, d)
-	}
-	return out, total, rows.Err()
+	return out, total, nil
 }
 
 // Checkpointer returns the Checkpointer of comparison id at generation gen.

@@ -196,3 +196,32 @@ func TestSpecValidation(t *testing.T) {
 		t.Fatal("bad duration accepted")
 	}
 }
+
+// TestDifferencesCSVIsFormulaSafe: keys, values and field diffs that a
+// producer chose to look like spreadsheet formulas are written as text
+// (a leading '), every cell quoted, as the console's exports are; plain
+// numbers stay numbers, and the file reads back as CSV.
+func TestDifferencesCSVIsFormulaSafe(t *testing.T) {
+	d := Difference{Kind: KindMismatch, Seq: 1, Key: "@SUM(A1)",
+		Left:   &RecordInfo{Partition: 0, Offset: 7, Timestamp: time.Unix(0, 0).UTC(), Value: `=HYPERLINK("http://evil.example","open")`},
+		Right:  &RecordInfo{Partition: 0, Offset: 8, Timestamp: time.Unix(0, 0).UTC(), Value: "+cmd|' /C calc'!A0"},
+		Fields: []FieldDiff{{Path: "-x", Left: "1", Right: "2"}}, SkewMs: -12, Note: "-"}
+	var cs bytes.Buffer
+	if err := WriteDifferencesCSV(&cs, []Difference{d}, true); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(bytes.NewReader(cs.Bytes())).ReadAll()
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("%q %v", rows, err)
+	}
+	row := rows[1]
+	for i, want := range map[int]string{3: "'@SUM(A1)", 7: `'=HYPERLINK("http://evil.example","open")`, 11: "'+cmd|' /C calc'!A0",
+		12: "-12", 13: "'-x: 1 -> 2", 14: "'-"} {
+		if row[i] != want {
+			t.Errorf("%s = %q, want %q", DifferenceCSVHeader[i], row[i], want)
+		}
+	}
+	if !bytes.HasPrefix(cs.Bytes(), []byte(`"kind","seq","side"`)) {
+		t.Errorf("cells not all quoted: %q", cs.String())
+	}
+}

@@ -9,7 +9,7 @@ import (
 )
 
 func TestAssetsAreChecksummedAndCompressed(t *testing.T) {
-	for _, name := range []string{"app.css", "app.js", "htmx.min.js", "favicon.svg", "htmx.LICENSE.txt"} {
+	for _, name := range []string{"app.css", "app.js", "comparisons.css", "htmx.min.js", "favicon.svg", "htmx.LICENSE.txt"} {
 		a, ok := Get(name)
 		if !ok || len(a.Body) == 0 || len(a.Hash) != 16 || a.ETag != `"`+a.Hash+`"` || a.ContentType == "" {
 			t.Fatalf("asset %s: %+v", name, a)

@@ -12,7 +12,7 @@ import templruntime "github.com/a-h/templ/runtime"
 import (
 	"time"
 
-	"github.com/sluice-io/sluice/web/kafka"
+	"github.com/sluice-io/sluice/kafkaview"
 )
 
 // GroupsPage lists consumer groups with their lag.
@@ -437,7 +437,7 @@ func GroupPage(p Page, v GroupView) templ.Component {
 }
 
 // GroupPartitions is the per-partition lag table.
-func GroupPartitions(d *kafka.GroupDetail) templ.Component {
+func GroupPartitions(d *kafkaview.GroupDetail) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -1521,9 +1521,9 @@ func ResetPreviewPage(p Page, v ResetPreviewView) templ.Component {
 
 func resetSub(v ResetPreviewView) string {
 	switch v.Spec.Mode {
-	case kafka.ResetTimestamp:
+	case kafkaview.ResetTimestamp:
 		return "to the first offset at or after " + v.Spec.Time.Format(time.RFC3339)
-	case kafka.ResetOffset:
+	case kafkaview.ResetOffset:
 		return "to offset " + Itoa(v.Spec.Offset)
 	}
 	return "to the " + string(v.Spec.Mode) + " offset"

@@ -9,7 +9,7 @@ package templates
 import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
-import "github.com/sluice-io/sluice/web/kafka"
+import "github.com/sluice-io/sluice/kafkaview"
 
 // MessagesPage browses, searches, tails and produces the records of a topic.
 func MessagesPage(p Page, v MessagesView) templ.Component {
@@ -669,7 +669,7 @@ func recordsHead() templ.Component {
 }
 
 // MessageRows renders records as table rows; the live tail sends these.
-func MessageRows(recs []kafka.Record, f Format, fresh bool) templ.Component {
+func MessageRows(recs []kafkaview.Record, f Format, fresh bool) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {

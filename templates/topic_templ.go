@@ -12,7 +12,7 @@ import templruntime "github.com/a-h/templ/runtime"
 import (
 	"sort"
 
-	"github.com/sluice-io/sluice/web/kafka"
+	"github.com/sluice-io/sluice/kafkaview"
 )
 
 // TopicCreatePage is the create-topic form.
@@ -324,7 +324,7 @@ func TopicPage(p Page, v TopicView) templ.Component {
 	})
 }
 
-func topicSub(d *kafka.TopicDetail) string {
+func topicSub(d *kafkaview.TopicDetail) string {
 	s := "Topic"
 	if d.Meta.Internal {
 		s = "Internal topic"
@@ -390,7 +390,7 @@ func topicActions(name string) templ.Component {
 }
 
 // PartitionsTable lists a topic's partitions with replicas and offsets.
-func PartitionsTable(d *kafka.TopicDetail) templ.Component {
+func PartitionsTable(d *kafkaview.TopicDetail) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -553,8 +553,8 @@ func offsetText(o int64) string {
 }
 
 // sortedConfigs puts overridden configs first, then by name.
-func sortedConfigs(cs []kafka.ConfigEntry, all bool) []kafka.ConfigEntry {
-	out := make([]kafka.ConfigEntry, 0, len(cs))
+func sortedConfigs(cs []kafkaview.ConfigEntry, all bool) []kafkaview.ConfigEntry {
+	out := make([]kafkaview.ConfigEntry, 0, len(cs))
 	for _, c := range cs {
 		if all || !c.IsDefault {
 			out = append(out, c)
@@ -569,7 +569,7 @@ func sortedConfigs(cs []kafka.ConfigEntry, all bool) []kafka.ConfigEntry {
 	return out
 }
 
-func overrides(cs []kafka.ConfigEntry) int {
+func overrides(cs []kafkaview.ConfigEntry) int {
 	n := 0
 	for _, c := range cs {
 		if !c.IsDefault {
@@ -581,7 +581,7 @@ func overrides(cs []kafka.ConfigEntry) int {
 
 // ConfigsForm shows a topic's configs, editable for operators. Overridden
 // values come first and show the default they replace.
-func ConfigsForm(d *kafka.TopicDetail, f Form, all bool) templ.Component {
+func ConfigsForm(d *kafkaview.TopicDetail, f Form, all bool) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -1018,7 +1018,7 @@ func ConfigsForm(d *kafka.TopicDetail, f Form, all bool) templ.Component {
 	})
 }
 
-func configValue(f Form, c kafka.ConfigEntry) string {
+func configValue(f Form, c kafkaview.ConfigEntry) string {
 	if v, ok := f.Values["cfg."+c.Name]; ok {
 		return v
 	}

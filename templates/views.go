@@ -4,8 +4,9 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/lag"
-	"github.com/sluice-io/sluice/web/kafka"
+	"github.com/sluice-io/sluice/lag/sampler"
 )
 
 // OverviewView is the cluster at a glance.
@@ -20,7 +21,7 @@ type OverviewView struct {
 	Partitions      int
 	UnderReplicated int
 	Offline         int
-	Traffic         Traffic
+	Traffic         sampler.Traffic
 	TopLag          []lag.Group // most lagging groups, most first
 	Groups          int
 	LagAt           time.Time // when TopLag was collected
@@ -28,19 +29,9 @@ type OverviewView struct {
 	Err             string
 }
 
-// Traffic is the cluster's throughput, estimated from successive samples.
-type Traffic struct {
-	Known          bool    // at least two samples were taken
-	MessagesIn     float64 // records per second appended over all partitions
-	BytesIn        float64 // bytes per second of log growth (-1 unknown)
-	BytesOut       float64 // bytes per second sent to consumers (-1 unknown)
-	BytesOutSource string  // where BytesOut comes from, e.g. "broker metrics"
-	Over           time.Duration
-}
-
 // BrokersView is the brokers page.
 type BrokersView struct {
-	Brokers    []kafka.BrokerInfo
+	Brokers    []kafkaview.BrokerInfo
 	Down       []consoledb.KnownBroker
 	Controller int32
 	ClusterID  string
@@ -49,8 +40,8 @@ type BrokersView struct {
 
 // TopicRow is one row of the topics list.
 type TopicRow struct {
-	Meta     kafka.TopicMeta
-	Stats    kafka.TopicStats
+	Meta     kafkaview.TopicMeta
+	Stats    kafkaview.TopicStats
 	HasStats bool
 }
 
@@ -77,7 +68,7 @@ type TopicCreateView struct {
 
 // TopicView is a topic's page.
 type TopicView struct {
-	Detail       *kafka.TopicDetail
+	Detail       *kafkaview.TopicDetail
 	ConfigForm   Form // errors from the last config change
 	PartForm     Form
 	DeleteForm   Form
@@ -90,10 +81,10 @@ type MessagesView struct {
 	Topic        string
 	Partitions   []int32
 	Q            MessageQuery
-	Result       *kafka.Result
+	Result       *kafkaview.Result
 	Err          string
 	ProduceForm  Form
-	Produced     *kafka.Record
+	Produced     *kafkaview.Record
 	ShowProduce  bool
 	ExportJSON   string
 	ExportCSV    string
@@ -130,7 +121,7 @@ type GroupsView struct {
 
 // GroupView is one consumer group's page.
 type GroupView struct {
-	Detail    *kafka.GroupDetail
+	Detail    *kafkaview.GroupDetail
 	History   []consoledb.LagPoint
 	Range     string // 1h, 6h, 24h, 7d
 	Ranges    []string
@@ -145,8 +136,8 @@ type GroupView struct {
 type ResetPreviewView struct {
 	Group   string
 	State   string
-	Spec    kafka.ResetSpec
-	Rows    []kafka.ResetRow
+	Spec    kafkaview.ResetSpec
+	Rows    []kafkaview.ResetRow
 	Form    Form // the reset form values, posted again to apply
 	Err     string
 	Applied bool

@@ -66,13 +66,8 @@ func TestReadsAreAuditedAsAccess(t *testing.T) {
 		v := ts.signedIn(t, "vic", RoleViewer)
 		expectStatus(t, v.Get("/topics/people/messages?field=value&q=alice%40example.com"), http.StatusOK)
 		expectStatus(t, v.Get("/topics/people/messages/export?as=csv&from=earliest"), http.StatusOK)
-		req, _ := http.NewRequest(http.MethodGet, ts.URL()+"/topics/people/messages/tail", nil)
-		req.Header.Set("Cookie", sessionCookie+"="+v.Cookies[sessionCookie])
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		resp, err := http.DefaultClient.Do(req.WithContext(ctx))
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := ts.openTail(t, ctx, v, "/topics/people/messages/tail")
 		bufio.NewReader(resp.Body).ReadString('\n') // the stream has started
 		cancel()
 		resp.Body.Close()

@@ -6,16 +6,16 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/templates"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // GET /brokers: every broker with its load, disk and version, and the
 // brokers seen before that are missing now.
 
 type brokerSource interface {
-	Metadata(ctx context.Context, maxAge time.Duration) (*kafka.Snapshot, error)
-	BrokerInfos(ctx context.Context, snap *kafka.Snapshot) ([]kafka.BrokerInfo, error)
+	Metadata(ctx context.Context, maxAge time.Duration) (*kafkaview.Snapshot, error)
+	BrokerInfos(ctx context.Context, snap *kafkaview.Snapshot) ([]kafkaview.BrokerInfo, error)
 }
 
 type brokersHandler struct {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/web/kafka"
+	"github.com/sluice-io/sluice/kafkaview"
 )
 
 // FuzzFormParsers feeds arbitrary text to the parsers of what browsers send
@@ -34,7 +34,7 @@ func FuzzFormParsers(f *testing.F) {
 				}
 			}
 		}
-		if cfg, err := kafka.ParseConfigLines(s); err == nil {
+		if cfg, err := kafkaview.ParseConfigLines(s); err == nil {
 			for k := range cfg {
 				if k == "" || strings.Contains(k, "=") || strings.Contains(k, "\n") {
 					t.Fatalf("config key %q from %q", k, s)

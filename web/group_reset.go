@@ -10,8 +10,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/templates"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // POST /groups/:name/reset: reset a group's committed offsets to the
@@ -22,8 +22,8 @@ import (
 // is still empty.
 
 type offsetResetter interface {
-	PlanReset(ctx context.Context, spec kafka.ResetSpec) ([]kafka.ResetRow, string, error)
-	ApplyReset(ctx context.Context, group string, rows []kafka.ResetRow) error
+	PlanReset(ctx context.Context, spec kafkaview.ResetSpec) ([]kafkaview.ResetRow, string, error)
+	ApplyReset(ctx context.Context, group string, rows []kafkaview.ResetRow) error
 }
 
 type groupReset struct {
@@ -42,7 +42,7 @@ func (h groupReset) post(c *fiber.Ctx) error {
 	for _, k := range resetFields {
 		f.Set(k, strings.TrimSpace(c.FormValue(k)))
 	}
-	spec := kafka.ResetSpec{Group: name, Topic: f.Get("topic"), Partition: -1, Mode: kafka.ResetMode(f.Get("mode"))}
+	spec := kafkaview.ResetSpec{Group: name, Topic: f.Get("topic"), Partition: -1, Mode: kafkaview.ResetMode(f.Get("mode"))}
 	if p := f.Get("partition"); p != "" {
 		n, err := strconv.ParseInt(p, 10, 32)
 		if err != nil || n < 0 {
@@ -54,14 +54,14 @@ func (h groupReset) post(c *fiber.Ctx) error {
 		}
 	}
 	switch spec.Mode {
-	case kafka.ResetEarliest, kafka.ResetLatest:
-	case kafka.ResetTimestamp:
+	case kafkaview.ResetEarliest, kafkaview.ResetLatest:
+	case kafkaview.ResetTimestamp:
 		t, err := parseWhen(f.Get("ts"), Location(c))
 		if err != nil {
 			f.Fail("ts", "Enter the time to reset to.")
 		}
 		spec.Time = t
-	case kafka.ResetOffset:
+	case kafkaview.ResetOffset:
 		o, err := strconv.ParseInt(f.Get("offset"), 10, 64)
 		if err != nil || o < 0 {
 			f.Fail("offset", "Enter an offset of 0 or more.")
@@ -87,7 +87,7 @@ func (h groupReset) post(c *fiber.Ctx) error {
 			v.Err = "Not applied: " + err.Error()
 			v.Rows, v.State, _ = h.kc.PlanReset(ctx, spec)
 			status := fiber.StatusUnprocessableEntity
-			if errors.Is(err, kafka.ErrGroupNotEmpty) {
+			if errors.Is(err, kafkaview.ErrGroupNotEmpty) {
 				status = fiber.StatusConflict
 			}
 			return Render(c, status, templates.ResetPreviewPage(page, v))
@@ -119,8 +119,8 @@ func (h groupReset) formError(c *fiber.Ctx, f templates.Form) error {
 }
 
 // previewedRows reads the off:<topic>:<partition>=<offset> fields.
-func previewedRows(c *fiber.Ctx) ([]kafka.ResetRow, error) {
-	var rows []kafka.ResetRow
+func previewedRows(c *fiber.Ctx) ([]kafkaview.ResetRow, error) {
+	var rows []kafkaview.ResetRow
 	var bad error
 	c.Request().PostArgs().VisitAll(func(k, v []byte) {
 		key := string(k)
@@ -139,7 +139,7 @@ func previewedRows(c *fiber.Ctx) ([]kafka.ResetRow, error) {
 			bad = BadRequest("malformed offset field " + key)
 			return
 		}
-		rows = append(rows, kafka.ResetRow{Topic: rest[:i], Partition: int32(p), New: o})
+		rows = append(rows, kafkaview.ResetRow{Topic: rest[:i], Partition: int32(p), New: o})
 	})
 	if bad != nil {
 		return nil, bad
@@ -156,7 +156,7 @@ func previewedRows(c *fiber.Ctx) ([]kafka.ResetRow, error) {
 	return rows, nil
 }
 
-func describeReset(spec kafka.ResetSpec, rows []kafka.ResetRow) string {
+func describeReset(spec kafkaview.ResetSpec, rows []kafkaview.ResetRow) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "mode=%s", spec.Mode)
 	if spec.Topic != "" {

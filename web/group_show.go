@@ -9,15 +9,15 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/templates"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // GET /groups/:name: one group's lag per partition (records and time),
 // members and assignments, the lag history chart, and the reset form.
 
 type groupDescriber interface {
-	Group(ctx context.Context, name string) (*kafka.GroupDetail, error)
+	Group(ctx context.Context, name string) (*kafkaview.GroupDetail, error)
 }
 
 type lagHistory interface {
@@ -69,7 +69,7 @@ func (h groupShow) view(c *fiber.Ctx, name string) (templates.GroupView, error) 
 	ctx := requestCtx(c)
 	d, err := h.kc.Group(ctx, name)
 	if err != nil {
-		if errors.Is(err, kafka.ErrUnknownGroup) {
+		if errors.Is(err, kafkaview.ErrUnknownGroup) {
 			return templates.GroupView{}, NotFound("consumer group "+name, "Groups appear when a consumer joins them or commits offsets; the Consumer groups page lists them.")
 		}
 		return templates.GroupView{}, Unavailable(err)

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -14,7 +15,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/sluice-io/sluice/consoledb"
-	"github.com/sluice-io/sluice/web/kafka"
+	"github.com/sluice-io/sluice/kafkaview"
+	"github.com/sluice-io/sluice/lag/sampler"
 	"github.com/sluice-io/sluice/web/webtest"
 )
 
@@ -43,9 +45,14 @@ func testBrokers(t testing.TB, opts ...kfake.Opt) []string {
 
 type testServer struct {
 	*Server
+	t       testing.TB
 	brokers []string
+	sampler *sampler.Sampler
 }
 
+// newTestServer builds a console on a test cluster the way the appliance
+// does: with its own Kafka client and a lag sampler (over a second handle
+// on its database) that Start runs.
 func newTestServer(t testing.TB, mod ...func(*Config)) *testServer {
 	t.Helper()
 	consoledb.BcryptCost = bcrypt.MinCost
@@ -62,6 +69,19 @@ func newTestServer(t testing.TB, mod ...func(*Config)) *testServer {
 		cfg.Brokers = testBrokers(t)
 	}
 	brokers := cfg.Brokers
+	db, store, err := consoledb.OpenConsole(context.Background(), cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	kc, err := kafkaview.New(brokers, cfg.Logger, kafkaview.Options{Extra: cfg.KafkaOptions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	cfg.Kafka = kc
+	smp := sampler.New(sampler.Config{Source: kc, Store: store, Logger: cfg.Logger, Interval: cfg.LagSampleInterval, Leader: cfg.Leader})
+	cfg.Samples = smp
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +91,44 @@ func newTestServer(t testing.TB, mod ...func(*Config)) *testServer {
 			t.Errorf("close: %v", err)
 		}
 	})
-	return &testServer{Server: s, brokers: brokers}
+	return &testServer{Server: s, t: t, brokers: brokers, sampler: smp}
+}
+
+// Start starts the console and its sampler; the sampler stops at cleanup,
+// before the console closes.
+func (ts *testServer) Start(ctx context.Context) error {
+	if err := ts.Server.Start(ctx); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ts.sampler.Run(sctx)
+	}()
+	ts.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return nil
+}
+
+// openTail opens the live tail at path as the signed-in client c (a stream
+// of server-sent events needs the real listener: Start first); the stream
+// ends with ctx, and its body is closed at cleanup.
+func (ts *testServer) openTail(t testing.TB, ctx context.Context, c *client, path string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL()+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Cookie", sessionCookie+"="+c.Cookies[sessionCookie])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
 }
 
 // user creates a user with password "password-1".
@@ -119,7 +176,7 @@ func kgoClient(t testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
 
 func createTopic(t testing.TB, ts *testServer, name string, partitions int32) {
 	t.Helper()
-	if err := ts.kc.CreateTopic(context.Background(), kafka.NewTopic{Name: name, Partitions: partitions, Replication: 1}, false); err != nil {
+	if err := ts.kc.CreateTopic(context.Background(), kafkaview.NewTopic{Name: name, Partitions: partitions, Replication: 1}, false); err != nil {
 		t.Fatal(err)
 	}
 }

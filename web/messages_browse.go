@@ -8,8 +8,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/templates"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // GET /topics/:name/messages: browse a topic or a partition from earliest,
@@ -19,8 +19,8 @@ import (
 // parameters. Each read is an "access.messages.browse" audit entry.
 
 type recordReader interface {
-	TopicMetadata(ctx context.Context, topic string) (kafka.TopicMeta, error)
-	Read(ctx context.Context, q kafka.Query) (*kafka.Result, error)
+	TopicMetadata(ctx context.Context, topic string) (kafkaview.TopicMeta, error)
+	Read(ctx context.Context, q kafkaview.Query) (*kafkaview.Result, error)
 }
 
 type messagesBrowse struct{ kc recordReader }
@@ -85,7 +85,7 @@ func (h messagesBrowse) view(c *fiber.Ctx, name string) (templates.MessagesView,
 		AuditAccess(c, "messages.browse", name, describeRead(mq, "", len(res.Records)))
 	}
 	if err != nil {
-		if errors.Is(err, kafka.ErrUnknownTopic) {
+		if errors.Is(err, kafkaview.ErrUnknownTopic) {
 			return v, NotFound("topic "+name, "")
 		}
 		v.Err = "Could not read the topic: " + err.Error()

@@ -11,18 +11,19 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/sluice-io/sluice/web/kafka"
+	"github.com/sluice-io/sluice/internal/safecsv"
+	"github.com/sluice-io/sluice/kafkaview"
 )
 
 // GET /topics/:name/messages/export?as=json|csv&…: the records the same
 // query shows on the page, as a download. Keys, values and header values
 // are UTF-8 text when they are valid UTF-8, base64 otherwise (the
 // *_encoding fields say which). CSV cells are written safe to open in a
-// spreadsheet (CSVCell). Each export is an "access.messages.export" audit
+// spreadsheet (package safecsv). Each export is an "access.messages.export" audit
 // entry.
 
 type recordExporter interface {
-	Read(ctx context.Context, q kafka.Query) (*kafka.Result, error)
+	Read(ctx context.Context, q kafkaview.Query) (*kafkaview.Result, error)
 }
 
 type messagesExport struct{ kc recordExporter }
@@ -77,7 +78,7 @@ func (h messagesExport) get(c *fiber.Ctx) error {
 	res, err := h.kc.Read(requestCtx(c), q)
 	done()
 	if err != nil {
-		if errors.Is(err, kafka.ErrUnknownTopic) {
+		if errors.Is(err, kafkaview.ErrUnknownTopic) {
 			return NotFound("topic "+name, "")
 		}
 		return Unavailable(err)
@@ -90,7 +91,7 @@ func (h messagesExport) get(c *fiber.Ctx) error {
 	case "csv":
 		c.Set(fiber.HeaderContentType, "text/csv; charset=utf-8")
 		c.Set(fiber.HeaderContentDisposition, `attachment; filename="`+name+"-"+stamp+`.csv"`)
-		w := NewCSVWriter(c.Response().BodyWriter())
+		w := safecsv.NewWriter(c.Response().BodyWriter())
 		w.Write([]string{"topic", "partition", "offset", "timestamp", "key", "key_encoding", "value", "value_encoding", "headers"})
 		for _, e := range recs {
 			hj, _ := json.Marshal(e.Headers)
@@ -117,7 +118,7 @@ func deref(s *string) string {
 
 // exportRecords converts records for JSON and CSV: text when UTF-8, base64
 // otherwise.
-func exportRecords(in []kafka.Record) []exportRecord {
+func exportRecords(in []kafkaview.Record) []exportRecord {
 	recs := make([]exportRecord, len(in))
 	for i, r := range in {
 		e := exportRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(), Headers: []exportHeader{}}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/templates"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // POST /topics/:name/messages: produce one record from the form (key,
@@ -18,7 +18,7 @@ import (
 // itself: the messages page opened at its partition and offset.
 
 type recordProducer interface {
-	Produce(ctx context.Context, r kafka.NewRecord) (kafka.Record, error)
+	Produce(ctx context.Context, r kafkaview.NewRecord) (kafkaview.Record, error)
 }
 
 type messagesProduce struct {
@@ -29,8 +29,8 @@ type messagesProduce struct {
 // maxProduceValue bounds a value typed into the form.
 const maxProduceValue = 1 << 20
 
-func parseHeaders(s string) ([]kafka.Header, error) {
-	var out []kafka.Header
+func parseHeaders(s string) ([]kafkaview.Header, error) {
+	var out []kafkaview.Header
 	for i, line := range strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n") {
 		if strings.TrimSpace(line) == "" {
 			continue
@@ -40,7 +40,7 @@ func parseHeaders(s string) ([]kafka.Header, error) {
 		if !ok || k == "" {
 			return nil, fmt.Errorf("line %d: want name: value", i+1)
 		}
-		out = append(out, kafka.Header{Key: k, Value: []byte(strings.TrimPrefix(v, " "))})
+		out = append(out, kafkaview.Header{Key: k, Value: []byte(strings.TrimPrefix(v, " "))})
 	}
 	return out, nil
 }
@@ -58,7 +58,7 @@ func (h messagesProduce) post(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	nr := kafka.NewRecord{Topic: name, Partition: -1}
+	nr := kafkaview.NewRecord{Topic: name, Partition: -1}
 	if p := strings.TrimSpace(f.Get("partition")); p != "" {
 		n, err := strconv.ParseInt(p, 10, 32)
 		if err != nil || !partitionOK(v.Partitions, int32(n)) {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/templates"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // The messages page, its export and its live tail read the same query
@@ -32,7 +32,7 @@ import (
 
 const datetimeLocal = "2006-01-02T15:04:05"
 
-func parseMessageQuery(c *fiber.Ctx, topic string) (templates.MessageQuery, kafka.Query, error) {
+func parseMessageQuery(c *fiber.Ctx, topic string) (templates.MessageQuery, kafkaview.Query, error) {
 	mq := templates.MessageQuery{
 		Partition: c.Query("partition"),
 		From:      c.Query("from"),
@@ -48,7 +48,7 @@ func parseMessageQuery(c *fiber.Ctx, topic string) (templates.MessageQuery, kafk
 		Timeout:   c.Query("timeout", "10"),
 	}
 	mq = cloneQuery(mq)
-	q := kafka.Query{Topic: topic, Partition: -1}
+	q := kafkaview.Query{Topic: topic, Partition: -1}
 	if mq.Partition != "" {
 		p, err := strconv.ParseInt(mq.Partition, 10, 32)
 		if err != nil || p < 0 {
@@ -59,14 +59,14 @@ func parseMessageQuery(c *fiber.Ctx, topic string) (templates.MessageQuery, kafk
 	switch mq.Field {
 	case "":
 	case "key":
-		q.Filter = kafka.Filter{Field: kafka.FieldKey, Text: mq.Text, Exact: mq.Exact}
+		q.Filter = kafkaview.Filter{Field: kafkaview.FieldKey, Text: mq.Text, Exact: mq.Exact}
 	case "value":
-		q.Filter = kafka.Filter{Field: kafka.FieldValue, Text: mq.Text, Exact: mq.Exact}
+		q.Filter = kafkaview.Filter{Field: kafkaview.FieldValue, Text: mq.Text, Exact: mq.Exact}
 	case "header":
 		if mq.Header == "" {
 			return mq, q, BadRequest("a header search needs the header name")
 		}
-		q.Filter = kafka.Filter{Field: kafka.FieldHeader, Header: mq.Header, Text: mq.Text, Exact: mq.Exact}
+		q.Filter = kafkaview.Filter{Field: kafkaview.FieldHeader, Header: mq.Header, Text: mq.Text, Exact: mq.Exact}
 	default:
 		return mq, q, BadRequest("field must be key, value or header")
 	}
@@ -78,18 +78,18 @@ func parseMessageQuery(c *fiber.Ctx, topic string) (templates.MessageQuery, kafk
 	}
 	switch mq.From {
 	case "earliest":
-		q.From = kafka.FromEarliest
+		q.From = kafkaview.FromEarliest
 	case "latest":
-		q.From = kafka.FromLatest
+		q.From = kafkaview.FromLatest
 	case "offset":
-		q.From = kafka.FromOffset
+		q.From = kafkaview.FromOffset
 		o, err := strconv.ParseInt(mq.Offset, 10, 64)
 		if err != nil || o < 0 {
 			return mq, q, BadRequest("offset must be a number of 0 or more")
 		}
 		q.Offset = o
 	case "timestamp":
-		q.From = kafka.FromTimestamp
+		q.From = kafkaview.FromTimestamp
 		t, err := parseWhen(mq.Timestamp, Location(c))
 		if err != nil {
 			return mq, q, BadRequest(err.Error())
@@ -99,7 +99,7 @@ func parseMessageQuery(c *fiber.Ctx, topic string) (templates.MessageQuery, kafk
 		return mq, q, BadRequest("from must be earliest, latest, offset or timestamp")
 	}
 	limit, err := strconv.Atoi(mq.Limit)
-	if err != nil || limit < 1 || limit > kafka.MaxLimit {
+	if err != nil || limit < 1 || limit > kafkaview.MaxLimit {
 		return mq, q, BadRequest("limit must be from 1 to 1000")
 	}
 	q.Limit = limit

@@ -11,8 +11,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/templates"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // GET /topics/:name/messages/tail: a server-sent-events stream of the
@@ -23,7 +23,7 @@ import (
 // MaxTailsPerUser tails open; each is an "access.messages.tail" audit entry.
 
 type recordTailer interface {
-	Tail(ctx context.Context, topic string, partition int32, filter kafka.Filter, maxPerSecond int, fn func([]kafka.Record, int64) error) error
+	Tail(ctx context.Context, topic string, partition int32, filter kafkaview.Filter, maxPerSecond int, fn func([]kafkaview.Record, int64) error) error
 }
 
 type messagesTail struct {
@@ -68,7 +68,7 @@ func (h messagesTail) get(c *fiber.Ctx) error {
 			return
 		}
 		var buf bytes.Buffer
-		err := h.kc.Tail(ctx, name, q.Partition, q.Filter, tailRate, func(recs []kafka.Record, dropped int64) error {
+		err := h.kc.Tail(ctx, name, q.Partition, q.Filter, tailRate, func(recs []kafkaview.Record, dropped int64) error {
 			if len(recs) > 0 {
 				// Newest first, as the page prepends.
 				for i, j := 0, len(recs)-1; i < j; i, j = i+1, j-1 {
@@ -97,7 +97,7 @@ func (h messagesTail) get(c *fiber.Ctx) error {
 			return nil
 		})
 		switch {
-		case errors.Is(err, kafka.ErrTooManyTails):
+		case errors.Is(err, kafkaview.ErrTooManyTails):
 			send("end", err.Error())
 		case err != nil && ctx.Err() == nil:
 			send("end", "The tail stopped: "+err.Error())

@@ -140,15 +140,9 @@ func TestLiveTailStreamsNewRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := ts.signedIn(t, "v", RoleViewer)
-	req, _ := http.NewRequest(http.MethodGet, ts.URL()+"/topics/live/messages/tail?field=key&q=keep", nil)
-	req.Header.Set("Cookie", sessionCookie+"="+c.Cookies[sessionCookie])
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := ts.openTail(t, ctx, c, "/topics/live/messages/tail?field=key&q=keep")
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}

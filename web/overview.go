@@ -8,21 +8,22 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/lag"
+	"github.com/sluice-io/sluice/lag/sampler"
 	"github.com/sluice-io/sluice/templates"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // GET /: the cluster at a glance. Refreshes itself every 10 s with htmx
 // (the #overview fragment).
 
 type overviewCluster interface {
-	Metadata(ctx context.Context, maxAge time.Duration) (*kafka.Snapshot, error)
+	Metadata(ctx context.Context, maxAge time.Duration) (*kafkaview.Snapshot, error)
 	Lag(ctx context.Context, groups ...string) ([]lag.Group, error)
 }
 
 type recentLag interface {
-	latestLag(maxAge time.Duration) ([]lag.Group, time.Time, bool)
+	LatestLag(maxAge time.Duration) ([]lag.Group, time.Time, bool)
 }
 
 type knownBrokers interface {
@@ -30,7 +31,7 @@ type knownBrokers interface {
 }
 
 type trafficSource interface {
-	traffic() templates.Traffic
+	Traffic() sampler.Traffic
 }
 
 type overviewHandler struct {
@@ -68,8 +69,8 @@ func (h overviewHandler) get(c *fiber.Ctx) error {
 			}
 		}
 	}
-	v.Traffic = h.traffic.traffic()
-	groups, at, ok := h.lag.latestLag(2 * time.Minute)
+	v.Traffic = h.traffic.Traffic()
+	groups, at, ok := h.lag.LatestLag(2 * time.Minute)
 	if !ok && err == nil {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		groups, err = h.kc.Lag(lctx)

@@ -52,7 +52,7 @@ func (s *Server) routes() error {
 	app.Post("/setup", setup.post)
 
 	r := &Router{s: s, r: app}
-	r.Get("/", RoleViewer, overviewHandler{kc: s.kc, lag: s.sampler, brokers: s.store, traffic: s.sampler}.get)
+	r.Get("/", RoleViewer, overviewHandler{kc: s.kc, lag: s.samples, brokers: s.store, traffic: s.samples}.get)
 	r.Get("/brokers", RoleViewer, brokersHandler{kc: s.kc, known: s.store}.get)
 	r.Post("/brokers/:id/forget", RoleAdmin, brokerForget{known: s.store}.post)
 
@@ -60,7 +60,7 @@ func (s *Server) routes() error {
 	create := topicCreate{kc: s.kc}
 	r.Get("/topics/new", RoleOperator, create.get)
 	r.Post("/topics", RoleOperator, create.post)
-	show := topicShow{kc: s.kc, lag: s.sampler}
+	show := topicShow{kc: s.kc, lag: s.samples}
 	r.Get("/topics/:name", RoleViewer, show.get)
 	r.Post("/topics/:name/configs", RoleOperator, topicConfigs{kc: s.kc, show: show}.post)
 	r.Post("/topics/:name/partitions", RoleOperator, topicPartitions{kc: s.kc, show: show}.post)

@@ -1,7 +1,7 @@
 // Package web is the console's HTTP layer: a Fiber v2 app whose pages are
 // templ components (package templates), whose state lives in SQLite (package
 // consoledb) and whose view of the cluster is a Kafka client (package
-// web/kafka). It never reads storage files.
+// kafkaview). It never reads storage files.
 //
 // One file per route (topics_list.go, topic_create.go, ...): each declares
 // the narrow interface it consumes, so it can be tested with a fake and the
@@ -28,7 +28,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-io/sluice/consoledb"
-	"github.com/sluice-io/sluice/web/kafka"
+	"github.com/sluice-io/sluice/kafkaview"
+	"github.com/sluice-io/sluice/lag"
+	"github.com/sluice-io/sluice/lag/sampler"
 )
 
 // Config configures the console. Listen, DataDir and Brokers are required;
@@ -49,6 +51,16 @@ type Config struct {
 	// KafkaOptions are extra kgo options for the cluster connection (TLS,
 	// SASL).
 	KafkaOptions []kgo.Opt
+	// Kafka, when set, is the console's cluster client, shared with its
+	// owner (the appliance's console component, which also hands it to the
+	// lag sampler and the alert sources) who closes it after Close. Nil:
+	// New makes one from Brokers and KafkaOptions, and Close closes it.
+	Kafka *kafkaview.Client
+	// Samples, when set, is the background sampler the overview and topic
+	// pages read recent lag and traffic rates from (package lag/sampler;
+	// its owner runs it). Nil: the pages read lag when they are shown and
+	// show no rates.
+	Samples Samples
 	// Logger receives the console's logs (default: discarded).
 	Logger *slog.Logger
 	// Metrics, when set, is served at MetricsPath without signing in.
@@ -59,11 +71,10 @@ type Config struct {
 	// their nav entries, routes and background work. See PageGroup.
 	Extra []PageGroup
 
-	// LagSampleInterval is how often every group's lag is stored for the
-	// history charts (console.lag.sample.interval, default 30s).
+	// LagSampleInterval is how often the sampler stores every group's lag
+	// for the history charts (console.lag.sample.interval.ms, default
+	// 30s); the group page says so.
 	LagSampleInterval time.Duration
-	// LagRetention is how long lag samples are kept (default 7 days).
-	LagRetention time.Duration
 	// SessionIdle ends a session after this long without a request
 	// (default 12h); SessionMaxAge ends it regardless (default 7 days).
 	SessionIdle, SessionMaxAge time.Duration
@@ -83,13 +94,9 @@ type Config struct {
 	// (console.audit.access.enable=false).
 	DisableAccessAudit bool
 	// Leader, when set, says whether this console does the background
-	// work of the cluster (lag sampling, and what page groups' Run does
-	// when they ask IsLeader). Nil: always.
+	// work of the cluster (what page groups' Run does when they ask
+	// IsLeader). Nil: always.
 	Leader func() bool
-	// BytesOutTotal, when set, returns a cumulative count of bytes the
-	// brokers sent to consumers (e.g. from the broker metrics) and a label
-	// of its scope; the overview shows its rate. ok=false when unknown.
-	BytesOutTotal func() (total int64, scope string, ok bool)
 	// ObserveHTTP, when set, is called once per request with the method,
 	// the matched route pattern (bounded: "/topics/:name", never the raw
 	// path), the status and the duration: the console's own HTTP metrics.
@@ -100,13 +107,28 @@ type Config struct {
 const (
 	DefaultListen            = ":8080"
 	DefaultMetricsPath       = "/metrics"
-	DefaultLagSampleInterval = 30 * time.Second
-	DefaultLagRetention      = 7 * 24 * time.Hour
+	DefaultLagSampleInterval = sampler.DefaultInterval
 	DefaultSessionIdle       = 12 * time.Hour
 	DefaultSessionMaxAge     = 7 * 24 * time.Hour
 	DefaultAuditRetention    = 365 * 24 * time.Hour
 	DefaultAuditMaxRows      = 1_000_000
 )
+
+// Samples is what the pages read of the background sampler
+// (*sampler.Sampler): the lag of every group as last collected, and the
+// cluster's traffic rates.
+type Samples interface {
+	LatestLag(maxAge time.Duration) ([]lag.Group, time.Time, bool)
+	Traffic() sampler.Traffic
+}
+
+// noSamples stands in when no sampler runs: no recent lag, no rates.
+type noSamples struct{}
+
+func (noSamples) LatestLag(time.Duration) ([]lag.Group, time.Time, bool) {
+	return nil, time.Time{}, false
+}
+func (noSamples) Traffic() sampler.Traffic { return sampler.Traffic{BytesIn: -1, BytesOut: -1} }
 
 func (c *Config) ensureDefaults() {
 	if c.Listen == "" {
@@ -117,9 +139,6 @@ func (c *Config) ensureDefaults() {
 	}
 	if c.LagSampleInterval <= 0 {
 		c.LagSampleInterval = DefaultLagSampleInterval
-	}
-	if c.LagRetention <= 0 {
-		c.LagRetention = DefaultLagRetention
 	}
 	if c.SessionIdle <= 0 {
 		c.SessionIdle = DefaultSessionIdle
@@ -173,7 +192,8 @@ type Server struct {
 	app   *fiber.App
 	db    *consoledb.DB
 	store *consoledb.Console
-	kc    *kafka.Client
+	kc    *kafkaview.Client
+	ownKC bool // New made kc, Close closes it
 	tls   *tls.Config
 
 	csrfSecret []byte
@@ -181,7 +201,7 @@ type Server struct {
 	limiter    *limiter
 	noise      *noiseGate // throttles the audit entries of cheap refusals
 	scans      *userSlots // concurrent record scans and tails per user
-	sampler    *sampler
+	samples    Samples
 	nav        []NavItem
 
 	// ctx is cancelled by Close; streams and background loops watch it.
@@ -230,16 +250,22 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("console: %w", err)
 	}
 	s.csrfSecret = []byte(secret)
-	kc, err := kafka.New(cfg.Brokers, s.log, kafka.Options{Extra: cfg.KafkaOptions})
-	if err != nil {
-		s.closeResources()
-		return nil, fmt.Errorf("console: %w", err)
+	s.kc = cfg.Kafka
+	if s.kc == nil {
+		kc, err := kafkaview.New(cfg.Brokers, s.log, kafkaview.Options{Extra: cfg.KafkaOptions})
+		if err != nil {
+			s.closeResources()
+			return nil, fmt.Errorf("console: %w", err)
+		}
+		s.kc, s.ownKC = kc, true
 	}
-	s.kc = kc
+	s.samples = cfg.Samples
+	if s.samples == nil {
+		s.samples = noSamples{}
+	}
 	s.limiter = newLimiter()
 	s.noise = newNoiseGate()
 	s.scans = newUserSlots()
-	s.sampler = newSampler(s.kc, s.store, s.log, cfg.LagSampleInterval, cfg.LagRetention, s.IsLeader, cfg.BytesOutTotal)
 	s.app = fiber.New(fiber.Config{
 		AppName:               "sluice-console",
 		DisableStartupMessage: true,
@@ -263,8 +289,9 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Start listens on Config.Listen and serves in the background; it returns
-// once the socket is bound. It also starts the lag sampler and the page
-// groups' background work, and logs the setup link when no admin exists.
+// once the socket is bound. It also starts the page groups' background
+// work and the pruning of the audit log and sessions, and logs the setup
+// link when no admin exists.
 func (s *Server) Start(ctx context.Context) error {
 	if err := s.listen(ctx); err != nil {
 		return err
@@ -297,11 +324,6 @@ func (s *Server) listen(ctx context.Context) error {
 	go func() {
 		err := s.app.Listener(ln)
 		s.serveErr <- err
-	}()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.sampler.run(s.ctx)
 	}()
 	for _, g := range s.cfg.Extra {
 		if g.Run == nil {
@@ -355,8 +377,8 @@ func (s *Server) URL() string {
 }
 
 // Close stops serving: it ends live streams and background work, waits for
-// in-flight requests (up to 10 s), then closes the cluster client and the
-// database. It is safe to call more than once.
+// in-flight requests (up to 10 s), then closes the cluster client (when New
+// made it) and the database. It is safe to call more than once.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -388,7 +410,7 @@ func (s *Server) Close() error {
 
 func (s *Server) closeResources() error {
 	s.cancel()
-	if s.kc != nil {
+	if s.kc != nil && s.ownKC {
 		s.kc.Close()
 	}
 	if s.db != nil {
@@ -409,7 +431,7 @@ func (s *Server) DB() *consoledb.DB { return s.db }
 func (s *Server) Store() *consoledb.Console { return s.store }
 
 // Kafka is the console's cluster client.
-func (s *Server) Kafka() *kafka.Client { return s.kc }
+func (s *Server) Kafka() *kafkaview.Client { return s.kc }
 
 // Logger is the console's logger.
 func (s *Server) Logger() *slog.Logger { return s.log }

@@ -12,7 +12,7 @@ import (
 // may scan up to 100 million records for two minutes), and live tails. A
 // user who opens more is told to wait for one to finish, so one viewer
 // cannot take the console's and the brokers' capacity from everyone else.
-// The console-wide bound on tails is web/kafka's MaxTails.
+// The console-wide bound on tails is kafkaview's MaxTails.
 type userSlots struct {
 	mu   sync.Mutex
 	used map[string]int // "scan:<user id>", "tail:<user id>". Lock mu.

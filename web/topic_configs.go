@@ -7,8 +7,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/templates"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // POST /topics/:name/configs: save changed topic configs. The form carries
@@ -17,7 +17,7 @@ import (
 // concurrent change to another config is not overwritten.
 
 type topicConfigAlterer interface {
-	AlterTopicConfigs(ctx context.Context, name string, changes []kafka.ConfigChange) error
+	AlterTopicConfigs(ctx context.Context, name string, changes []kafkaview.ConfigChange) error
 }
 
 type topicConfigs struct {
@@ -31,7 +31,7 @@ func (h topicConfigs) post(c *fiber.Ctx) error {
 		return err
 	}
 	f := templates.NewForm()
-	var changes []kafka.ConfigChange
+	var changes []kafkaview.ConfigChange
 	args := c.Request().PostArgs()
 	resets := map[string]bool{}
 	args.VisitAll(func(k, v []byte) {
@@ -52,18 +52,18 @@ func (h topicConfigs) post(c *fiber.Ctx) error {
 			return
 		}
 		if was := string(args.Peek("was." + cfg)); val != was {
-			changes = append(changes, kafka.ConfigChange{Name: cfg, Value: val})
+			changes = append(changes, kafkaview.ConfigChange{Name: cfg, Value: val})
 		}
 	})
 	for cfg := range resets {
-		changes = append(changes, kafka.ConfigChange{Name: cfg, Reset: true})
+		changes = append(changes, kafkaview.ConfigChange{Name: cfg, Reset: true})
 	}
 	sort.Slice(changes, func(i, j int) bool { return changes[i].Name < changes[j].Name })
 	v, err := h.show.view(c, name)
 	if err != nil {
 		return err
 	}
-	known := make(map[string]kafka.ConfigEntry, len(v.Detail.Configs))
+	known := make(map[string]kafkaview.ConfigEntry, len(v.Detail.Configs))
 	for _, e := range v.Detail.Configs {
 		known[e.Name] = e
 	}

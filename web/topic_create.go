@@ -12,8 +12,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/templates"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // GET /topics/new, POST /topics: the create-topic form. Every field is
@@ -22,8 +22,8 @@ import (
 // onto the field it concerns.
 
 type topicCreator interface {
-	Metadata(ctx context.Context, maxAge time.Duration) (*kafka.Snapshot, error)
-	CreateTopic(ctx context.Context, t kafka.NewTopic, validateOnly bool) error
+	Metadata(ctx context.Context, maxAge time.Duration) (*kafkaview.Snapshot, error)
+	CreateTopic(ctx context.Context, t kafkaview.NewTopic, validateOnly bool) error
 }
 
 type topicCreate struct{ kc topicCreator }
@@ -43,9 +43,9 @@ func (h topicCreate) get(c *fiber.Ctx) error {
 var topicCreateFields = []string{"name", "partitions", "replication", "cleanup.policy", "retention.ms", "configs"}
 
 // parseNewTopic validates the form into a NewTopic, recording field errors.
-func parseNewTopic(f *templates.Form, brokers int) kafka.NewTopic {
-	t := kafka.NewTopic{Name: f.Get("name"), Partitions: -1, Replication: -1, Configs: map[string]string{}}
-	if err := kafka.ValidateTopicName(t.Name); err != nil {
+func parseNewTopic(f *templates.Form, brokers int) kafkaview.NewTopic {
+	t := kafkaview.NewTopic{Name: f.Get("name"), Partitions: -1, Replication: -1, Configs: map[string]string{}}
+	if err := kafkaview.ValidateTopicName(t.Name); err != nil {
 		f.Fail("name", err.Error())
 	}
 	if p := f.Get("partitions"); p != "" {
@@ -82,7 +82,7 @@ func parseNewTopic(f *templates.Form, brokers int) kafka.NewTopic {
 			t.Configs["retention.ms"] = strconv.FormatInt(n, 10)
 		}
 	}
-	extra, err := kafka.ParseConfigLines(f.Get("configs"))
+	extra, err := kafkaview.ParseConfigLines(f.Get("configs"))
 	if err != nil {
 		f.Fail("configs", err.Error())
 	}
@@ -116,7 +116,7 @@ func (h topicCreate) post(c *fiber.Ctx) error {
 	err := h.kc.CreateTopic(requestCtx(c), t, false)
 	Audit(c, "topic.create", t.Name, describeNewTopic(t), err)
 	if err != nil {
-		var ke *kafka.KafkaError
+		var ke *kafkaview.KafkaError
 		if !errors.As(err, &ke) {
 			f.Err = "The cluster did not answer: " + err.Error()
 			return render(fiber.StatusServiceUnavailable)
@@ -144,7 +144,7 @@ func (h topicCreate) post(c *fiber.Ctx) error {
 	return SeeOther(c, templates.TopicURL(t.Name))
 }
 
-func describeNewTopic(t kafka.NewTopic) string {
+func describeNewTopic(t kafkaview.NewTopic) string {
 	orDefault := func(n int) string {
 		if n < 0 {
 			return "default"

@@ -8,8 +8,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/templates"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // GET /topics/:name: partitions with leaders, replicas, ISR, offsets and
@@ -17,7 +17,7 @@ import (
 // partitions; delete behind a typed confirmation.
 
 type topicDescriber interface {
-	Topic(ctx context.Context, name string) (*kafka.TopicDetail, error)
+	Topic(ctx context.Context, name string) (*kafkaview.TopicDetail, error)
 }
 
 type topicShow struct {
@@ -45,14 +45,14 @@ func (h topicShow) get(c *fiber.Ctx) error {
 func (h topicShow) view(c *fiber.Ctx, name string) (templates.TopicView, error) {
 	d, err := h.kc.Topic(requestCtx(c), name)
 	if err != nil {
-		if errors.Is(err, kafka.ErrUnknownTopic) || isUnknownTopic(err) {
+		if errors.Is(err, kafkaview.ErrUnknownTopic) || isUnknownTopic(err) {
 			return templates.TopicView{}, NotFound("topic "+name, "It may have been deleted. The Topics page lists the ones that exist.")
 		}
 		return templates.TopicView{}, Unavailable(err)
 	}
 	v := templates.TopicView{Detail: d, ConfigForm: templates.NewForm(), PartForm: templates.NewForm(), DeleteForm: templates.NewForm()}
 	if h.lag != nil {
-		if groups, _, ok := h.lag.latestLag(10 * time.Minute); ok {
+		if groups, _, ok := h.lag.LatestLag(10 * time.Minute); ok {
 			for _, g := range groups {
 				for _, p := range g.Partitions {
 					if p.Topic == name {

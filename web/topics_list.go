@@ -10,8 +10,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/templates"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // GET /topics: search, sort and page through every topic. The list comes
@@ -20,8 +20,8 @@ import (
 // sizes are asked for the shown page only.
 
 type topicLister interface {
-	Metadata(ctx context.Context, maxAge time.Duration) (*kafka.Snapshot, error)
-	Stats(ctx context.Context, topics []string) (map[string]kafka.TopicStats, error)
+	Metadata(ctx context.Context, maxAge time.Duration) (*kafkaview.Snapshot, error)
+	Stats(ctx context.Context, topics []string) (map[string]kafkaview.TopicStats, error)
 }
 
 type topicsList struct{ kc topicLister }
@@ -50,13 +50,13 @@ func (h topicsList) get(c *fiber.Ctx) error {
 	page := max(1, c.QueryInt("page", 1))
 
 	snap, err := h.kc.Metadata(ctx, 5*time.Second)
-	var rows []*kafka.TopicMeta
+	var rows []*kafkaview.TopicMeta
 	if err != nil {
 		v.Err = err.Error()
 	} else {
 		v.TotalTopics = len(snap.Topics)
 		needle := strings.ToLower(q)
-		rows = make([]*kafka.TopicMeta, 0, len(snap.Topics))
+		rows = make([]*kafkaview.TopicMeta, 0, len(snap.Topics))
 		for i := range snap.Topics {
 			t := &snap.Topics[i]
 			if t.Internal && !v.ShowInternal {
@@ -148,25 +148,25 @@ func containsFold(s, needle string) bool {
 	return false
 }
 
-func sortTopics(rows []*kafka.TopicMeta, key string, desc bool) {
-	less := func(a, b *kafka.TopicMeta) bool { return a.Name < b.Name }
+func sortTopics(rows []*kafkaview.TopicMeta, key string, desc bool) {
+	less := func(a, b *kafkaview.TopicMeta) bool { return a.Name < b.Name }
 	switch key {
 	case "partitions":
-		less = func(a, b *kafka.TopicMeta) bool {
+		less = func(a, b *kafkaview.TopicMeta) bool {
 			if len(a.Partitions) != len(b.Partitions) {
 				return len(a.Partitions) < len(b.Partitions)
 			}
 			return a.Name < b.Name
 		}
 	case "replication":
-		less = func(a, b *kafka.TopicMeta) bool {
+		less = func(a, b *kafkaview.TopicMeta) bool {
 			if a.Replication != b.Replication {
 				return a.Replication < b.Replication
 			}
 			return a.Name < b.Name
 		}
 	case "urp":
-		less = func(a, b *kafka.TopicMeta) bool {
+		less = func(a, b *kafkaview.TopicMeta) bool {
 			ua, ub := a.UnderReplicated+a.Offline*1000000, b.UnderReplicated+b.Offline*1000000
 			if ua != ub {
 				return ua < ub

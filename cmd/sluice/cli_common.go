@@ -194,6 +194,17 @@ type clientFlags struct {
 	timeout time.Duration
 }
 
+// clusterFlags starts the command line of a command that talks to the
+// cluster: a flag set (see newFlags) with the shared flags registered
+// (--brokers, --timeout, and --output/-o when withOutput). The command adds
+// its own flags, then calls parse.
+func clusterFlags(env *cliEnv, synopsis, description string, withOutput bool) (*flag.FlagSet, *clientFlags) {
+	cf := &clientFlags{}
+	fs := newFlags(env, synopsis, description)
+	cf.register(fs, env, withOutput)
+	return fs, cf
+}
+
 func (f *clientFlags) register(fs *flag.FlagSet, env *cliEnv, withOutput bool) {
 	def := env.getenv(brokersEnv)
 	if def == "" {
@@ -205,6 +216,53 @@ func (f *clientFlags) register(fs *flag.FlagSet, env *cliEnv, withOutput bool) {
 		fs.StringVar(&f.output, "output", "table", "output format: table or json")
 		fs.StringVar(&f.output, "o", "table", "shorthand for --output")
 	}
+}
+
+// positional says how many positional arguments a command takes and what
+// it says when it gets another number.
+type positional struct {
+	min, max int    // max < 0: no limit
+	few      string // the usage error for fewer than min
+	many     string // the usage error for more than max: a format taking the first extra argument
+}
+
+var (
+	anyArgs = positional{max: -1}
+	noArgs  = positional{many: "unexpected argument %q"}
+)
+
+// atLeastOne is one or more arguments, named what ("topic", "group").
+func atLeastOne(what string) positional {
+	return positional{min: 1, max: -1, few: "name at least one " + what}
+}
+
+// exactlyOne is one argument; wrong is the usage error for any other number.
+func exactlyOne(wrong string) positional {
+	return positional{min: 1, max: 1, few: wrong, many: wrong}
+}
+
+// parse parses the command line (flags may come before, between or after
+// the positional arguments: parseArgs), checks the number of positional
+// arguments, validates the shared flags, and returns the positional
+// arguments. What is left to check is the command's own flags.
+func (f *clientFlags) parse(fs *flag.FlagSet, args []string, want positional) ([]string, error) {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(pos) < want.min:
+		return nil, usagef("%s", want.few)
+	case want.max >= 0 && len(pos) > want.max:
+		if strings.Contains(want.many, "%q") {
+			return nil, usagef(want.many, pos[want.max])
+		}
+		return nil, usagef("%s", want.many)
+	}
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	return pos, nil
 }
 
 func (f *clientFlags) validate() error {
@@ -269,18 +327,21 @@ func (f *clientFlags) admin(ctx context.Context) (*kadm.Client, func(), error) {
 	return adm, cl.Close, nil
 }
 
-// adminSession validates the flags and connects (see connect).
-func (f *clientFlags) adminSession(ctx context.Context) (context.Context, *kadm.Client, func(), error) {
-	if err := f.validate(); err != nil {
-		return nil, nil, nil, err
+// parseAndConnect is parse followed by adminSession, for a command whose
+// own flags need no check before it connects.
+func (f *clientFlags) parseAndConnect(ctx context.Context, fs *flag.FlagSet, args []string, want positional) (context.Context, *kadm.Client, []string, func(), error) {
+	pos, err := f.parse(fs, args, want)
+	if err != nil {
+		return nil, nil, nil, nil, err
 	}
-	return f.connect(ctx)
+	ctx, adm, done, err := f.adminSession(ctx)
+	return ctx, adm, pos, done, err
 }
 
-// connect connects an admin client to flags already validated; the
+// adminSession connects an admin client (flags checked by parse); the
 // returned context bounds the rest of the command by --timeout, and done
 // closes the client and releases the context.
-func (f *clientFlags) connect(ctx context.Context) (context.Context, *kadm.Client, func(), error) {
+func (f *clientFlags) adminSession(ctx context.Context) (context.Context, *kadm.Client, func(), error) {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	adm, closeClient, err := f.admin(ctx)
 	if err != nil {

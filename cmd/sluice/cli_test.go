@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -434,5 +435,46 @@ func TestParseArgsInterspersed(t *testing.T) {
 	}
 	if *n != 3 || strings.Join(pos, " ") != "a b -n c" {
 		t.Fatalf("n=%d pos=%q", *n, pos)
+	}
+}
+
+// The shared prologue of the commands that talk to the cluster: the number
+// of positional arguments is checked with the command's own message, then
+// the shared flags are validated; every failure is a usage error (exit 2).
+func TestClusterFlagsParse(t *testing.T) {
+	env := &cliEnv{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }}
+	cases := []struct {
+		args    []string
+		want    positional
+		pos     string
+		wantErr string
+	}{
+		{[]string{}, noArgs, "", ""},
+		{[]string{"x", "y"}, noArgs, "", `unexpected argument "x"`},
+		{[]string{"x"}, positional{many: "unexpected argument %q (topics are named with --topic)"}, "", `unexpected argument "x" (topics are named with --topic)`},
+		{[]string{"a", "b"}, anyArgs, "a b", ""},
+		{[]string{}, anyArgs, "", ""},
+		{[]string{}, atLeastOne("topic"), "", "name at least one topic"},
+		{[]string{"a", "--timeout", "1s", "b"}, atLeastOne("topic"), "a b", ""},
+		{[]string{"g"}, exactlyOne("name exactly one group"), "g", ""},
+		{[]string{}, exactlyOne("name exactly one group"), "", "name exactly one group"},
+		{[]string{"g", "h"}, exactlyOne("name exactly one group"), "", "name exactly one group"},
+		{[]string{"--output", "yaml"}, noArgs, "", `--output must be table or json, not "yaml"`},
+		{[]string{"--brokers", " , "}, noArgs, "", "--brokers is empty"},
+		{[]string{"a", "--timeout", "0s"}, atLeastOne("topic"), "", "--timeout must be positive"},
+		{[]string{"a", "b", "--output", "yaml"}, exactlyOne("give one broker id"), "", "give one broker id"},
+	}
+	for _, c := range cases {
+		fs, cf := clusterFlags(env, "x", "", true)
+		pos, err := cf.parse(fs, c.args, c.want)
+		var ue *usageError
+		switch {
+		case c.wantErr == "" && err != nil:
+			t.Errorf("%q: %v", c.args, err)
+		case c.wantErr != "" && (!errors.As(err, &ue) || err.Error() != c.wantErr):
+			t.Errorf("%q: err %v, want usage error %q", c.args, err, c.wantErr)
+		case c.wantErr == "" && strings.Join(pos, " ") != c.pos:
+			t.Errorf("%q: positional %q, want %q", c.args, pos, c.pos)
+		}
 	}
 }

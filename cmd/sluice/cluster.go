@@ -42,21 +42,12 @@ type partitionStateJSON struct {
 }
 
 func clusterRun(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
-	fs := newFlags(env, "cluster [flags]",
+	fs, cf := clusterFlags(env, "cluster [flags]",
 		"Show the cluster id, the controller, every live broker, and the partitions\n"+
 			"that are under-replicated (ISR smaller than the replica set) or offline (no\n"+
-			"leader). With --check the exit code is 1 when any partition is either.")
-	cf.register(fs, env, true)
+			"leader). With --check the exit code is 1 when any partition is either.", true)
 	check := fs.Bool("check", false, "exit 1 when a partition is under-replicated or offline")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
-	}
-	ctx, adm, done, err := cf.adminSession(ctx)
+	ctx, adm, _, done, err := cf.parseAndConnect(ctx, fs, args, noArgs)
 	if err != nil {
 		return err
 	}

@@ -66,21 +66,15 @@ type configJSON struct {
 }
 
 func configsDescribe(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
 	var ent entityFlags
-	fs := newFlags(env, "configs describe (--topic T | --broker ID | --broker-defaults)... [--all] [flags]",
+	fs, cf := clusterFlags(env, "configs describe (--topic T | --broker ID | --broker-defaults)... [--all] [flags]",
 		"Show the configs of topics or brokers. By default only the overrides: a topic's\n"+
 			"dynamic configs, a broker's configs that differ from the built-in defaults.\n"+
-			"--all shows every config with its source.")
-	cf.register(fs, env, true)
+			"--all shows every config with its source.", true)
 	ent.register(fs)
 	all := fs.Bool("all", false, "every config, defaults included")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	if _, err := cf.parse(fs, args, positional{many: "unexpected argument %q (topics are named with --topic)"}); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q (topics are named with --topic)", pos[0])
 	}
 	if err := ent.validate(); err != nil {
 		return err
@@ -190,24 +184,18 @@ func configsDescribe(ctx context.Context, env *cliEnv, args []string) error {
 }
 
 func configsAlter(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
 	var ent entityFlags
-	fs := newFlags(env, "configs alter (--topic T | --broker ID | --broker-defaults)... (--set k=v | --delete k)... [flags]",
+	fs, cf := clusterFlags(env, "configs alter (--topic T | --broker ID | --broker-defaults)... (--set k=v | --delete k)... [flags]",
 		"Set or remove config overrides of topics or brokers; other configs keep their\n"+
-			"values. A value is taken verbatim, commas included (--set cleanup.policy=compact,delete).")
-	cf.register(fs, env, true)
+			"values. A value is taken verbatim, commas included (--set cleanup.policy=compact,delete).", true)
 	ent.register(fs)
 	var set cliKeyValues
 	var del cliList
 	fs.Var(&set, "set", "set key=value (repeatable)")
 	fs.Var(&del, "delete", "remove the override of a key, back to its default (repeatable)")
 	dryRun := fs.Bool("dry-run", false, "only validate the change on the broker")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	if _, err := cf.parse(fs, args, positional{many: "unexpected argument %q (topics are named with --topic)"}); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q (topics are named with --topic)", pos[0])
 	}
 	if err := ent.validate(); err != nil {
 		return err
@@ -219,11 +207,8 @@ func configsAlter(ctx context.Context, env *cliEnv, args []string) error {
 	if len(pairs) == 0 && len(del) == 0 {
 		return usagef("nothing to alter: give --set key=value or --delete key")
 	}
-	if err := cf.validate(); err != nil {
-		return err
-	}
 	alters := buildAlters(pairs, del)
-	ctx, adm, done, err := cf.connect(ctx)
+	ctx, adm, done, err := cf.adminSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -286,7 +271,7 @@ func configsAlter(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		collect("broker-defaults", "", resps)
 	}
-	if err := writeResults(env, &cf, "resource", results); err != nil {
+	if err := writeResults(env, cf, "resource", results); err != nil {
 		return err
 	}
 	return failures("alter", failed)

@@ -23,8 +23,7 @@ func init() {
 }
 
 func consumeRun(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
-	fs := newFlags(env, "consume TOPIC... [flags]",
+	fs, cf := clusterFlags(env, "consume TOPIC... [flags]",
 		"Print records to standard output until --max-messages records were printed,\n"+
 			"no record arrived for --idle-timeout, or the command is interrupted (all exit 0).\n\n"+
 			"--from: earliest, latest (the default), an offset N, -N (N before the end),\n"+
@@ -38,8 +37,7 @@ func consumeRun(ctx context.Context, env *cliEnv, args []string) error {
 			"Schema with a registry id) are printed as JSON, with schemas read from\n"+
 			"--schema-registry (default $SLUICE_SCHEMA_REGISTRY, else http://localhost:8081);\n"+
 			"--format json adds key_schema and value_schema (subject, version, id, type).\n\n"+
-			"Example:\n  sluice consume orders --from earliest --max-messages 10 --format '%p:%o %k=%s\\n'")
-	cf.register(fs, env, true)
+			"Example:\n  sluice consume orders --from earliest --max-messages 10 --format '%p:%o %k=%s\\n'", true)
 	from := fs.String("from", "latest", "where to start: earliest, latest, N, -N or an RFC 3339 time")
 	partition := fs.Int("partition", -1, "consume only this partition")
 	group := fs.String("group", "", "consume as a member of this group and commit what was printed")
@@ -51,12 +49,9 @@ func consumeRun(ctx context.Context, env *cliEnv, args []string) error {
 	decode := fs.Bool("decode", false, "decode Confluent wire-format keys and values (Avro, Protobuf, JSON Schema) to JSON")
 	registryURL := fs.String("schema-registry", "", "schema registry URL for --decode (default $"+schemaRegistryEnv+", else http://localhost:8081)")
 	registryAuth := fs.String("schema-registry-auth", "", "USER:PASSWORD for the schema registry (default $"+schemaRegistryAuthEnv+")")
-	topics, err := parseArgs(fs, args)
+	topics, err := cf.parse(fs, args, atLeastOne("topic"))
 	if err != nil {
 		return err
-	}
-	if len(topics) == 0 {
-		return usagef("name at least one topic")
 	}
 	if *partition < -1 {
 		return usagef("--partition must not be negative")
@@ -84,9 +79,6 @@ func consumeRun(ctx context.Context, env *cliEnv, args []string) error {
 	var decodeFailures int64
 	if *decode {
 		render = decodingFormatter(ctx, env, newSchemaDecoder(env, *registryURL, *registryAuth), *format, render, &decodeFailures)
-	}
-	if err := cf.validate(); err != nil {
-		return err
 	}
 
 	// Check the topics (and partition) with a plain client first, so a typo

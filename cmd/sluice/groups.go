@@ -35,19 +35,10 @@ type groupListJSON struct {
 }
 
 func groupsList(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
-	fs := newFlags(env, "groups list [flags]", "List the consumer groups of the cluster.")
-	cf.register(fs, env, true)
+	fs, cf := clusterFlags(env, "groups list [flags]", "List the consumer groups of the cluster.", true)
 	var states cliList
 	fs.Var(&states, "state", "only groups in this state, e.g. Stable or Empty (repeatable)")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
-	}
-	ctx, adm, done, err := cf.adminSession(ctx)
+	ctx, adm, _, done, err := cf.parseAndConnect(ctx, fs, args, noArgs)
 	if err != nil {
 		return err
 	}
@@ -119,20 +110,15 @@ type groupOffsetJSON struct {
 }
 
 func groupsDescribe(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
-	fs := newFlags(env, "groups describe GROUP... [flags]",
+	fs, cf := clusterFlags(env, "groups describe GROUP... [flags]",
 		"Show, for each partition a group consumes or has committed offsets for, the\n"+
 			"committed offset, the log end offset, the lag and the member consuming it.\n"+
-			"--members lists the members instead, --state one line per group.")
-	cf.register(fs, env, true)
+			"--members lists the members instead, --state one line per group.", true)
 	members := fs.Bool("members", false, "list the members and their assignments")
 	state := fs.Bool("state", false, "one summary line per group")
-	names, err := parseArgs(fs, args)
+	names, err := cf.parse(fs, args, atLeastOne("group"))
 	if err != nil {
 		return err
-	}
-	if len(names) == 0 {
-		return usagef("name at least one group")
 	}
 	if *members && *state {
 		return usagef("--members and --state exclude each other")
@@ -277,14 +263,12 @@ type resetSpec struct {
 }
 
 func groupsResetOffsets(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
-	fs := newFlags(env, "groups reset-offsets GROUP (--topic T[:P,...]... | --all-topics) <target> [--execute] [flags]",
+	fs, cf := clusterFlags(env, "groups reset-offsets GROUP (--topic T[:P,...]... | --all-topics) <target> [--execute] [flags]",
 		"Move the committed offsets of a group whose consumers are stopped. Without\n"+
 			"--execute it only prints the plan. New offsets are clamped to the partition's\n"+
 			"log start and end. Exactly one target:\n"+
 			"  --to-earliest | --to-latest | --to-current | --to-offset N | --shift-by N\n"+
-			"  | --to-datetime 2006-01-02T15:04:05Z | --by-duration 1h (now minus the duration)")
-	cf.register(fs, env, true)
+			"  | --to-datetime 2006-01-02T15:04:05Z | --by-duration 1h (now minus the duration)", true)
 	var topics cliList
 	fs.Func("topic", "topic, or topic:partition[,partition...], to reset (repeatable)", func(s string) error {
 		topics = append(topics, s)
@@ -308,12 +292,9 @@ func groupsResetOffsets(ctx context.Context, env *cliEnv, args []string) error {
 	fs.StringVar(&spec.datetime, "to-datetime", "", "the first offset at or after this RFC 3339 time")
 	fs.DurationVar(&spec.duration, "by-duration", 0, "the first offset at or after now minus this duration")
 	execute := fs.Bool("execute", false, "commit the new offsets (default: dry run)")
-	pos, err := parseArgs(fs, args)
+	pos, err := cf.parse(fs, args, exactlyOne("name exactly one group"))
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usagef("name exactly one group")
 	}
 	group := pos[0]
 	n := 0
@@ -363,11 +344,8 @@ func groupsResetOffsets(ctx context.Context, env *cliEnv, args []string) error {
 			selection[name] = append(selection[name], int32(n))
 		}
 	}
-	if err := cf.validate(); err != nil {
-		return err
-	}
 
-	ctx, adm, done, err := cf.connect(ctx)
+	ctx, adm, done, err := cf.adminSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -521,19 +499,14 @@ func groupsResetOffsets(ctx context.Context, env *cliEnv, args []string) error {
 }
 
 func groupsDelete(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
-	fs := newFlags(env, "groups delete GROUP... [--topic T]... [flags]",
+	fs, cf := clusterFlags(env, "groups delete GROUP... [--topic T]... [flags]",
 		"Delete consumer groups with no active members, and their committed offsets.\n"+
-			"With --topic, delete only the group's committed offsets for those topics.")
-	cf.register(fs, env, true)
+			"With --topic, delete only the group's committed offsets for those topics.", true)
 	var topics cliList
 	fs.Var(&topics, "topic", "delete only the offsets of this topic (repeatable)")
-	names, err := parseArgs(fs, args)
+	names, err := cf.parse(fs, args, atLeastOne("group"))
 	if err != nil {
 		return err
-	}
-	if len(names) == 0 {
-		return usagef("name at least one group")
 	}
 	if len(topics) > 0 && len(names) != 1 {
 		return usagef("--topic works on exactly one group")
@@ -633,7 +606,7 @@ func groupsDelete(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		results = append(results, res)
 	}
-	if err := writeResults(env, &cf, "group", results); err != nil {
+	if err := writeResults(env, cf, "group", results); err != nil {
 		return err
 	}
 	return failures("delete", failed)

@@ -29,14 +29,12 @@ type produceJSON struct {
 }
 
 func produceRun(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
-	fs := newFlags(env, "produce TOPIC [flags] < lines",
+	fs, cf := clusterFlags(env, "produce TOPIC [flags] < lines",
 		"Write each line of standard input to TOPIC as one record (an empty line is an\n"+
 			"empty record). With --key-separator the text before the first separator is\n"+
 			"the key; a line without it is an error. Records are acknowledged before the\n"+
 			"command exits; the exit code is 1 if any record was not.\n\n"+
-			"Example:\n  printf 'k1:hello\\nk2:world\\n' | sluice produce orders --key-separator : --header source=cli")
-	cf.register(fs, env, true)
+			"Example:\n  printf 'k1:hello\\nk2:world\\n' | sluice produce orders --key-separator : --header source=cli", true)
 	keySep := fs.String("key-separator", "", "split each line into key and value at the first occurrence of this string")
 	var headers cliKeyValues
 	fs.Var(&headers, "header", "header key=value added to every record (repeatable)")
@@ -45,12 +43,9 @@ func produceRun(ctx context.Context, env *cliEnv, args []string) error {
 	compression := fs.String("compression", "none", "none, gzip, snappy, lz4 or zstd")
 	maxLine := fs.Int("max-line-bytes", 1<<20, "longest line accepted")
 	quiet := fs.Bool("quiet", false, "print no summary")
-	pos, err := parseArgs(fs, args)
+	pos, err := cf.parse(fs, args, exactlyOne("name exactly one topic"))
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usagef("name exactly one topic")
 	}
 	topic := pos[0]
 	hdrPairs, err := headers.pairs("header")
@@ -96,16 +91,13 @@ func produceRun(ctx context.Context, env *cliEnv, args []string) error {
 		return usagef("--max-line-bytes must be positive")
 	}
 	opts = append(opts, kgo.ProducerBatchMaxBytes(int32(min(max(*maxLine+4096, 1<<20), 64<<20))))
-	if err := cf.validate(); err != nil {
-		return err
-	}
 
 	cl, err := cf.client(ctx, opts...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	if err := checkTopic(ctx, &cf, cl, topic, int32(*partition)); err != nil {
+	if err := checkTopic(ctx, cf, cl, topic, int32(*partition)); err != nil {
 		return err
 	}
 

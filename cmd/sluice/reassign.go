@@ -119,29 +119,20 @@ func (pf *planFlags) plan(withReplicas bool) (reassignmentPlan, error) {
 }
 
 func reassignExecute(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
 	var pf planFlags
-	fs := newFlags(env, "reassign execute (--file plan.json | --topic T --partition P --replicas 1,2,3) [flags]",
+	fs, cf := clusterFlags(env, "reassign execute (--file plan.json | --topic T --partition P --replicas 1,2,3) [flags]",
 		"Start moving partitions to new replica lists. The new replicas copy the data from\n"+
 			"the leader while clients keep producing and consuming; the controller finishes\n"+
 			"each move once its new replicas are in sync (leadership moves into the new list\n"+
 			"and the replicas left out drop their copy). A list of another length changes the\n"+
 			"replication factor. The plan file is Kafka's reassignment JSON:\n"+
-			"  {\"version\":1,\"partitions\":[{\"topic\":\"orders\",\"partition\":0,\"replicas\":[2,3]}]}")
-	cf.register(fs, env, false)
+			"  {\"version\":1,\"partitions\":[{\"topic\":\"orders\",\"partition\":0,\"replicas\":[2,3]}]}", false)
 	fs.StringVar(&pf.file, "file", "", "reassignment plan (Kafka's JSON format)")
 	fs.StringVar(&pf.topic, "topic", "", "topic of a single partition to move")
 	fs.IntVar(&pf.partition, "partition", -1, "the partition to move")
 	fs.StringVar(&pf.replicas, "replicas", "", "its new replicas, preferred leader first: 1,2,3")
 	fs.BoolVar(&pf.wait, "wait", false, "wait until every move completed")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
-	}
-	if err := cf.validate(); err != nil {
+	if _, err := cf.parse(fs, args, noArgs); err != nil {
 		return err
 	}
 	plan, err := pf.plan(true)
@@ -153,14 +144,12 @@ func reassignExecute(ctx context.Context, env *cliEnv, args []string) error {
 			return usagef("%s-%d: no replicas (use `sluice reassign cancel` to cancel)", e.Topic, e.Partition)
 		}
 	}
-	return submitPlan(ctx, env, &cf, plan, pf.wait)
+	return submitPlan(ctx, env, cf, plan, pf.wait)
 }
 
 // submitPlan starts the plan's reassignments and optionally waits for them.
 func submitPlan(ctx context.Context, env *cliEnv, cf *clientFlags, plan reassignmentPlan, wait bool) error {
-	actx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	adm, done, err := cf.admin(actx)
+	actx, adm, done, err := cf.adminSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -252,19 +241,10 @@ func sameSet(a, b []int32) bool {
 }
 
 func reassignList(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
 	var topic string
-	fs := newFlags(env, "reassign list [--topic T] [flags]", "Show the partitions being reassigned: their replicas (target and original),\nthe replicas being added and those being removed.")
-	cf.register(fs, env, true)
+	fs, cf := clusterFlags(env, "reassign list [--topic T] [flags]", "Show the partitions being reassigned: their replicas (target and original),\nthe replicas being added and those being removed.", true)
 	fs.StringVar(&topic, "topic", "", "only this topic")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
-	}
-	ctx, adm, done, err := cf.adminSession(ctx)
+	ctx, adm, _, done, err := cf.parseAndConnect(ctx, fs, args, noArgs)
 	if err != nil {
 		return err
 	}
@@ -317,29 +297,20 @@ func nonNilIDs(v []int32) []int32 {
 }
 
 func reassignCancel(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
 	var pf planFlags
-	fs := newFlags(env, "reassign cancel (--file plan.json | --topic T --partition P) [flags]",
-		"Cancel reassignments in progress: each partition goes back to its original\nreplicas (the replica lists of a plan file are ignored).")
-	cf.register(fs, env, false)
+	fs, cf := clusterFlags(env, "reassign cancel (--file plan.json | --topic T --partition P) [flags]",
+		"Cancel reassignments in progress: each partition goes back to its original\nreplicas (the replica lists of a plan file are ignored).", false)
 	fs.StringVar(&pf.file, "file", "", "the plan whose partitions to cancel")
 	fs.StringVar(&pf.topic, "topic", "", "topic of a single partition")
 	fs.IntVar(&pf.partition, "partition", -1, "the partition")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
-	}
-	if err := cf.validate(); err != nil {
+	if _, err := cf.parse(fs, args, noArgs); err != nil {
 		return err
 	}
 	plan, err := pf.plan(false)
 	if err != nil {
 		return err
 	}
-	ctx, adm, done, err := cf.connect(ctx)
+	ctx, adm, done, err := cf.adminSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -489,32 +460,22 @@ func addPlan(a assignment, broker int32, live []int32) reassignmentPlan {
 // brokerCommand parses `broker add|drain <id>` and loads the assignment.
 func brokerCommand(ctx context.Context, env *cliEnv, args []string, verb, description string,
 	fn func(a assignment, id int32, live []int32) (reassignmentPlan, []partKey)) error {
-	var cf clientFlags
 	var topics cliList
 	var wait, dryRun bool
-	fs := newFlags(env, "broker "+verb+" <broker-id> [flags]", description)
-	cf.register(fs, env, false)
+	fs, cf := clusterFlags(env, "broker "+verb+" <broker-id> [flags]", description, false)
 	fs.Var(&topics, "topics", "only these topics (comma-separated; default: every topic)")
 	fs.BoolVar(&wait, "wait", false, "wait until every move completed")
 	fs.BoolVar(&dryRun, "dry-run", false, "print the plan (Kafka's reassignment JSON) and change nothing")
-	pos, err := parseArgs(fs, args)
+	pos, err := cf.parse(fs, args, exactlyOne("give one broker id"))
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usagef("give one broker id")
 	}
 	ids, err := parseIDs(pos[0])
 	if err != nil || len(ids) != 1 {
 		return usagef("%q is not a broker id", pos[0])
 	}
 	id := ids[0]
-	if err := cf.validate(); err != nil {
-		return err
-	}
-	actx, cancel := context.WithTimeout(ctx, cf.timeout)
-	defer cancel()
-	adm, done, err := cf.admin(actx)
+	actx, adm, done, err := cf.adminSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -558,7 +519,7 @@ func brokerCommand(ctx context.Context, env *cliEnv, args []string, verb, descri
 		fmt.Fprintf(env.stdout, "nothing to move\n")
 		return nil
 	}
-	return submitPlan(ctx, env, &cf, plan, wait)
+	return submitPlan(ctx, env, cf, plan, wait)
 }
 
 func brokerDrain(ctx context.Context, env *cliEnv, args []string) error {

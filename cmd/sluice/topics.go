@@ -67,18 +67,9 @@ func topicID(id kadm.TopicID) string {
 }
 
 func topicsList(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
-	fs := newFlags(env, "topics list [flags]", "List the topics of the cluster.")
-	cf.register(fs, env, true)
+	fs, cf := clusterFlags(env, "topics list [flags]", "List the topics of the cluster.", true)
 	internal := fs.Bool("internal", false, "include internal topics such as __consumer_offsets")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
-	}
-	ctx, adm, done, err := cf.adminSession(ctx)
+	ctx, adm, _, done, err := cf.parseAndConnect(ctx, fs, args, noArgs)
 	if err != nil {
 		return err
 	}
@@ -111,20 +102,14 @@ func topicsList(ctx context.Context, env *cliEnv, args []string) error {
 }
 
 func topicsDescribe(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
-	fs := newFlags(env, "topics describe [TOPIC...] [flags]",
+	fs, cf := clusterFlags(env, "topics describe [TOPIC...] [flags]",
 		"Show each partition of the named topics (all topics when none is named): leader,\n"+
 			"leader epoch, replicas, in-sync replicas, offline replicas and the log start and\n"+
-			"end offsets, and the topic configs that differ from the broker defaults.")
-	cf.register(fs, env, true)
+			"end offsets, and the topic configs that differ from the broker defaults.", true)
 	internal := fs.Bool("internal", false, "include internal topics when no topic is named")
 	underReplicated := fs.Bool("under-replicated-partitions", false, "only partitions whose ISR is smaller than the replica set")
 	unavailable := fs.Bool("unavailable-partitions", false, "only partitions without a live leader")
-	names, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	ctx, adm, done, err := cf.adminSession(ctx)
+	ctx, adm, names, done, err := cf.parseAndConnect(ctx, fs, args, anyArgs)
 	if err != nil {
 		return err
 	}
@@ -265,23 +250,18 @@ func writeResults(env *cliEnv, cf *clientFlags, kind string, results []resultJSO
 }
 
 func topicsCreate(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
-	fs := newFlags(env, "topics create TOPIC... [flags]",
+	fs, cf := clusterFlags(env, "topics create TOPIC... [flags]",
 		"Create topics. Without --partitions or --replication-factor the broker's\n"+
-			"num.partitions and default.replication.factor apply.")
-	cf.register(fs, env, true)
+			"num.partitions and default.replication.factor apply.", true)
 	partitions := fs.Int("partitions", -1, "number of partitions (-1: the broker default)")
 	rf := fs.Int("replication-factor", -1, "replicas per partition (-1: the broker default)")
 	var cfgs cliKeyValues
 	fs.Var(&cfgs, "config", "topic config key=value (repeatable), e.g. --config retention.ms=86400000")
 	ifNotExists := fs.Bool("if-not-exists", false, "succeed when the topic already exists")
 	dryRun := fs.Bool("dry-run", false, "only validate the request on the broker")
-	names, err := parseArgs(fs, args)
+	names, err := cf.parse(fs, args, atLeastOne("topic"))
 	if err != nil {
 		return err
-	}
-	if len(names) == 0 {
-		return usagef("name at least one topic")
 	}
 	if *partitions == 0 || *partitions < -1 {
 		return usagef("--partitions must be positive (or -1 for the broker default)")
@@ -293,15 +273,12 @@ func topicsCreate(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := cf.validate(); err != nil {
-		return err
-	}
 	configs := map[string]*string{}
 	for _, p := range pairs {
 		v := p[1]
 		configs[p[0]] = &v
 	}
-	ctx, adm, done, err := cf.connect(ctx)
+	ctx, adm, done, err := cf.adminSession(ctx)
 	if err != nil {
 		return err
 	}
@@ -337,25 +314,16 @@ func topicsCreate(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		results = append(results, res)
 	}
-	if err := writeResults(env, &cf, "topic", results); err != nil {
+	if err := writeResults(env, cf, "topic", results); err != nil {
 		return err
 	}
 	return failures("create", failed)
 }
 
 func topicsDelete(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
-	fs := newFlags(env, "topics delete TOPIC... [flags]", "Delete topics and all their data.")
-	cf.register(fs, env, true)
+	fs, cf := clusterFlags(env, "topics delete TOPIC... [flags]", "Delete topics and all their data.", true)
 	ifExists := fs.Bool("if-exists", false, "succeed when a topic does not exist")
-	names, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(names) == 0 {
-		return usagef("name at least one topic")
-	}
-	ctx, adm, done, err := cf.adminSession(ctx)
+	ctx, adm, names, done, err := cf.parseAndConnect(ctx, fs, args, atLeastOne("topic"))
 	if err != nil {
 		return err
 	}
@@ -386,29 +354,24 @@ func topicsDelete(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		results = append(results, res)
 	}
-	if err := writeResults(env, &cf, "topic", results); err != nil {
+	if err := writeResults(env, cf, "topic", results); err != nil {
 		return err
 	}
 	return failures("delete", failed)
 }
 
 func topicsAlter(ctx context.Context, env *cliEnv, args []string) error {
-	var cf clientFlags
-	fs := newFlags(env, "topics alter TOPIC... [flags]",
+	fs, cf := clusterFlags(env, "topics alter TOPIC... [flags]",
 		"Raise the partition count of topics (it can never shrink) and/or set or remove\n"+
-			"topic configs (the same as `sluice configs alter --topic`).")
-	cf.register(fs, env, true)
+			"topic configs (the same as `sluice configs alter --topic`).", true)
 	partitions := fs.Int("partitions", 0, "new total number of partitions")
 	var set cliKeyValues
 	var del cliList
 	fs.Var(&set, "config", "set topic config key=value (repeatable)")
 	fs.Var(&del, "delete-config", "remove a topic config override, back to the default (repeatable)")
-	names, err := parseArgs(fs, args)
+	names, err := cf.parse(fs, args, atLeastOne("topic"))
 	if err != nil {
 		return err
-	}
-	if len(names) == 0 {
-		return usagef("name at least one topic")
 	}
 	if *partitions < 0 {
 		return usagef("--partitions must be positive")
@@ -495,7 +458,7 @@ func topicsAlter(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		results = append(results, resultJSON{Name: name, Status: s})
 	}
-	if err := writeResults(env, &cf, "topic", results); err != nil {
+	if err := writeResults(env, cf, "topic", results); err != nil {
 		return err
 	}
 	return failures("alter", failed)

@@ -3,8 +3,8 @@
 // detail page with live counters, the verdict and the differences, and the
 // delete confirmation. The handlers are in web/comparisons; these are
 // templ components built from the console's shared ones (package
-// templates), plus a small stylesheet of their own (CSS, served by the
-// handlers at AssetPath).
+// templates), plus a small stylesheet of their own (comparisons.css, one
+// of package static's assets).
 //
 // The generated *_templ.go files are committed; `go tool templ generate`
 // refreshes them.

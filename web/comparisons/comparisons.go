@@ -15,7 +15,6 @@
 //	POST /comparisons/:id/restart     (operator)
 //	GET  /comparisons/:id/delete      confirmation (operator)
 //	POST /comparisons/:id/delete      (operator)
-//	GET  /comparisons/assets/:name    the pages' stylesheet (viewer)
 //
 // One file per route; each handler declares the narrow interface of the
 // engine it uses, and Engine is their union (a *migration.Manager). Every
@@ -32,9 +31,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/migration"
 	"github.com/sluice-io/sluice/web"
-	"github.com/sluice-io/sluice/web/kafka"
 )
 
 // Engine is what the pages need of the comparison engine; a
@@ -132,7 +131,7 @@ type group struct {
 // topicLister lists the cluster's topics for the form (the console's
 // cluster client).
 type topicLister interface {
-	Metadata(ctx context.Context, maxAge time.Duration) (*kafka.Snapshot, error)
+	Metadata(ctx context.Context, maxAge time.Duration) (*kafkaview.Snapshot, error)
 }
 
 func (g *group) mount(r *web.Router) error {
@@ -164,7 +163,6 @@ func (g *group) mount(r *web.Router) error {
 	show := detailHandler{eng: g.eng, perPage: g.opts.PerPage, poll: g.opts.Poll}
 	form := formHandler{eng: g.eng, topics: topics, previewN: g.opts.PreviewPairs}
 
-	r.Get("/comparisons/assets/:name", web.RoleViewer, serveCSS)
 	r.Get("/comparisons", web.RoleViewer, listHandler{eng: g.eng, poll: max(g.opts.Poll, 5*time.Second)}.get)
 	r.Get("/comparisons/new", web.RoleOperator, form.get)
 	r.Post("/comparisons", web.RoleOperator, form.create)

@@ -3,8 +3,6 @@ package comparisons
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
-	"fmt"
 	"io"
 	"strconv"
 	"time"
@@ -17,8 +15,8 @@ import (
 
 // GET /comparisons/:id/export?format=json|csv[&kind=KIND]: every stored
 // difference of the comparison (of one kind, or all) as a download, in the
-// engine's export format (migration.WriteDifferencesJSON/CSV), CSV cells
-// made safe to open in a spreadsheet. Each export is an
+// engine's export format (migration.WriteDifferencesJSON/CSV, whose CSV
+// cells are safe to open in a spreadsheet). Each export is an
 // "access.comparison.export" audit entry.
 
 type exporter interface {
@@ -45,14 +43,6 @@ func (h exportHandler) get(c *fiber.Ctx) error {
 	if err := h.eng.Export(c.UserContext(), st.ID, kind, format, &buf); err != nil {
 		return engineError(st.ID, err)
 	}
-	body := buf.Bytes()
-	if format == "csv" {
-		safe, err := safeCSV(body)
-		if err != nil {
-			return engineError(st.ID, err)
-		}
-		body = safe
-	}
 	what := "all"
 	if kind != "" {
 		what = string(kind)
@@ -66,32 +56,5 @@ func (h exportHandler) get(c *fiber.Ctx) error {
 	} else {
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSONCharsetUTF8)
 	}
-	return c.Send(body)
-}
-
-// safeCSV rewrites the engine's CSV with every cell safe to open in a
-// spreadsheet (web.CSVCell): differences carry record values, which anyone
-// who can produce to the topics chose.
-func safeCSV(in []byte) ([]byte, error) {
-	r := csv.NewReader(bytes.NewReader(in))
-	r.FieldsPerRecord = -1
-	var out bytes.Buffer
-	out.Grow(len(in) + len(in)/8)
-	w := web.NewCSVWriter(&out)
-	for {
-		row, err := r.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("re-encode the CSV export: %w", err)
-		}
-		if err := w.Write(row); err != nil {
-			return nil, err
-		}
-	}
-	if err := w.Flush(); err != nil {
-		return nil, err
-	}
-	return out.Bytes(), nil
+	return c.Send(buf.Bytes())
 }

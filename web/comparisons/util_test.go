@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-var cssRe = regexp.MustCompile(`<link rel="stylesheet" href="(/comparisons/assets/[^"]+)">`)
+var cssRe = regexp.MustCompile(`<link rel="stylesheet" href="(/static/comparisons\.css\?v=[0-9a-f]+)">`)
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 

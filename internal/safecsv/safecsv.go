@@ -1,4 +1,7 @@
-package web
+// Package safecsv writes CSV that is safe to open in a spreadsheet: the
+// console's exports (records, comparison differences) and the comparison
+// engine's CSV all go through it.
+package safecsv
 
 import (
 	"bufio"
@@ -15,9 +18,9 @@ import (
 // another locale (";") inside a cell cannot start a new cell. A plain
 // number ("-12", "+3.5") is left alone: it is no formula.
 
-// CSVCell is s made safe to open in a spreadsheet (see above), before
+// Cell is s made safe to open in a spreadsheet (see above), before
 // quoting.
-func CSVCell(s string) string {
+func Cell(s string) string {
 	if s == "" || plainNumber(s) {
 		return s
 	}
@@ -47,18 +50,18 @@ func plainNumber(s string) bool {
 	return digits > 0
 }
 
-// CSVWriter writes RFC 4180 CSV with every cell quoted and passed through
-// CSVCell. encoding/csv reads it back.
-type CSVWriter struct {
+// Writer writes RFC 4180 CSV with every cell quoted and passed through
+// Cell. encoding/csv reads it back.
+type Writer struct {
 	w   *bufio.Writer
 	err error
 }
 
-// NewCSVWriter returns a writer to w; call Flush at the end.
-func NewCSVWriter(w io.Writer) *CSVWriter { return &CSVWriter{w: bufio.NewWriter(w)} }
+// NewWriter returns a writer to w; call Flush at the end.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: bufio.NewWriter(w)} }
 
 // Write writes one row.
-func (w *CSVWriter) Write(row []string) error {
+func (w *Writer) Write(row []string) error {
 	if w.err != nil {
 		return w.err
 	}
@@ -67,7 +70,7 @@ func (w *CSVWriter) Write(row []string) error {
 			w.w.WriteByte(',')
 		}
 		w.w.WriteByte('"')
-		w.w.WriteString(strings.ReplaceAll(CSVCell(cell), `"`, `""`))
+		w.w.WriteString(strings.ReplaceAll(Cell(cell), `"`, `""`))
 		_, w.err = w.w.WriteString(`"`)
 	}
 	if w.err == nil {
@@ -77,7 +80,7 @@ func (w *CSVWriter) Write(row []string) error {
 }
 
 // Flush writes what is buffered and reports the first error.
-func (w *CSVWriter) Flush() error {
+func (w *Writer) Flush() error {
 	if w.err != nil {
 		return w.err
 	}

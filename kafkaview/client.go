@@ -1,4 +1,4 @@
-// Package kafka is the console's view of the cluster. It is a Kafka client
+// Package kafkaview is the console's view of the cluster. It is a Kafka client
 // (franz-go kgo and kadm) and nothing else: everything the console shows or
 // changes goes over the Kafka protocol to whichever broker answers, so the
 // console of any host sees the whole cluster, and tests run it against kfake.
@@ -7,7 +7,7 @@
 // declares the narrow interface it consumes and Client satisfies them all.
 // The types here (Snapshot, TopicDetail, Record, ...) are plain data that the
 // templates render.
-package kafka
+package kafkaview
 
 import (
 	"context"

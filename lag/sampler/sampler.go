@@ -1,0 +1,253 @@
+// Package sampler is the console's background sampling of the cluster:
+// every interval it collects the lag of every consumer group (kept in
+// memory for the overview and the topic pages and, on the leading console,
+// stored in SQLite for the history charts), and samples the cluster's end
+// offsets and log sizes so the overview can show rates. It also records
+// which brokers it sees, so that a broker that disappears from the metadata
+// is shown as down.
+//
+// The appliance's console component builds one and runs it; the console's
+// pages read it (LatestLag, Traffic) and never start it.
+package sampler
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/kafkaview"
+	"github.com/sluice-io/sluice/lag"
+)
+
+// Source is what the sampler reads of the cluster (*kafkaview.Client).
+type Source interface {
+	Lag(ctx context.Context, groups ...string) ([]lag.Group, error)
+	Totals(ctx context.Context) (endOffsets, bytes int64, err error)
+	Metadata(ctx context.Context, maxAge time.Duration) (*kafkaview.Snapshot, error)
+}
+
+// Store is where the sampler keeps lag history and the brokers it saw
+// (*consoledb.Console).
+type Store interface {
+	InsertLagSamples(ctx context.Context, at time.Time, samples []consoledb.LagSample) error
+	PruneLagSamples(ctx context.Context, before time.Time) (int64, error)
+	SeeBrokers(ctx context.Context, brokers []consoledb.KnownBroker) error
+}
+
+// Defaults of Config.
+const (
+	DefaultInterval  = 30 * time.Second
+	DefaultRetention = 7 * 24 * time.Hour
+)
+
+// Config configures a Sampler. Source and Store are required.
+type Config struct {
+	Source Source
+	Store  Store
+	Logger *slog.Logger // default: discarded
+	// Interval is how often every group's lag is collected and stored
+	// (console.lag.sample.interval.ms, default 30s).
+	Interval time.Duration
+	// Retention is how long lag samples are kept (default 7 days).
+	Retention time.Duration
+	// Leader says whether this console stores lag history (the leading
+	// console of a cluster does); nil: always.
+	Leader func() bool
+	// BytesOut, when set, returns a cumulative count of bytes the brokers
+	// sent to consumers (e.g. from the broker metrics) and a label of its
+	// scope; Traffic shows its rate. ok=false when unknown.
+	BytesOut func() (total int64, scope string, ok bool)
+}
+
+// Sampler samples the cluster in the background (Run) and keeps the
+// latest results for the pages. It is safe for concurrent use.
+type Sampler struct {
+	src      Source
+	store    Store
+	log      *slog.Logger
+	interval time.Duration
+	keep     time.Duration
+	leader   func() bool
+	bytesOut func() (int64, string, bool)
+
+	mu        sync.Mutex
+	lastLag   []lag.Group    // Lock mu.
+	lastLagAt time.Time      // Lock mu.
+	obs       [2]observation // previous and latest traffic observation; Lock mu.
+	lastPrune time.Time      // only Run's goroutine
+}
+
+type observation struct {
+	at        time.Time
+	ends      int64
+	bytes     int64
+	out       int64
+	outOK     bool
+	outSource string
+}
+
+// New returns a sampler; Run starts sampling.
+func New(cfg Config) *Sampler {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Sampler{src: cfg.Source, store: cfg.Store, log: cfg.Logger, interval: cfg.Interval, keep: cfg.Retention,
+		leader: cfg.Leader, bytesOut: cfg.BytesOut}
+}
+
+// Run samples until ctx ends. Two traffic observations a few seconds apart
+// give rates soon after start; then one of each kind per interval.
+func (s *Sampler) Run(ctx context.Context) {
+	s.observe(ctx)
+	s.sampleLag(ctx)
+	first := time.NewTimer(5 * time.Second)
+	defer first.Stop()
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-first.C:
+			s.observe(ctx)
+		case <-t.C:
+			s.observe(ctx)
+			s.sampleLag(ctx)
+		}
+	}
+}
+
+func (s *Sampler) observe(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.interval)
+	defer cancel()
+	ends, bytes, err := s.src.Totals(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Debug("traffic sample", "err", err)
+		}
+		return
+	}
+	o := observation{at: time.Now(), ends: ends, bytes: bytes}
+	if s.bytesOut != nil {
+		o.out, o.outSource, o.outOK = s.bytesOut()
+	}
+	s.mu.Lock()
+	s.obs[0], s.obs[1] = s.obs[1], o
+	s.mu.Unlock()
+	if snap, err := s.src.Metadata(ctx, time.Second); err == nil {
+		seen := make([]consoledb.KnownBroker, 0, len(snap.Brokers))
+		for _, b := range snap.Brokers {
+			seen = append(seen, consoledb.KnownBroker{ID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack})
+		}
+		if err := s.store.SeeBrokers(ctx, seen); err != nil {
+			s.log.Warn("record brokers", "err", err)
+		}
+	}
+}
+
+func (s *Sampler) sampleLag(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, s.interval)
+	defer cancel()
+	groups, err := s.src.Lag(ctx)
+	now := time.Now()
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("lag sample", "err", err)
+		}
+		return
+	}
+	s.mu.Lock()
+	s.lastLag, s.lastLagAt = groups, now
+	s.mu.Unlock()
+	if s.leader != nil && !s.leader() {
+		return
+	}
+	if err := s.store.InsertLagSamples(ctx, now, samplesOf(groups)); err != nil {
+		s.log.Warn("store lag samples", "err", err)
+	}
+	if now.Sub(s.lastPrune) > time.Hour {
+		s.lastPrune = now
+		if _, err := s.store.PruneLagSamples(ctx, now.Add(-s.keep)); err != nil {
+			s.log.Warn("prune lag samples", "err", err)
+		}
+	}
+}
+
+// samplesOf sums each group's lag per topic and keeps the largest time lag.
+func samplesOf(groups []lag.Group) []consoledb.LagSample {
+	var out []consoledb.LagSample
+	for _, g := range groups {
+		if g.Err != nil && len(g.Partitions) == 0 {
+			continue
+		}
+		idx := map[string]int{}
+		for _, p := range g.Partitions {
+			i, ok := idx[p.Topic]
+			if !ok {
+				i = len(out)
+				idx[p.Topic] = i
+				out = append(out, consoledb.LagSample{Group: g.Group, Topic: p.Topic})
+			}
+			out[i].Lag += p.Lag
+			out[i].LagTime = max(out[i].LagTime, p.LagTime)
+		}
+	}
+	return out
+}
+
+// LatestLag is the last collected lag of all groups, if fresher than
+// maxAge.
+func (s *Sampler) LatestLag(maxAge time.Duration) ([]lag.Group, time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastLagAt.IsZero() || time.Since(s.lastLagAt) > maxAge {
+		return nil, time.Time{}, false
+	}
+	return s.lastLag, s.lastLagAt, true
+}
+
+// Traffic is the cluster's throughput, estimated from successive samples.
+type Traffic struct {
+	Known          bool    // at least two samples were taken
+	MessagesIn     float64 // records per second appended over all partitions
+	BytesIn        float64 // bytes per second of log growth (-1 unknown)
+	BytesOut       float64 // bytes per second sent to consumers (-1 unknown)
+	BytesOutSource string  // where BytesOut comes from, e.g. "broker metrics"
+	Over           time.Duration
+}
+
+// Traffic is the rate between the last two observations.
+func (s *Sampler) Traffic() Traffic {
+	s.mu.Lock()
+	a, b := s.obs[0], s.obs[1]
+	s.mu.Unlock()
+	t := Traffic{BytesIn: -1, BytesOut: -1}
+	if a.at.IsZero() || b.at.IsZero() {
+		return t
+	}
+	secs := b.at.Sub(a.at).Seconds()
+	if secs <= 0 {
+		return t
+	}
+	t.Known = true
+	t.Over = b.at.Sub(a.at).Round(time.Second)
+	t.MessagesIn = max(0, float64(b.ends-a.ends)/secs)
+	if a.bytes >= 0 && b.bytes >= 0 {
+		// Retention deleting segments shrinks the logs; never show a
+		// negative rate.
+		t.BytesIn = max(0, float64(b.bytes-a.bytes)/secs)
+	}
+	if a.outOK && b.outOK {
+		t.BytesOut = max(0, float64(b.out-a.out)/secs)
+		t.BytesOutSource = b.outSource
+	}
+	return t
+}
