@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/internal/zktest"
 	"github.com/sluice-io/sluice/zkcoord"
 )
@@ -31,6 +32,7 @@ func TestConsoleLeaderSingleNode(t *testing.T) {
 // one leads and /console_leader names its broker; when its host stops the
 // console (Close), the other takes over at once.
 func TestConsoleLeaderZooKeeper(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	srv := zktest.Start(t, zktest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -160,6 +160,7 @@ func requirePython(t *testing.T) string {
 // between them, and every record is consumed by the member that owns its
 // partition.
 func TestLibrdkafkaGroup(t *testing.T) {
+	testutil.Heavy(t, "kcat and librdkafka")
 	kcat := testutil.RequireBinary(t, "kcat")
 	py := requirePython(t)
 	t.Parallel()

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // repoRoot is the repository root (this package's parent directory).
@@ -44,9 +46,10 @@ func TestMain(m *testing.M) {
 }
 
 // buildArtifacts builds the binary like `make build` and both packages like
-// `make package`, once.
+// `make package`, once. The tests that use it are of the heavy tier.
 func buildArtifacts(t *testing.T) artifacts {
 	t.Helper()
+	testutil.Heavy(t, "builds the binary and the .deb and .rpm")
 	buildOnce.Do(func() {
 		buildErr = func() error {
 			dir, err := os.MkdirTemp("", "sluice-packaging-")

@@ -47,6 +47,7 @@ var unitDirectives = []string{
 // pointing at a built binary, since none is installed at /usr/bin here), checks
 // the directives above, and that systemd rates its exposure as low.
 func TestUnitVerifies(t *testing.T) {
+	testutil.Heavy(t, "builds the binary and the .deb and .rpm")
 	analyze := testutil.RequireBinary(t, "systemd-analyze")
 	a := buildArtifacts(t)
 	unit, err := os.ReadFile(filepath.Join(repoRoot, "systemd", "sluice.service"))
@@ -117,6 +118,7 @@ func TestUnitVerifies(t *testing.T) {
 // TestDebPackage inspects the .deb: control fields, files with their modes and
 // owners, the conffile, the maintainer scripts, and lintian.
 func TestDebPackage(t *testing.T) {
+	testutil.Heavy(t, "builds the binary and the .deb and .rpm")
 	testutil.RequireBinary(t, "dpkg-deb")
 	a := buildArtifacts(t)
 
@@ -210,6 +212,7 @@ func TestDebPackage(t *testing.T) {
 
 // TestRpmPackage inspects the .rpm with Debian's rpm tool.
 func TestRpmPackage(t *testing.T) {
+	testutil.Heavy(t, "builds the binary and the .deb and .rpm")
 	testutil.RequireBinary(t, "rpm")
 	a := buildArtifacts(t)
 

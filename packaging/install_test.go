@@ -53,6 +53,7 @@ func debInstalled() bool {
 // dpkg present, $SLUICE_PKG_TEST not "0", and no Sluice installation to clobber.
 func requireHostInstall(t *testing.T) {
 	t.Helper()
+	testutil.Heavy(t, "installs packages on this host")
 	if os.Getenv(pkgTestEnv) == "0" {
 		t.Skipf("%s=0", pkgTestEnv)
 	}
@@ -74,6 +75,7 @@ func requireHostInstall(t *testing.T) {
 // removes (data and configuration kept) and purges (all gone but the user),
 // cleaning up fully even when it fails.
 func TestDebInstallOnHost(t *testing.T) {
+	testutil.Heavy(t, "installs the .deb on this host")
 	requireHostInstall(t)
 	a := buildArtifacts(t)
 	_, userErr := user.Lookup("sluice")
@@ -340,6 +342,7 @@ func (b *installedBroker) stop(t *testing.T) {
 // machine: install with flags, again (no change), --uninstall (configuration
 // and data kept), --uninstall --purge (gone, package record included).
 func TestInstallScriptPackageOnHost(t *testing.T) {
+	testutil.Heavy(t, "installs the package on this host with apt-get")
 	requireHostInstall(t)
 	testutil.RequireBinary(t, "apt-get")
 	a := buildArtifacts(t)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/appliance"
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // installSh runs ../install.sh with args and returns its exit code and output.
@@ -92,6 +93,7 @@ func diffSnapshots(a, b map[string]string) []string {
 // the configuration, a second run changes nothing, a changed flag changes
 // only its key, and --uninstall keeps configuration and data unless --purge.
 func TestInstallScriptIntoRoot(t *testing.T) {
+	testutil.Heavy(t, "builds the binary and the .deb and .rpm")
 	a := buildArtifacts(t)
 	root := t.TempDir()
 	flags := []string{"--root", root, "--binary", a.binary, "--broker-id", "3",
@@ -205,6 +207,7 @@ func TestInstallScriptIntoRoot(t *testing.T) {
 // architecture, a package for the other family, and bad flags (exit 2); and
 // the plan of a package install with --with-zookeeper, as a dry run.
 func TestInstallScriptRefuses(t *testing.T) {
+	testutil.Heavy(t, "builds the binary and the .deb and .rpm")
 	a := buildArtifacts(t)
 
 	// Not root, and neither --dry-run nor --root: a clear refusal.
@@ -281,6 +284,7 @@ func zookeeperdInstalled() bool {
 // pipefail`, and its summary shows what the flags set (--advertise,
 // --console-listen, --listen), not the file it did not write.
 func TestInstallScriptWithoutDist(t *testing.T) {
+	testutil.Heavy(t, "builds the binary and the .deb and .rpm")
 	a := buildArtifacts(t)
 	for _, withDist := range []bool{false, true} {
 		tree := t.TempDir()

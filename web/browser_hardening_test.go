@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-io/sluice/internal/browsertest"
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // TestBrowserStaysOnTheConsole checks in Chromium what only a browser
@@ -19,6 +20,7 @@ import (
 // into the live tail (here a forged "end" that would stop the tail with the
 // producer's message).
 func TestBrowserStaysOnTheConsole(t *testing.T) {
+	testutil.Heavy(t, "Chromium")
 	ts := newTestServer(t)
 	createTopic(t, ts, "crlf", 1)
 	if err := ts.Start(context.Background()); err != nil {

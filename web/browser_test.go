@@ -26,6 +26,7 @@ import (
 // SLUICE_SCREENSHOTS=1 they are also copied to docs/screenshots/.
 
 func TestBrowserEndToEnd(t *testing.T) {
+	testutil.Heavy(t, "Chromium")
 	brokers, prefix := e2eCluster(t)
 	ts := newTestServer(t, func(c *Config) { c.LagSampleInterval = time.Second; c.Brokers = brokers })
 	var (

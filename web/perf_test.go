@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/templates"
 	"io"
 	"net/http"
@@ -59,9 +60,7 @@ func median(ds []time.Duration) time.Duration {
 }
 
 func TestTopicsPageWith10000TopicsUnder300ms(t *testing.T) {
-	if testing.Short() {
-		t.Skip("creates 10,000 topics")
-	}
+	testutil.Heavy(t, "creates 10,000 topics")
 	brokers, prefix := e2eCluster(t)
 	ts := newTestServer(t, func(c *Config) { c.Brokers = brokers })
 	if err := ts.Start(context.Background()); err != nil {
@@ -164,9 +163,7 @@ func countText(n int) string { return templates.Count(n) }
 var scannedRe = regexp.MustCompile(`scanned ([0-9,]+) of ([0-9,]+) records`)
 
 func TestSearchOverMillionRecordsWithinItsBound(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes 1,000,000 records")
-	}
+	testutil.Heavy(t, "writes 1,000,000 records")
 	brokers, prefix := e2eCluster(t)
 	ts := newTestServer(t, func(c *Config) { c.Brokers = brokers })
 	if err := ts.Start(context.Background()); err != nil {

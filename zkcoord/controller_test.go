@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // controllerCluster is three brokers' coordinators (sessions) on one chroot,
@@ -99,6 +100,7 @@ func (cc *controllerCluster) setISR(t *testing.T, topic string, p int32, isr []i
 // whose share of partitions led elsewhere exceeds the threshold; ElectLeaders
 // answers per partition.
 func TestControllerPreferredRebalance(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	cc := newControllerCluster(t, cluster.ControllerConfig{AutoLeaderRebalance: true, LeaderImbalanceCheckInterval: 300 * time.Millisecond})
 	ctx := bg(t)
 	mustOK(t, cc.cs[1].CreateTopic(ctx, cluster.Topic{Name: "bal", ID: cluster.NewUUID(), Replicas: [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}}, nil))
@@ -166,6 +168,7 @@ func TestControllerPreferredRebalance(t *testing.T) {
 // (remaining); a new incarnation of the broker is not treated as shutting
 // down.
 func TestControllerControlledShutdown(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	cc := newControllerCluster(t, cluster.ControllerConfig{})
 	ctx := bg(t)
 	mustOK(t, cc.cs[1].CreateTopic(ctx, cluster.Topic{Name: "cs", ID: cluster.NewUUID(), Replicas: [][]int32{{3, 1, 2}, {1, 3}, {3}}}, nil))
@@ -207,6 +210,7 @@ func TestControllerControlledShutdown(t *testing.T) {
 // leave (new epoch) and the assignment becomes the target; a cancelled one
 // goes back to the original replicas.
 func TestControllerReassignment(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	cc := newControllerCluster(t, cluster.ControllerConfig{})
 	ctx := bg(t)
 	mustOK(t, cc.cs[1].CreateTopic(ctx, cluster.Topic{Name: "re", ID: cluster.NewUUID(), Replicas: [][]int32{{1}, {1, 2}}}, nil))
@@ -274,6 +278,7 @@ func TestControllerReassignment(t *testing.T) {
 // TestControllerUncleanTopicOverride: a topic's unclean.leader.election.enable
 // lets a live replica outside the ISR lead when no ISR member is live.
 func TestControllerUncleanTopicOverride(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	cc := newControllerCluster(t, cluster.ControllerConfig{})
 	ctx := bg(t)
 	mustOK(t, cc.cs[1].CreateTopic(ctx, cluster.Topic{Name: "clean", ID: cluster.NewUUID(), Replicas: [][]int32{{3, 2}}}, nil))

@@ -2,6 +2,7 @@ package zkcoord
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/internal/coordtest"
+	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/internal/zktest"
 )
 
@@ -23,6 +25,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// No ZooKeeper in the short tier: the tests that need it call
+		// testutil.Heavy and are skipped; the pure ones run.
+		os.Exit(m.Run())
+	}
 	if err := zktest.Available(); err != nil {
 		if os.Getenv("SLUICE_SKIP_MISSING_TOOLS") == "1" {
 			fmt.Println("skipping zkcoord tests:", err)
@@ -102,5 +110,6 @@ func (zkStore) MultiSession() bool                      { return true }
 // TestConformance runs the Coordinator contract shared with the standalone
 // coordinator.
 func TestConformance(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	coordtest.Run(t, func(t *testing.T) coordtest.Store { return zkStore{newChroot()} })
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // scaleResult is what one run of the 10,000-partition scenario measured.
@@ -150,9 +151,7 @@ func (r scaleResult) log(t testing.TB) {
 // TestScale10000Partitions: 10,000 partitions start and fail over in
 // seconds, and the number of ZooKeeper watches does not grow with them.
 func TestScale10000Partitions(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
-	}
+	testutil.Heavy(t, "ZooKeeper, 10,000 partitions")
 	r := runScale(t, 10000)
 	r.log(t)
 	if r.watchesAfter-r.watchesBefore > 40 {
@@ -170,6 +169,7 @@ func TestScale10000Partitions(t *testing.T) {
 
 // BenchmarkScale reports the scenario's figures (go test -run XXX -bench Scale ./zkcoord).
 func BenchmarkScale(b *testing.B) {
+	testutil.Heavy(b, "ZooKeeper")
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
 			for range b.N {
@@ -188,6 +188,7 @@ func BenchmarkScale(b *testing.B) {
 // every state znode and re-arming it (GetW) on each change, with the writer
 // doing plain compare-and-sets and no notification znode.
 func BenchmarkAlternativePerPartitionWatches(b *testing.B) {
+	testutil.Heavy(b, "ZooKeeper")
 	const partitions, moved = 10000, 3334
 	for range b.N {
 		chroot := newChroot()

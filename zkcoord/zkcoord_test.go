@@ -15,6 +15,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/internal/zktest"
 )
 
@@ -92,6 +93,7 @@ func TestParseConnect(t *testing.T) {
 // TestKafkaZnodeLayout checks every znode the coordinator writes against
 // Kafka's paths and JSON formats, inside a chroot it creates.
 func TestKafkaZnodeLayout(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	chroot := "/layout/nested"
 	c := open(t, zkServer.Addr(), chroot)
 	raw := rawConn(t, zkServer.Addr())
@@ -219,6 +221,7 @@ func TestKafkaZnodeLayout(t *testing.T) {
 // TestReadsKafkaZnodes reads znodes as Kafka itself writes them (older
 // versions too) and checks the coordinator understands them.
 func TestReadsKafkaZnodes(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	chroot := newChroot()
 	raw := rawConn(t, zkServer.Addr())
 	acl := zk.WorldACL(zk.PermAll)
@@ -304,6 +307,7 @@ func TestOpenUnreachable(t *testing.T) {
 // it gets back it registers again, reloads what changed meanwhile and tells
 // its watchers everything changed; its old controllership cannot write.
 func TestSessionExpiry(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	chroot := newChroot()
 	proxy := zktest.NewProxy(t, zkServer.Addr())
 	a := open(t, proxy.Addr(), chroot, func(c *Config) { c.SessionTimeout = 2 * time.Second })
@@ -392,6 +396,7 @@ func TestSessionExpiry(t *testing.T) {
 // TestZombieControllerFenced: a controller that lost the role without
 // noticing cannot write partition states stamped with its epoch.
 func TestZombieControllerFenced(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	chroot := newChroot()
 	a := open(t, zkServer.Addr(), chroot)
 	b := open(t, zkServer.Addr(), chroot)
@@ -479,6 +484,7 @@ func (c *Coordinator) won0() int32 {
 // broker stays registered, the metadata is intact, and writes and watches
 // work again.
 func TestZooKeeperRestart(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	srv := zktest.Start(t, zktest.Options{})
 	chroot := "/sluice"
 	a := open(t, srv.Addr(), chroot, func(c *Config) { c.SessionTimeout = 6 * time.Second })
@@ -560,6 +566,7 @@ func TestZooKeeperRestart(t *testing.T) {
 // succeeds. (With the ZooKeeper client's own bound — ten times its receive
 // timeout, 40 s for a 6 s session — the session expired.)
 func TestSilentServerKeepsSession(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	chroot := newChroot()
 	proxy := zktest.NewProxy(t, zkServer.Addr())
 	const session = 6 * time.Second
@@ -620,6 +627,7 @@ func TestSilentServerKeepsSession(t *testing.T) {
 // fenced writes work, instead of the cluster keeping a controller that
 // cannot write (no other broker campaigns while /controller exists).
 func TestCampaignRecoversLostAnswer(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	chroot := newChroot()
 	a := open(t, zkServer.Addr(), chroot)
 	b := open(t, zkServer.Addr(), chroot)
@@ -648,6 +656,7 @@ func TestCampaignRecoversLostAnswer(t *testing.T) {
 
 // TestBatchWrites: many states in few transactions, with per-write results.
 func TestBatchWrites(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	chroot := newChroot()
 	a := open(t, zkServer.Addr(), chroot)
 	b := open(t, zkServer.Addr(), chroot)
@@ -733,6 +742,7 @@ func TestBatchWrites(t *testing.T) {
 // keeps the newest; a coordinator that finds entries it never read were
 // purged reads every state again and ends up right.
 func TestNotificationPurgeAndGap(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	if got, gap := newEntries([]logEntry{{"a", 5}, {"b", 6}, {"c", 9}}, 6); len(got) != 1 || got[0].seq != 9 || gap {
 		t.Fatalf("newEntries after 6: %v %v", got, gap)
 	}
@@ -823,6 +833,7 @@ func mustStates(t *testing.T, c *Coordinator, topic string) map[int32]cluster.Pa
 // second holds the node. An operator deleting the node makes the holder
 // create it again.
 func TestLeadership(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	chroot := newChroot()
 	proxy := zktest.NewProxy(t, zkServer.Addr())
 	const session = 2 * time.Second

@@ -46,10 +46,12 @@ type Browser struct {
 }
 
 // New starts Chromium for t, showing the console at base. The browser is
-// stopped and its profile removed when the test ends. A missing chromium
+// stopped and its profile removed when the test ends. It belongs to the
+// heavy tier (testutil.Heavy: skipped under -short). A missing chromium
 // fails the test (see testutil.RequireBinary).
 func New(t testing.TB, base string) *Browser {
 	t.Helper()
+	testutil.Heavy(t, "Chromium")
 	chromium := testutil.RequireBinary(t, "chromium")
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(chromium),

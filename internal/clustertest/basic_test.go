@@ -7,12 +7,15 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // TestReplicationBasics: a replication-factor-3 topic created through the
 // cluster has a leader and a full ISR on every broker's metadata; records
 // produced with acks=all are read back; every follower fetches them.
 func TestReplicationBasics(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper and three sluice serve processes")
 	t.Parallel() // with the other tests that stop no broker, after the ones that do
 	c := healthy(t)
 	createTopic(t, c, "basics", [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}, map[string]*string{"min.insync.replicas": strp("2")})

@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // BenchmarkClusterProduce measures produce throughput on the three-broker
@@ -24,6 +26,7 @@ import (
 //
 //	go test -run '^$' -bench ClusterProduce -benchtime 1x ./internal/clustertest/
 func BenchmarkClusterProduce(b *testing.B) {
+	testutil.Heavy(b, "ZooKeeper and three sluice serve processes")
 	c := shared
 	for _, rf := range []int{1, 3} {
 		for _, acks := range []string{"1", "all"} {
@@ -75,6 +78,7 @@ func BenchmarkClusterProduce(b *testing.B) {
 //
 //	go test -run '^$' -bench TenThousand -benchtime 1x -timeout 30m ./internal/clustertest/
 func BenchmarkTenThousandPartitions(b *testing.B) {
+	testutil.Heavy(b, "ZooKeeper and three sluice serve processes")
 	c := shared
 	topics, perTopic := 100, 100
 	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_PARTITIONS")); err == nil && n >= 100 {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // sluice runs the sluice binary against the cluster and returns its output.
@@ -28,6 +30,7 @@ func sluice(t *testing.T, c *testCluster, args ...string) string {
 // `sluice broker add 3` gives it its share back, `sluice reassign` moves and
 // lists, and no acknowledged record is lost.
 func TestBrokerDrainAndAdd(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper and three sluice serve processes")
 	t.Parallel() // with the other tests that stop no broker, after the ones that do
 	c := healthy(t)
 	createTopic(t, c, "drain-a", [][]int32{{3, 1}, {1, 3}, {2, 3}}, nil)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // TestConsoleLeadership: every host runs the web console; exactly one of
@@ -20,6 +22,7 @@ import (
 // /console_leader. Kill that host with kill -9: another console takes over
 // within the session timeout, and the killed one, back, stands by.
 func TestConsoleLeadership(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper and three sluice serve processes")
 	c := healthy(t)
 	restoreAfter(t, c)
 	ctx := ctxFor(t, 120*time.Second)

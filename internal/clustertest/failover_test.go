@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // producer writes numbered records to one partition with acks=all (and
@@ -184,6 +186,7 @@ func leaderOf(t *testing.T, c *testCluster, topic string, partition int32) int32
 //     restarts, truncates and fetches until it is back in the ISR; made
 //     leader, it serves every acknowledged record.
 func TestBrokerKilled(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper and three sluice serve processes")
 	c := healthy(t)
 	restoreAfter(t, c)
 	ctx := ctxFor(t, 240*time.Second)

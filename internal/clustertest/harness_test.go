@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -61,6 +62,12 @@ type testCluster struct {
 var shared *testCluster
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// The whole package is the heavy tier: every test calls
+		// testutil.Heavy and is skipped; no cluster is started.
+		os.Exit(m.Run())
+	}
 	// 10,000 partitions (BenchmarkTenThousandPartitions) need more open
 	// files than the usual default; brokers inherit the limit.
 	var lim syscall.Rlimit

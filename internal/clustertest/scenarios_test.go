@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -24,6 +25,7 @@ import (
 // it, acks=all producing goes on with min.insync.replicas=2) and comes back
 // into it after SIGCONT.
 func TestPausedFollowerLeavesAndRejoinsISR(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper and three sluice serve processes")
 	c := healthy(t)
 	restoreAfter(t, c)
 	createTopic(t, c, "paused", [][]int32{{1, 2, 3}}, map[string]*string{"min.insync.replicas": strp("2")})
@@ -67,6 +69,7 @@ func TestPausedFollowerLeavesAndRejoinsISR(t *testing.T) {
 // fetches the new records: made leader again, it serves exactly the new
 // leader's log.
 func TestDivergentLogTruncated(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper and three sluice serve processes")
 	c := healthy(t)
 	restoreAfter(t, c)
 	createTopic(t, c, "diverge", [][]int32{{1, 2, 3}}, map[string]*string{"min.insync.replicas": strp("1")})
@@ -192,6 +195,7 @@ func indexOf(s, sub string) int {
 // and CreateTopics failed with UNKNOWN_SERVER_ERROR. zkcoord now bounds the
 // handshake; see zkcoord.handshakeTimeout.)
 func TestZooKeeperRestart(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper and three sluice serve processes")
 	c := healthy(t)
 	restoreAfter(t, c)
 	createTopic(t, c, "zk-restart", [][]int32{{2, 3, 1}}, map[string]*string{"min.insync.replicas": strp("2")})
@@ -257,6 +261,7 @@ func TestZooKeeperRestart(t *testing.T) {
 // broker 1 drops its copy, and every acknowledged record is there once, in
 // order.
 func TestReassignmentWhileProducing(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper and three sluice serve processes")
 	t.Parallel() // with the other tests that stop no broker, after the ones that do
 	c := healthy(t)
 	restoreAfter(t, c)
@@ -300,6 +305,7 @@ func TestReassignmentWhileProducing(t *testing.T) {
 // in-sync replica before it stops, so the producer hardly pauses (no
 // session timeout to wait for).
 func TestControlledShutdown(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper and three sluice serve processes")
 	c := healthy(t)
 	restoreAfter(t, c)
 	createTopic(t, c, "graceful", [][]int32{{3, 1, 2}}, map[string]*string{"min.insync.replicas": strp("2")})
@@ -329,6 +335,7 @@ func TestControlledShutdown(t *testing.T) {
 // Metadata lists every live broker and each partition's leader, replicas and
 // ISR.
 func TestClientsSteered(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper and three sluice serve processes")
 	t.Parallel() // with the other tests that stop no broker, after the ones that do
 	c := healthy(t)
 	createTopic(t, c, "steer", [][]int32{{1, 2, 3}}, nil)
@@ -452,6 +459,7 @@ func describeController(ctx context.Context, cl *kgo.Client) (int32, error) {
 // NOT_ENOUGH_REPLICAS, acks=1 is still taken, and acks=all works again once
 // the follower is back in the ISR.
 func TestNotEnoughReplicas(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper and three sluice serve processes")
 	c := healthy(t)
 	restoreAfter(t, c)
 	createTopic(t, c, "min-isr", [][]int32{{1, 2}}, map[string]*string{"min.insync.replicas": strp("2")})

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 func registryDo(ctx context.Context, b *brokerProc, method, path, body string) (int, string, error) {
@@ -39,6 +41,7 @@ func avroRecord(name string) string {
 // soon on every host, with the same ids everywhere. Killing the leader's
 // host: another takes over and ids continue from the largest written.
 func TestSchemaRegistryCluster(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper and three sluice serve processes")
 	c := healthy(t)
 	restoreAfter(t, c)
 	ctx := ctxFor(t, 180*time.Second)

@@ -82,6 +82,7 @@ type burrowLag struct {
 // request for it must create it (as Kafka does) rather than make Burrow
 // give up at start. Once a consumer commits, Burrow reports its lag.
 func TestBurrowOnFreshBroker(t *testing.T) {
+	testutil.Heavy(t, "Burrow and ZooKeeper")
 	burrow := testutil.RequireBinary(t, "Burrow")
 	zk := zktest.Start(t, zktest.Options{})
 	n := startNode(t)

@@ -86,6 +86,7 @@ func kafkajsDir(t *testing.T) string {
 // topic creation, an idempotent producer with and without gzip, and a group
 // consumer that reads everything back.
 func TestKafkaJS(t *testing.T) {
+	testutil.Heavy(t, "kafkajs on node")
 	dir := kafkajsDir(t)
 	n := startNode(t)
 	script := filepath.Join(dir, "client.js")

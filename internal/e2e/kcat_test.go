@@ -62,6 +62,7 @@ func storedCodecs(t *testing.T, addr, topic string) []storedBatch {
 // produce and consume with each codec, the batches stored compressed with
 // that codec, and `kcat -L` listing the broker and topics.
 func TestKcat(t *testing.T) {
+	testutil.Heavy(t, "kcat")
 	kcat := testutil.RequireBinary(t, "kcat")
 	p := startProc(t, t.TempDir(), testutil.FreeAddr(t))
 	t.Run("codecs", func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/internal/zktest"
 )
 
@@ -101,6 +102,7 @@ func TestMetadataCreatesOffsetsTopic(t *testing.T) {
 		}
 	})
 	t.Run("cluster/kgo", func(t *testing.T) {
+		testutil.Heavy(t, "ZooKeeper")
 		zk := zktest.Start(t, zktest.Options{})
 		var nodes []*node
 		for id := range 2 {

@@ -45,6 +45,7 @@ print(json.dumps({"errors": errs, "records": got}))
 // TestConfluentKafkaPython produces (idempotent, gzip) and consumes with
 // confluent-kafka-python (librdkafka 1.7) from /usr/bin/python3.
 func TestConfluentKafkaPython(t *testing.T) {
+	testutil.Heavy(t, "confluent-kafka-python")
 	py := "/usr/bin/python3"
 	if _, err := os.Stat(py); err != nil {
 		testutil.RequireBinary(t, "python3-confluent-kafka-at-/usr/bin/python3")

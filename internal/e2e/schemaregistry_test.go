@@ -77,6 +77,7 @@ print(json.dumps(out))
 // SchemaRegistryClient against the built-in registry, and its JSON Schema
 // serializer and deserializer around a produce and a consume.
 func TestConfluentKafkaPythonSchemaRegistry(t *testing.T) {
+	testutil.Heavy(t, "confluent-kafka-python")
 	py := "/usr/bin/python3"
 	if _, err := os.Stat(py); err != nil {
 		testutil.RequireBinary(t, "python3-confluent-kafka-at-/usr/bin/python3")

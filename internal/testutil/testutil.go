@@ -1,5 +1,6 @@
 // Package testutil holds small helpers shared by the tests of every package:
-// free loopback ports, bounded polling, and locating Debian-installed tools.
+// free loopback ports, bounded polling (CheckFor), a concurrency-safe buffer
+// (LockedBuffer), the test tiers (Heavy), and locating Debian-installed tools.
 // Nothing here is used outside tests.
 package testutil
 

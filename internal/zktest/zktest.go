@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // DefaultJar is where Debian's zookeeper package installs the server jar; its
@@ -92,10 +94,12 @@ func javaPath() string {
 }
 
 // Start starts a server for a test and stops it (removing its data) when the
-// test ends. When ZooKeeper is not installed the test fails, or is skipped
+// test ends. It belongs to the heavy tier (testutil.Heavy: skipped under
+// -short). When ZooKeeper is not installed the test fails, or is skipped
 // with SLUICE_SKIP_MISSING_TOOLS=1.
 func Start(tb testing.TB, opts Options) *Server {
 	tb.Helper()
+	testutil.Heavy(tb, "ZooKeeper")
 	if err := Available(); err != nil {
 		if os.Getenv("SLUICE_SKIP_MISSING_TOOLS") == "1" {
 			tb.Skip(err)

@@ -5,12 +5,15 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // TestServerRestartKeepsData starts ZooKeeper, writes a znode, restarts the
 // server on the same port and data directory and reads the znode back; a
 // client's session outlives the restart.
 func TestServerRestartKeepsData(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	s := Start(t, Options{})
 	// The session timeout outlasts a restart on a loaded machine (the JVM
 	// start and snapshot load took over 4 s while the whole suite ran).
@@ -52,6 +55,7 @@ func TestServerRestartKeepsData(t *testing.T) {
 // TestProxyBlockExpiresSession cuts a client off through the proxy for longer
 // than its session timeout: on reconnect the client gets a new session.
 func TestProxyBlockExpiresSession(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
 	s := Start(t, Options{})
 	p := NewProxy(t, s.Addr())
 	conn, _, err := zk.Connect([]string{p.Addr()}, time.Second, zk.WithLogInfo(false))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-io/sluice/alerting"
 	"github.com/sluice-io/sluice/internal/browsertest"
+	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/web"
 )
 
@@ -22,6 +23,7 @@ import (
 // screenshots are copied to docs/screenshots/.
 
 func TestBrowserAlertPages(t *testing.T) {
+	testutil.Heavy(t, "Chromium")
 	e := newEnv(t)
 	ctx := context.Background()
 	if err := e.srv.Start(ctx); err != nil {

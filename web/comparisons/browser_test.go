@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sluice-io/sluice/internal/browsertest"
+	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/migration"
 	"github.com/sluice-io/sluice/web"
 )
@@ -23,6 +24,7 @@ import (
 // are also copied to docs/screenshots/.
 
 func TestBrowserComparison(t *testing.T) {
+	testutil.Heavy(t, "Chromium")
 	brokers, prefix := realBrokers(t)
 	left, right := prefix+"ORDER", prefix+"ORDERNEW"
 	// 300 orders on 3 partitions; the new service computes order o-0042's
