@@ -1,13 +1,11 @@
 package appliance
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -72,24 +70,6 @@ func TestOverlappingDirsRefused(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects log output written from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startStop loads the configuration, starts the appliance and closes it.
 func startStop(t *testing.T, path string, overrides ...string) (string, error) {
 	t.Helper()
@@ -97,7 +77,7 @@ func startStop(t *testing.T, path string, overrides ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var logged lockedBuffer
+	var logged testutil.LockedBuffer
 	app, err := New(cfg, slog.New(slog.NewTextHandler(&logged, nil)))
 	if err != nil {
 		return "", err

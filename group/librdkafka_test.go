@@ -64,7 +64,7 @@ func startProc(t *testing.T, name string, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &lockedBuffer{}
+	stderr := &testutil.LockedBuffer{}
 	p.cmd.Stderr = stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -104,23 +104,6 @@ func tail(s []string, n int) []string {
 		return s[len(s)-n:]
 	}
 	return s
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // records returns the (partition, offset) pairs the consumer printed.

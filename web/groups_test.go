@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // consume starts a group member on topic that reads n records and commits
@@ -108,9 +110,12 @@ func TestGroupsLagDetailAndReset(t *testing.T) {
 	expectContains(t, r, "stop its consumers first")
 
 	member.Close()
-	checkFor(t, 10*time.Second, func() bool {
+	testutil.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
 		d, err := ts.kc.Group(context.Background(), "billing")
-		return err == nil && d.Lag.State == "Empty"
+		if err == nil && d.Lag.State != "Empty" {
+			err = fmt.Errorf("group billing is %s, want Empty", d.Lag.State)
+		}
+		return err
 	})
 	r = op.Post(page, page+"/reset", url.Values{"mode": {"offset"}, "offset": {"90"}})
 	expectStatus(t, r, http.StatusOK)
@@ -147,9 +152,12 @@ func TestLagHistoryIsSampledAndDrawn(t *testing.T) {
 	if err := ts.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 10*time.Second, func() bool {
+	testutil.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
 		pts, err := ts.store.LagHistory(context.Background(), "reader", "", time.Now().Add(-time.Minute), time.Now().Add(time.Second))
-		return err == nil && len(pts) >= 3 && pts[len(pts)-1].Lag == 30
+		if err == nil && (len(pts) < 3 || pts[len(pts)-1].Lag != 30) {
+			err = fmt.Errorf("lag history %+v, want 3 samples or more, the last at 30", pts)
+		}
+		return err
 	})
 	v := ts.signedIn(t, "v", RoleViewer)
 	r := v.Get("/groups/reader?range=1h")
@@ -159,17 +167,6 @@ func TestLagHistoryIsSampledAndDrawn(t *testing.T) {
 	// The overview lists the group among the most lagging.
 	r = v.Get("/")
 	expectContains(t, r, "Consumer groups with the most lag", "reader")
-}
-
-func checkFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // Group names may hold any character; links escape them.

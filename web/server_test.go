@@ -27,6 +27,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/static"
 	"github.com/sluice-io/sluice/templates"
 )
@@ -260,7 +261,7 @@ func TestConfigValidation(t *testing.T) {
 func TestStartTLSSetupLinkAndRestart(t *testing.T) {
 	dir := t.TempDir()
 	cert, key := selfSigned(t, dir)
-	var logs syncBuffer
+	var logs testutil.LockedBuffer
 	brokers := testBrokers(t)
 	cfg := Config{Listen: "127.0.0.1:0", DataDir: dir, Brokers: brokers, TLSCert: cert, TLSKey: key,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
@@ -355,16 +356,3 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
 	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
 	return certFile, keyFile
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-func (s *syncBuffer) Reset()         { s.mu.Lock(); defer s.mu.Unlock(); s.b.Reset() }

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // TestSafeNext: the address a user is sent to after signing in stays on
@@ -71,30 +71,12 @@ func TestSafeNext(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink safe for the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestFailedSignInRecordsABoundedName: a megabyte user name is a failed
 // sign-in that records (audit log, service log) and echoes at most a few
 // dozen bytes of it; an over-long password fails without a database
 // lookup.
 func TestFailedSignInRecordsABoundedName(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &testutil.LockedBuffer{}
 	ts := newTestServer(t, func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})

@@ -34,7 +34,8 @@ func newControllerCluster(t *testing.T, cfg cluster.ControllerConfig) *controlle
 	done := make(chan struct{})
 	go func() { defer close(done); cc.ctl.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, 10*time.Second, "controller elected", func() error {
+	// Controller elected.
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		if cc.ctl.Epoch() == 0 {
 			return errors.New("not yet")
 		}
@@ -54,12 +55,15 @@ func (cc *controllerCluster) state(t *testing.T, topic string, p int32) cluster.
 // leaderISR waits until the partition has the leader and ISR.
 func (cc *controllerCluster) waitState(t *testing.T, topic string, p int32, cond func(cluster.PartitionState) error) {
 	t.Helper()
-	waitFor(t, 15*time.Second, fmt.Sprintf("%s-%d", topic, p), func() error {
+	testutil.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		st, err := cc.cs[1].PartitionState(bg(t), topic, p)
-		if err != nil {
-			return err
+		if err == nil {
+			err = cond(st)
 		}
-		return cond(st)
+		if err != nil {
+			return fmt.Errorf("%s-%d: %w", topic, p, err)
+		}
+		return nil
 	})
 }
 
@@ -148,7 +152,8 @@ func TestControllerPreferredRebalance(t *testing.T) {
 	// Back in the ISR, the preferred replica leads again (on request or
 	// by the rebalance, whichever comes first).
 	cc.setISR(t, "bal", 0, []int32{3, 1})
-	waitFor(t, 10*time.Second, "bal-0 led by its preferred replica", func() error {
+	// Bal-0 led by its preferred replica.
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		res, err := cc.ctl.ElectLeaders(ctx, false, []cluster.TopicPartitionID{{Topic: "bal", Partition: 0}})
 		if err != nil {
 			return err
@@ -242,7 +247,8 @@ func TestControllerReassignment(t *testing.T) {
 		}
 		return nil
 	})
-	waitFor(t, 10*time.Second, "assignment becomes the target", func() error {
+	// Assignment becomes the target.
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		tp, _ := cc.cs[1].Topic(ctx, "re")
 		if !slices.Equal(tp.Replicas[0], []int32{2, 3}) || tp.Reassigning(0) {
 			return fmt.Errorf("%+v", tp)
@@ -265,7 +271,8 @@ func TestControllerReassignment(t *testing.T) {
 	}
 	// The legacy znode is taken over by the controller.
 	mustOK(t, cc.cs[2].SetReassignments(ctx, []cluster.Reassignment{{Topic: "re", Partition: 1, Replicas: []int32{2, 1}}}))
-	waitFor(t, 10*time.Second, "the /admin/reassign_partitions request is applied", func() error {
+	// The /admin/reassign_partitions request is applied.
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		tp, _ := cc.cs[1].Topic(ctx, "re")
 		rs, _ := cc.cs[1].Reassignments(ctx)
 		if !slices.Equal(tp.Replicas[1], []int32{2, 1}) || len(rs) != 0 {

@@ -68,7 +68,8 @@ func runScale(t testing.TB, partitions int) scaleResult {
 			t.Fatalf("create %s-%d: %v", writes[i].Topic, writes[i].Partition, err)
 		}
 	}
-	waitFor(t, 60*time.Second, "peers see every partition", func() error { return allStates(cs[1:], writes, false) })
+	// Peers see every partition.
+	testutil.CheckFor(t, 60*time.Second, 20*time.Millisecond, func() error { return allStates(cs[1:], writes, false) })
 	r.peersSeeNew = time.Since(start)
 	r.notifications = countNotifications(t, chroot) - before
 
@@ -107,7 +108,8 @@ func runScale(t testing.TB, partitions int) scaleResult {
 			t.Fatalf("move %s-%d: %v", moves[i].Topic, moves[i].Partition, err)
 		}
 	}
-	waitFor(t, 60*time.Second, "peers see every move", func() error { return allStates(cs[1:], moves, true) })
+	// Peers see every move.
+	testutil.CheckFor(t, 60*time.Second, 20*time.Millisecond, func() error { return allStates(cs[1:], moves, true) })
 	r.peersSeeMove = time.Since(start)
 	r.watchesAfter, err = zkServer.WatchCount()
 	mustOK(t, err)

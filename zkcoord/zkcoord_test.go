@@ -32,22 +32,6 @@ func mustOK(t testing.TB, err error) {
 	}
 }
 
-// waitFor polls cond (bounded).
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s (within %v): %v", what, timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func jsonOf(t testing.TB, b []byte) map[string]any {
 	t.Helper()
 	var m map[string]any
@@ -329,7 +313,8 @@ func TestSessionExpiry(t *testing.T) {
 	if st, err := a.PartitionState(ctx, "t", 0); err != nil || st.Leader != 1 {
 		t.Fatalf("read while disconnected: %+v %v", st, err)
 	}
-	waitFor(t, 15*time.Second, "peer sees broker 1 and the controller go", func() error {
+	// Peer sees broker 1 and the controller go.
+	testutil.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		bs, _ := peer.Brokers(ctx)
 		ctl, _ := peer.Controller(ctx)
 		if len(bs) != 1 || ctl.ID != -1 {
@@ -354,7 +339,8 @@ func TestSessionExpiry(t *testing.T) {
 	mustOK(t, peer.CreateTopic(ctx, cluster.Topic{Name: "made-meanwhile", ID: cluster.NewUUID(), Replicas: [][]int32{{2}}}, nil))
 
 	proxy.Unblock()
-	waitFor(t, 20*time.Second, "a re-registers in a new session", func() error {
+	// A re-registers in a new session.
+	testutil.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 		if a.SessionID() == oldSession || a.SessionID() == 0 {
 			return errors.New("same session")
 		}
@@ -365,7 +351,8 @@ func TestSessionExpiry(t *testing.T) {
 		return nil
 	})
 	var got cluster.Change
-	waitFor(t, 10*time.Second, "ChangeAll delivered", func() error {
+	// ChangeAll delivered.
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		select {
 		case c := <-watch:
 			got |= c
@@ -421,7 +408,8 @@ func TestZombieControllerFenced(t *testing.T) {
 	// Let a notice, then put its old controllership back, as if it had
 	// been paused (a GC pause, SIGSTOP) and not noticed.
 	zkVersion := a.won0()
-	waitFor(t, 10*time.Second, "a notices the new controller", func() error {
+	// A notices the new controller.
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		if ctl, _ := a.Controller(ctx); ctl.ID != 2 {
 			return fmt.Errorf("%+v", ctl)
 		}
@@ -452,7 +440,8 @@ func TestZombieControllerFenced(t *testing.T) {
 	st.LeaderEpoch++
 	_, err = b.SetPartitionState(cluster.WithControllerEpoch(ctx, cb.Epoch), "z", 0, st)
 	mustOK(t, err)
-	waitFor(t, 10*time.Second, "a sees b's write", func() error {
+	// A sees b's write.
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		got, _ := a.PartitionState(ctx, "z", 0)
 		if got.Version != st.Version+1 {
 			return fmt.Errorf("%+v", got)
@@ -499,7 +488,8 @@ func TestZooKeeperRestart(t *testing.T) {
 	_, err = a.CreatePartitionState(ctx, "kept", 0, cluster.PartitionState{Leader: 1, ISR: []int32{1, 2}})
 	mustOK(t, err)
 	sa, sb := a.SessionID(), b.SessionID()
-	waitFor(t, 10*time.Second, "b sees the state", func() error {
+	// B sees the state.
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		_, err := b.PartitionState(ctx, "kept", 0)
 		return err
 	})
@@ -523,7 +513,8 @@ func TestZooKeeperRestart(t *testing.T) {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "sessions resume", func() error {
+	// Sessions resume.
+	testutil.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 		if !a.Connected() || !b.Connected() {
 			return errors.New("not connected")
 		}
@@ -543,7 +534,8 @@ func TestZooKeeperRestart(t *testing.T) {
 	st.LeaderEpoch++
 	_, err = a.SetPartitionState(ctx, "kept", 0, st)
 	mustOK(t, err)
-	waitFor(t, 10*time.Second, "b sees a's write after the restart", func() error {
+	// B sees a's write after the restart.
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		got, _ := b.PartitionState(ctx, "kept", 0)
 		if got.LeaderEpoch != st.LeaderEpoch {
 			return fmt.Errorf("%+v", got)
@@ -579,7 +571,8 @@ func TestSilentServerKeepsSession(t *testing.T) {
 	sid := a.SessionID()
 
 	proxy.Stall()
-	waitFor(t, 10*time.Second, "the client notices the broken connection", func() error {
+	// The client notices the broken connection.
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		if a.Connected() {
 			return errors.New("still connected")
 		}
@@ -595,7 +588,8 @@ func TestSilentServerKeepsSession(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	proxy.Unblock()
 	start := time.Now()
-	waitFor(t, session, "a session again", func() error {
+	// A session again.
+	testutil.CheckFor(t, session, 20*time.Millisecond, func() error {
 		if !a.Connected() {
 			return errors.New("no session")
 		}
@@ -694,7 +688,8 @@ func TestBatchWrites(t *testing.T) {
 	if added := len(after) - len(before); added < 2 || added > 4 {
 		t.Fatalf("%d state writes made %d notifications; want a handful", n+1, added)
 	}
-	waitFor(t, 20*time.Second, "peer sees every state", func() error {
+	// Peer sees every state.
+	testutil.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 		sts, err := b.PartitionStates(ctx, "big")
 		if err != nil || len(sts) != n {
 			return fmt.Errorf("%d states %v", len(sts), err)
@@ -724,7 +719,8 @@ func TestBatchWrites(t *testing.T) {
 	if !errors.Is(errs[n], cluster.ErrStateExists) {
 		t.Fatalf("second create: %v", errs[n])
 	}
-	waitFor(t, 20*time.Second, "peer sees the updates", func() error {
+	// Peer sees the updates.
+	testutil.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 		sts, _ := b.PartitionStates(ctx, "big")
 		for p, st := range sts {
 			if p != 100 && (st.Leader != 2 || st.Version != 1) {
@@ -770,7 +766,8 @@ func TestNotificationPurgeAndGap(t *testing.T) {
 		_, err := ctl.CreatePartitionState(ctx, "g", p, cluster.PartitionState{Leader: 1, ISR: []int32{1}, ControllerEpoch: ci.Epoch})
 		mustOK(t, err)
 	}
-	waitFor(t, 10*time.Second, "b sees the states", func() error {
+	// B sees the states.
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		sts, _ := b.PartitionStates(ctx, "g")
 		if len(sts) != 2 {
 			return fmt.Errorf("%v", sts)
@@ -778,7 +775,8 @@ func TestNotificationPurgeAndGap(t *testing.T) {
 		return nil
 	})
 	// The controller's purge keeps only the newest entry.
-	waitFor(t, 15*time.Second, "purge", func() error {
+	// Purge.
+	testutil.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		kids, _, err := raw.Children(chroot + stateChangesPath)
 		if err != nil || len(kids) != 1 {
 			return fmt.Errorf("%d notifications left %v", len(kids), err)
@@ -805,7 +803,8 @@ func TestNotificationPurgeAndGap(t *testing.T) {
 		mustOK(t, raw.Delete(chroot+stateChangesPath+"/"+k, -1))
 	}
 	proxy.Unblock()
-	waitFor(t, 20*time.Second, "b catches up through a full reload", func() error {
+	// B catches up through a full reload.
+	testutil.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 		sts, _ := b.PartitionStates(ctx, "g")
 		if sts[0].LeaderEpoch != 2 || sts[1].LeaderEpoch != 40 {
 			return fmt.Errorf("%+v", sts)
@@ -843,7 +842,8 @@ func TestLeadership(t *testing.T) {
 
 	la, err := a.Lead(ConsoleLeaderPath, []byte(`{"broker":1}`))
 	mustOK(t, err)
-	waitFor(t, 10*time.Second, "a leads", func() error {
+	// A leads.
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		if !la.IsLeader() {
 			return errors.New("a does not lead")
 		}
@@ -852,7 +852,8 @@ func TestLeadership(t *testing.T) {
 	lb, err := b.Lead(ConsoleLeaderPath, []byte(`{"broker":2}`))
 	mustOK(t, err)
 	t.Cleanup(func() { lb.Close() })
-	waitFor(t, 10*time.Second, "b sees a hold the role", func() error {
+	// B sees a hold the role.
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		if lb.Holder() != `{"broker":1}` {
 			return fmt.Errorf("holder %q", lb.Holder())
 		}
@@ -867,7 +868,8 @@ func TestLeadership(t *testing.T) {
 	if la.IsLeader() {
 		t.Fatal("a still leads after Close")
 	}
-	waitFor(t, 5*time.Second, "b takes over after a's Close", func() error {
+	// B takes over after a's Close.
+	testutil.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
 		if !lb.IsLeader() {
 			return errors.New("b does not lead")
 		}
@@ -881,7 +883,8 @@ func TestLeadership(t *testing.T) {
 
 	// An operator deletes the node: its holder creates it again.
 	mustOK(t, raw.Delete(chroot+ConsoleLeaderPath, -1))
-	waitFor(t, 5*time.Second, "b holds the node again", func() error {
+	// B holds the node again.
+	testutil.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
 		_, st, err := raw.Get(chroot + ConsoleLeaderPath)
 		if err != nil {
 			return err
@@ -897,7 +900,8 @@ func TestLeadership(t *testing.T) {
 	mustOK(t, err)
 	t.Cleanup(func() { la.Close() })
 	mustOK(t, lb.Close())
-	waitFor(t, 5*time.Second, "a leads again", func() error {
+	// A leads again.
+	testutil.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
 		if !la.IsLeader() {
 			return errors.New("a does not lead")
 		}
@@ -909,14 +913,16 @@ func TestLeadership(t *testing.T) {
 	// a is cut off: it stops leading at once; b leads once a's session
 	// has expired, within about the session timeout.
 	proxy.Block()
-	waitFor(t, 5*time.Second, "a stops leading when cut off", func() error {
+	// A stops leading when cut off.
+	testutil.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
 		if la.IsLeader() {
 			return errors.New("a still leads")
 		}
 		return nil
 	})
 	cut := time.Now()
-	waitFor(t, session+5*time.Second, "b takes over when a's session expires", func() error {
+	// B takes over when a's session expires.
+	testutil.CheckFor(t, session+5*time.Second, 20*time.Millisecond, func() error {
 		if !lb.IsLeader() {
 			return errors.New("b does not lead")
 		}
@@ -924,7 +930,8 @@ func TestLeadership(t *testing.T) {
 	})
 	t.Logf("b took over %v after a was cut off (session timeout %v)", time.Since(cut).Round(time.Millisecond), session)
 	proxy.Unblock()
-	waitFor(t, 20*time.Second, "a in a new session", func() error {
+	// A in a new session.
+	testutil.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 		if !a.Connected() {
 			return errors.New("not connected")
 		}
@@ -937,7 +944,8 @@ func TestLeadership(t *testing.T) {
 		t.Fatalf("after a's return: a leads %v, b leads %v", la.IsLeader(), lb.IsLeader())
 	}
 	mustOK(t, lb.Close())
-	waitFor(t, 5*time.Second, "a takes over in its new session", func() error {
+	// A takes over in its new session.
+	testutil.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
 		if !la.IsLeader() {
 			return errors.New("a does not lead")
 		}

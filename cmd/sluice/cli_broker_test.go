@@ -134,20 +134,16 @@ func waitForBroker(t *testing.T, addr string) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
 		m, err := adm.BrokerMetadata(ctx)
-		cancel()
 		if err == nil && (m.Controller < 0 || len(m.Brokers) == 0) {
 			err = fmt.Errorf("no controller elected yet (controller %d, %d brokers)", m.Controller, len(m.Brokers))
 		}
-		if err == nil {
-			return
+		if err != nil {
+			return fmt.Errorf("broker at %s: %w", addr, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("broker at %s did not answer: %v", addr, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }

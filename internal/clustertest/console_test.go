@@ -36,7 +36,8 @@ func TestConsoleLeadership(t *testing.T) {
 	offs := kadm.Offsets{}
 	offs.AddOffset("console-lag", 0, 2, -1)
 	adm := c.admin(t)
-	checkFor(t, 60*time.Second, "offsets committed", func() error {
+	// Offsets committed.
+	testutil.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
 		rs, err := adm.CommitOffsets(ctx, "g-console", offs)
 		if err != nil {
 			return err
@@ -82,7 +83,8 @@ func TestConsoleLeadership(t *testing.T) {
 	}
 
 	var leader int32
-	checkFor(t, 30*time.Second, "exactly one console leads", func() (err error) {
+	// Exactly one console leads.
+	testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() (err error) {
 		leader, err = oneLeader(0)
 		return err
 	})
@@ -90,7 +92,8 @@ func TestConsoleLeadership(t *testing.T) {
 
 	c.broker(leader).kill()
 	killed := time.Now()
-	checkFor(t, sessionTimeout+10*time.Second, "another console holds /console_leader", func() error {
+	// Another console holds /console_leader.
+	testutil.CheckFor(t, sessionTimeout+10*time.Second, 100*time.Millisecond, func() error {
 		data, _, err := zc.Get(zkChroot + "/console_leader")
 		if err != nil {
 			return err
@@ -107,7 +110,8 @@ func TestConsoleLeadership(t *testing.T) {
 		t.Fatalf("the takeover took %v (session timeout %v)", took, sessionTimeout)
 	}
 	var next int32
-	checkFor(t, 10*time.Second, "the new leader's console exports the lag", func() (err error) {
+	// The new leader's console exports the lag.
+	testutil.CheckFor(t, 10*time.Second, 100*time.Millisecond, func() (err error) {
 		next, err = oneLeader(leader)
 		return err
 	})
@@ -118,9 +122,11 @@ func TestConsoleLeadership(t *testing.T) {
 	if err := c.broker(leader).start(); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 30*time.Second, fmt.Sprintf("broker %d's console serves", leader), func() error {
-		_, err := consoleMetrics(ctx, c.broker(leader))
-		return err
+	testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		if _, err := consoleMetrics(ctx, c.broker(leader)); err != nil {
+			return fmt.Errorf("broker %d's console: %w", leader, err)
+		}
+		return nil
 	})
 	// Two lag export rounds of the returned console: still one leader.
 	deadline := time.Now().Add(2500 * time.Millisecond)

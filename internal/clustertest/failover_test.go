@@ -97,9 +97,9 @@ func (p *producer) count() int {
 func (p *producer) waitAcks(t *testing.T, n int, timeout time.Duration) {
 	t.Helper()
 	want := p.count() + n
-	checkFor(t, timeout, fmt.Sprintf("%d acknowledged records", want), func() error {
+	testutil.CheckFor(t, timeout, 100*time.Millisecond, func() error {
 		if got := p.count(); got < want {
-			return fmt.Errorf("%d acknowledged", got)
+			return fmt.Errorf("%d records acknowledged, want %d", got, want)
 		}
 		return nil
 	})
@@ -137,7 +137,7 @@ func (p *producer) snapshot() map[int]bool {
 func leaderOf(t *testing.T, c *testCluster, topic string, partition int32) int32 {
 	t.Helper()
 	var leader int32 = -1
-	checkFor(t, 30*time.Second, "a leader of "+topic, func() error {
+	testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for _, b := range c.brokers {
@@ -153,7 +153,7 @@ func leaderOf(t *testing.T, c *testCluster, topic string, partition int32) int32
 				return nil
 			}
 		}
-		return errors.New("no leader")
+		return fmt.Errorf("no leader of %s-%d", topic, partition)
 	})
 	return leader
 }
@@ -227,7 +227,8 @@ func TestBrokerKilled(t *testing.T) {
 
 	t.Run("ControllerFailover", func(t *testing.T) {
 		var next int32 = -1
-		checkFor(t, 40*time.Second, "a new controller", func() error {
+		// A new controller.
+		testutil.CheckFor(t, 40*time.Second, 100*time.Millisecond, func() error {
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
 			id, err := controllerFrom(cctx, c.broker(others[0]))
@@ -242,7 +243,8 @@ func TestBrokerKilled(t *testing.T) {
 		})
 		// DescribeCluster (from a surviving broker) names it.
 		cl2 := c.client(t, kgo.SeedBrokers(c.broker(others[1]).addr))
-		checkFor(t, 10*time.Second, "DescribeCluster names the new controller", func() error {
+		// DescribeCluster names the new controller.
+		testutil.CheckFor(t, 10*time.Second, 100*time.Millisecond, func() error {
 			id, err := describeController(ctx, cl2)
 			if err != nil {
 				return err
@@ -274,7 +276,8 @@ func TestBrokerKilled(t *testing.T) {
 
 	t.Run("GroupCoordinatorFollowsLeadership", func(t *testing.T) {
 		adm := kadm.NewClient(c.client(t))
-		checkFor(t, 60*time.Second, "offsets from the new coordinator", func() error {
+		// Offsets from the new coordinator.
+		testutil.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
 			fc := adm.FindGroupCoordinators(ctx, group)
 			if r := fc[group]; r.Err != nil || r.NodeID == old {
 				return fmt.Errorf("coordinator %+v", r)
@@ -354,20 +357,20 @@ func TestBrokerKilled(t *testing.T) {
 		if _, err := adm.AlterPartitionAssignments(ctx, alterReq("follower-kill", 0, old, others[0], others[1])); err != nil {
 			t.Fatal(err)
 		}
-		checkFor(t, 30*time.Second, fmt.Sprintf("broker %d first in the replicas", old), func() error {
+		testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 			ps, err := partitionsFrom(ctx, c.broker(others[0]), "follower-kill")
 			if err != nil {
 				return err
 			}
 			if ps[0].Replicas[0] != old {
-				return fmt.Errorf("replicas %v", ps[0].Replicas)
+				return fmt.Errorf("replicas %v, want broker %d first", ps[0].Replicas, old)
 			}
 			return nil
 		})
 		electPreferred(t, c, "follower-kill", 0)
-		checkFor(t, 30*time.Second, fmt.Sprintf("broker %d leads", old), func() error {
+		testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 			if l := leaderOf(t, c, "follower-kill", 0); l != old {
-				return fmt.Errorf("leader %d", l)
+				return fmt.Errorf("leader %d, want broker %d", l, old)
 			}
 			return nil
 		})
@@ -392,10 +395,10 @@ func groupCoordinatedBy(t *testing.T, c *testCluster, id int32) (string, kadm.Of
 	for i := 0; i < 100; i++ {
 		group := fmt.Sprintf("g-failover-%d", i)
 		var coord int32
-		checkFor(t, 60*time.Second, "the coordinator of "+group, func() error {
+		testutil.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
 			r := adm.FindGroupCoordinators(ctx, group)[group]
 			if r.Err != nil {
-				return r.Err
+				return fmt.Errorf("the coordinator of %s: %w", group, r.Err)
 			}
 			coord = r.NodeID
 			return nil
@@ -403,7 +406,8 @@ func groupCoordinatedBy(t *testing.T, c *testCluster, id int32) (string, kadm.Of
 		if coord != id {
 			continue
 		}
-		checkFor(t, 60*time.Second, "offsets committed", func() error {
+		// Offsets committed.
+		testutil.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
 			rs, err := adm.CommitOffsets(ctx, group, offs)
 			if err != nil {
 				return err

@@ -6,7 +6,6 @@
 package clustertest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -31,6 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/internal/zktest"
 )
 
@@ -188,24 +188,7 @@ type brokerProc struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
 	paused bool
-	out    *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	out    *testutil.LockedBuffer
 }
 
 // brokerArgs are the overrides every test broker runs with.
@@ -247,7 +230,7 @@ func (b *brokerProc) start() error {
 		return fmt.Errorf("broker %d already running", b.id)
 	}
 	if b.out == nil {
-		b.out = &lockedBuffer{}
+		b.out = &testutil.LockedBuffer{}
 	}
 	fmt.Fprintf(b.out, "=== start %s\n", time.Now().Format(time.RFC3339Nano))
 	os.MkdirAll(b.dir, 0o755)
@@ -339,15 +322,11 @@ func (b *brokerProc) outLen() int {
 	if b.out == nil {
 		return 0
 	}
-	b.out.mu.Lock()
-	defer b.out.mu.Unlock()
-	return b.out.b.Len()
+	return b.out.Len()
 }
 
 func (b *brokerProc) outSince(mark int) string {
-	b.out.mu.Lock()
-	defer b.out.mu.Unlock()
-	s := b.out.b.String()
+	s := b.out.String()
 	if mark > len(s) {
 		return ""
 	}
@@ -456,22 +435,6 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// checkFor polls cond until it returns nil (bounded).
-func checkFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for {
-		if err = cond(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // metadataFrom asks one broker for the metadata of topics (nil: all).
 func metadataFrom(ctx context.Context, b *brokerProc, topics ...string) (*kmsg.MetadataResponse, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.MetadataMinAge(10*time.Millisecond))
@@ -546,7 +509,7 @@ func liveBrokers(ctx context.Context, c *testCluster) ([]int32, error) {
 
 func waitLive(t *testing.T, c *testCluster, n int, timeout time.Duration) {
 	t.Helper()
-	checkFor(t, timeout, fmt.Sprintf("%d live brokers", n), func() error {
+	testutil.CheckFor(t, timeout, 100*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for _, b := range c.brokers {
@@ -558,7 +521,7 @@ func waitLive(t *testing.T, c *testCluster, n int, timeout time.Duration) {
 				return err
 			}
 			if len(md.Brokers) != n {
-				return fmt.Errorf("broker %d lists %d brokers", b.id, len(md.Brokers))
+				return fmt.Errorf("broker %d lists %d brokers, want %d", b.id, len(md.Brokers), n)
 			}
 		}
 		return nil
@@ -605,7 +568,7 @@ func createTopic(t *testing.T, c *testCluster, name string, assignment [][]int32
 // cond for every partition.
 func waitISR(t *testing.T, c *testCluster, topic string, cond func(p int32, pi partitionInfo) error) {
 	t.Helper()
-	checkFor(t, 60*time.Second, "partition states of "+topic, func() error {
+	testutil.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for _, b := range c.brokers {
@@ -624,7 +587,7 @@ func waitISR(t *testing.T, c *testCluster, topic string, cond func(p int32, pi p
 			}
 			for p, pi := range ps {
 				if err := cond(p, pi); err != nil {
-					return fmt.Errorf("broker %d: %w", b.id, err)
+					return fmt.Errorf("%s on broker %d: %w", topic, b.id, err)
 				}
 			}
 		}
@@ -644,14 +607,14 @@ func readAll(t *testing.T, c *testCluster, topic string, partition int32) []stri
 	ctx := ctxFor(t, 60*time.Second)
 	adm := c.admin(t)
 	var end int64
-	checkFor(t, 30*time.Second, "end offset of "+topic, func() error {
+	testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		offs, err := adm.ListEndOffsets(ctx, topic)
 		if err != nil {
 			return err
 		}
 		o, ok := offs.Lookup(topic, partition)
 		if !ok || o.Err != nil {
-			return fmt.Errorf("%+v", o)
+			return fmt.Errorf("end offset of %s-%d: %+v", topic, partition, o)
 		}
 		end = o.Offset
 		return nil
@@ -737,14 +700,14 @@ func electPreferred(t *testing.T, c *testCluster, topic string, partition int32)
 	ctx := ctxFor(t, 30*time.Second)
 	set := kadm.TopicsSet{}
 	set.Add(topic, partition)
-	checkFor(t, 30*time.Second, "preferred election of "+topic, func() error {
+	testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		rs, err := c.admin(t).ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
 		if err != nil {
 			return err
 		}
 		r := rs[topic][partition]
 		if r.Err != nil && !errors.Is(r.Err, kerr.ElectionNotNeeded) {
-			return fmt.Errorf("%v %s", r.Err, r.ErrMessage)
+			return fmt.Errorf("preferred election of %s-%d: %v %s", topic, partition, r.Err, r.ErrMessage)
 		}
 		return nil
 	})
@@ -762,7 +725,8 @@ func (c *testCluster) zkConn(t *testing.T) *zk.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
-	checkFor(t, 30*time.Second, "a zookeeper session", func() error {
+	// A zookeeper session.
+	testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		if conn.State() != zk.StateHasSession {
 			return errors.New(conn.State().String())
 		}
@@ -795,7 +759,8 @@ func registrationsOf(zc *zk.Conn, c *testCluster) (map[int32]int64, error) {
 func (c *testCluster) registrations(t *testing.T, zc *zk.Conn) map[int32]int64 {
 	t.Helper()
 	var regs map[int32]int64
-	checkFor(t, 30*time.Second, "every broker registered", func() error {
+	// Every broker registered.
+	testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		var err error
 		if regs, err = registrationsOf(zc, c); err != nil {
 			return err
@@ -817,7 +782,8 @@ type zkControllerInfo struct {
 func (c *testCluster) zkController(t *testing.T, zc *zk.Conn) zkControllerInfo {
 	t.Helper()
 	var info zkControllerInfo
-	checkFor(t, 30*time.Second, "a controller in zookeeper", func() error {
+	// A controller in zookeeper.
+	testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		_, st, err := zc.Get(zkChroot + "/controller")
 		if err != nil {
 			return err

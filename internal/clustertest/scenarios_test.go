@@ -36,7 +36,8 @@ func TestPausedFollowerLeavesAndRejoinsISR(t *testing.T) {
 	paused := time.Now()
 	// Out of the ISR after about lagMax, well before its ZooKeeper session
 	// (6 s) could expire: the leader's doing, not the controller's.
-	checkFor(t, 2*lagMax, "the paused follower leaves the ISR", func() error {
+	// The paused follower leaves the ISR.
+	testutil.CheckFor(t, 2*lagMax, 100*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		ps, err := partitionsFrom(ctx, c.broker(1), "paused")
@@ -105,7 +106,8 @@ func TestDivergentLogTruncated(t *testing.T) {
 
 	// Broker 2 (first of the ISR in assignment order) takes over at a new
 	// epoch and takes new records at offsets 100 and up.
-	checkFor(t, 40*time.Second, "broker 2 leads", func() error {
+	// Broker 2 leads.
+	testutil.CheckFor(t, 40*time.Second, 100*time.Millisecond, func() error {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		ps, err := partitionsFrom(cctx, c.broker(2), "diverge")
@@ -143,7 +145,8 @@ func TestDivergentLogTruncated(t *testing.T) {
 		return nil
 	})
 	electPreferred(t, c, "diverge", 0)
-	checkFor(t, 30*time.Second, "broker 1 leads again", func() error {
+	// Broker 1 leads again.
+	testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		if l := leaderOf(t, c, "diverge", 0); l != 1 {
 			return fmt.Errorf("leader %d", l)
 		}
@@ -220,7 +223,8 @@ func TestZooKeeperRestart(t *testing.T) {
 	t.Logf("zookeeper was down %v", back.Sub(stopped).Round(time.Millisecond))
 	// Every broker resumes the session it had: each reconnects within the
 	// session timeout of ZooKeeper answering again.
-	checkFor(t, sessionTimeout+2*time.Second, "every broker resumes its zookeeper session", func() error {
+	// Every broker resumes its zookeeper session.
+	testutil.CheckFor(t, sessionTimeout+2*time.Second, 100*time.Millisecond, func() error {
 		for i, b := range c.brokers {
 			out := b.outSince(marks[i])
 			if indexOf(out, "zookeeper session expired") >= 0 || indexOf(out, "new zookeeper session") >= 0 {
@@ -293,7 +297,8 @@ func TestReassignmentWhileProducing(t *testing.T) {
 	p.waitAcks(t, 300, 30*time.Second)
 	p.halt()
 	checkExactlyOnceInOrder(t, readAll(t, c, "moving", 0), p.snapshot())
-	checkFor(t, 30*time.Second, "broker 1 deletes its copy", func() error {
+	// Broker 1 deletes its copy.
+	testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		if _, err := os.Stat(filepath.Join(c.broker(1).dir, "data", "moving-0")); err == nil {
 			return errors.New("moving-0 still on broker 1")
 		}

@@ -65,7 +65,8 @@ func TestSchemaRegistryCluster(t *testing.T) {
 		return node.BrokerID, nil
 	}
 	var leader int32
-	checkFor(t, 30*time.Second, "a registry leader", func() (err error) {
+	// A registry leader.
+	testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() (err error) {
 		leader, err = leaderID()
 		return err
 	})
@@ -78,10 +79,13 @@ func TestSchemaRegistryCluster(t *testing.T) {
 		subject := fmt.Sprintf("cluster-%d-value", i)
 		var st int
 		var body string
-		checkFor(t, 60*time.Second, "register on broker "+fmt.Sprint(b.id), func() (err error) {
+		testutil.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() (err error) {
 			st, body, err = registryDo(ctx, b, "POST", "/subjects/"+subject+"/versions", avroRecord(fmt.Sprintf("R%d", i)))
 			if err == nil && st != 200 {
 				err = fmt.Errorf("%d %s", st, body)
+			}
+			if err != nil {
+				err = fmt.Errorf("register on broker %d: %w", b.id, err)
 			}
 			return err
 		})
@@ -99,7 +103,8 @@ func TestSchemaRegistryCluster(t *testing.T) {
 	}
 	sameEverywhere := func(skip int32, want string) {
 		t.Helper()
-		checkFor(t, 30*time.Second, "every host answers the same ids", func() error {
+		// Every host answers the same ids.
+		testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 			for _, b := range c.brokers {
 				if b.id == skip {
 					continue
@@ -128,7 +133,8 @@ func TestSchemaRegistryCluster(t *testing.T) {
 
 	// lose the leader's host
 	c.broker(leader).kill()
-	checkFor(t, sessionTimeout+20*time.Second, "another registry leads", func() error {
+	// Another registry leads.
+	testutil.CheckFor(t, sessionTimeout+20*time.Second, 100*time.Millisecond, func() error {
 		id, err := leaderID()
 		if err != nil {
 			return err
@@ -146,7 +152,8 @@ func TestSchemaRegistryCluster(t *testing.T) {
 			survivor = b
 		}
 	}
-	checkFor(t, 60*time.Second, "register after the failover", func() error {
+	// Register after the failover.
+	testutil.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
 		st, body, err := registryDo(ctx, survivor, "POST", "/subjects/after-value/versions", avroRecord("After"))
 		if err != nil {
 			return err

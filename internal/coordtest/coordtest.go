@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // Store is one empty metadata store for a subtest.
@@ -86,22 +87,6 @@ func wantErr(t *testing.T, err, target error, what string) {
 	t.Helper()
 	if !errors.Is(err, target) {
 		t.Fatalf("%s: got %v, want %v", what, err, target)
-	}
-}
-
-// eventually polls cond until it holds (bounded).
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -430,7 +415,8 @@ func incrementConcurrently(t *testing.T, cs []cluster.Coordinator, topic string,
 		t.Fatal(err)
 	}
 	want := start.LeaderEpoch + int32(workers*n)
-	eventually(t, "every increment counted", func() error {
+	// Every increment counted.
+	testutil.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		for _, c := range cs {
 			st, err := c.PartitionState(cx, topic, 0)
 			if err != nil {
@@ -720,7 +706,8 @@ func testPeerSeesWrites(t *testing.T, s Store) {
 	_, err := a.CreatePartitionState(cx, "seen", 1, cluster.PartitionState{Leader: 1, LeaderEpoch: 2, ISR: []int32{1}, ControllerEpoch: 3})
 	must(t, err)
 	must(t, a.SetTopicConfig(cx, "seen", map[string]string{"retention.ms": "2"}))
-	eventually(t, "peer sees the writes", func() error {
+	// Peer sees the writes.
+	testutil.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		bs, _ := b.Brokers(cx)
 		if len(bs) != 1 || bs[0].Rack != "r1" {
 			return fmt.Errorf("brokers %v", bs)
@@ -745,14 +732,16 @@ func testPeerSeesWrites(t *testing.T, s Store) {
 	}
 	// Deletion is seen too.
 	must(t, a.MarkTopicForDeletion(cx, "seen"))
-	eventually(t, "peer sees the mark", func() error {
+	// Peer sees the mark.
+	testutil.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		if d, _ := b.PendingDeletions(cx); !slices.Equal(d, []string{"seen"}) {
 			return fmt.Errorf("pending %v", d)
 		}
 		return nil
 	})
 	must(t, a.DeleteTopic(cx, "seen"))
-	eventually(t, "peer sees the deletion", func() error {
+	// Peer sees the deletion.
+	testutil.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		if _, err := b.Topic(cx, "seen"); !errors.Is(err, cluster.ErrNoTopic) {
 			return fmt.Errorf("topic still there: %v", err)
 		}
@@ -763,7 +752,8 @@ func testPeerSeesWrites(t *testing.T, s Store) {
 	})
 	// The broker goes with its session.
 	must(t, a.Close())
-	eventually(t, "peer sees the broker go", func() error {
+	// Peer sees the broker go.
+	testutil.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		if bs, _ := b.Brokers(cx); len(bs) != 0 {
 			return fmt.Errorf("brokers %v", bs)
 		}
@@ -800,7 +790,8 @@ func testControllerHandover(t *testing.T, s Store) {
 		t.Fatal("no change delivered when the controller went")
 	}
 	var cb2 cluster.ControllerInfo
-	eventually(t, "the second broker takes over", func() error {
+	// The second broker takes over.
+	testutil.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		var err error
 		cb2, err = b.Campaign(cx, 2)
 		if err != nil {
@@ -822,7 +813,8 @@ func testPeerCAS(t *testing.T, s Store) {
 	must(t, a.CreateTopic(cx, topic("pcas", []int32{1}), nil))
 	_, err := a.CreatePartitionState(cx, "pcas", 0, cluster.PartitionState{Leader: 1, ISR: []int32{1}})
 	must(t, err)
-	eventually(t, "peer sees the state", func() error { _, err := b.PartitionState(cx, "pcas", 0); return err })
+	// Peer sees the state.
+	testutil.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error { _, err := b.PartitionState(cx, "pcas", 0); return err })
 	incrementConcurrently(t, []cluster.Coordinator{a, b}, "pcas", 4, 10)
 }
 
@@ -872,7 +864,8 @@ func testFailoverReconcile(t *testing.T, s Store) {
 	ci, err := a.Campaign(cx, 1)
 	must(t, err)
 	ctl := cluster.NewController(cluster.ControllerConfig{Coordinator: a, BrokerID: 1})
-	eventually(t, "controller sees broker 2", func() error {
+	// Controller sees broker 2.
+	testutil.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		if bs, _ := a.Brokers(cx); len(bs) != 3 {
 			return fmt.Errorf("brokers %v", bs)
 		}
@@ -884,7 +877,8 @@ func testFailoverReconcile(t *testing.T, s Store) {
 		t.Fatalf("f-0 %+v", st0)
 	}
 	must(t, b.Close())
-	eventually(t, "controller sees broker 2 go", func() error {
+	// Controller sees broker 2 go.
+	testutil.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
 		if bs, _ := a.Brokers(cx); len(bs) != 2 {
 			return fmt.Errorf("brokers %v", bs)
 		}

@@ -111,7 +111,7 @@ func TestBurrowOnFreshBroker(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "burrow.toml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := &lockedBuffer{}
+	out := &testutil.LockedBuffer{}
 	bctx, stop := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(bctx, burrow, "--config-dir", dir)
 	cmd.Dir = dir

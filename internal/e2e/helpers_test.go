@@ -174,25 +174,8 @@ type proc struct {
 	cmd    *exec.Cmd
 	addr   string
 	dir    string
-	stderr *lockedBuffer
+	stderr *testutil.LockedBuffer
 	done   chan error
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startProc runs `sluice serve` with its data in dir and waits until it
@@ -208,7 +191,7 @@ func startProc(t testing.TB, dir, addr string, extra ...string) *proc {
 	for _, e := range extra {
 		args = append(args, "--override", e)
 	}
-	p := &proc{t: t, addr: addr, dir: dir, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	p := &proc{t: t, addr: addr, dir: dir, stderr: &testutil.LockedBuffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stderr = p.stderr
 	p.cmd.Stdout = p.stderr
