@@ -93,6 +93,10 @@ func (a *App) Logger() *slog.Logger { return a.logger }
 // Broker is the broker (after Start).
 func (a *App) Broker() *broker.Broker { return a.brk }
 
+// Groups is the consumer-group coordinator (after Start): package group's
+// *group.ForBroker.
+func (a *App) Groups() protocol.GroupCoordinator { return a.groups }
+
 // Coordinator is the metadata coordinator (after Start).
 func (a *App) Coordinator() cluster.Coordinator { return a.coord }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluice-io/sluice/appliance"
+	"github.com/sluice-io/sluice/internal/testcluster"
 	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/lag"
 )
@@ -59,7 +59,7 @@ func produceN(t *testing.T, n *node, topic string, partitions int32, per int) {
 // are listed again, and a consumer resumes where its group left off.
 func TestRestartKeepsOffsets(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testGroupConfig())
+	n := startNode(t)
 	n.createTopic("persist", 3)
 	produceN(t, n, "persist", 3, 5)
 	consumeAll(t, n, "durable", "persist", 15)
@@ -125,7 +125,7 @@ func TestRestartKeepsOffsets(t *testing.T) {
 // reset of an inactive group, DeleteOffsets and DeleteGroups.
 func TestAdmin(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testGroupConfig())
+	n := startNode(t)
 	n.createTopic("adm", 4)
 	produceN(t, n, "adm", 4, 10)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
@@ -296,29 +296,11 @@ func TestAdmin(t *testing.T) {
 // and its offsets survive an App restart.
 func TestAppliance(t *testing.T) {
 	t.Parallel()
-	dir, addr := t.TempDir(), testutil.FreeAddr(t)
-	start := func() *appliance.App {
-		cfg, err := appliance.Load("", []string{
-			"listeners=PLAINTEXT://" + addr, "log.dirs=" + dir, "console.listen=",
-			"offsets.topic.num.partitions=5", "group.initial.rebalance.delay.ms=0",
-			"group.min.session.timeout.ms=1000", // consumeAll asks for 3s
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		app, err := appliance.New(cfg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := app.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return app
-	}
-	app := start()
-	n := &node{t: t, addr: addr}
+	c := testcluster.New(t, testcluster.Settings(
+		"offsets.topic.num.partitions=5", "group.initial.rebalance.delay.ms=0",
+		"group.min.session.timeout.ms=1000", // consumeAll asks for 3s
+	))
+	n := &node{t: t, addr: c.Addr(), c: c}
 	n.createTopic("app", 2)
 	produceN(t, n, "app", 2, 3)
 	consumeAll(t, n, "app-group", "app", 6)
@@ -331,11 +313,7 @@ func TestAppliance(t *testing.T) {
 	if got := len(md.Topics["__consumer_offsets"].Partitions); got != 5 {
 		t.Errorf("__consumer_offsets has %d partitions, want offsets.topic.num.partitions=5", got)
 	}
-	if err := app.Close(); err != nil {
-		t.Fatal(err)
-	}
-	app = start()
-	defer app.Close()
+	n.restart()
 	var os kadm.OffsetResponses
 	testutil.CheckFor(t, 10*time.Second, 100*time.Millisecond, func() error {
 		os, err = n.admin().FetchOffsets(ctx, "app-group")

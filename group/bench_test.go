@@ -21,7 +21,7 @@ import (
 // connection and group, so commits to the same __consumer_offsets
 // partition can be written together.
 func BenchmarkCommit(b *testing.B) {
-	n := startNode(b, testGroupConfig())
+	n := startNode(b)
 	n.createTopic("bench", 8)
 	commit := func(b *testing.B, cl *kgo.Client, group string, partition int32, offset int64) {
 		req := kmsg.NewPtrOffsetCommitRequest()
@@ -58,7 +58,7 @@ func BenchmarkCommit(b *testing.B) {
 			clients <- cl
 		}
 		var next atomic.Int64
-		before := n.groups.Stats()
+		before := n.groups().Stats()
 		b.SetParallelism(max(1, committers/runtime.GOMAXPROCS(0)))
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -71,7 +71,7 @@ func BenchmarkCommit(b *testing.B) {
 			}
 		})
 		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "commits/s")
-		after := n.groups.Stats()
+		after := n.groups().Stats()
 		b.ReportMetric(float64(after.Batches-before.Batches)/float64(after.Appends-before.Appends), "commits/append")
 	})
 }

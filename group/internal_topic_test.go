@@ -54,7 +54,7 @@ func committedAt(t *testing.T, n *node, grp, topic string, d time.Duration) int6
 // another group is not stored, so after a restart the group's committed
 // offset is still its own.
 func TestClientsCannotWriteOffsetsTopic(t *testing.T) {
-	n := startNode(t, testGroupConfig())
+	n := startNode(t)
 	n.createTopic("orders", 1)
 	commitAt(t, n, "victim", "orders", 5)
 
@@ -68,7 +68,7 @@ func TestClientsCannotWriteOffsetsTopic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	part := group.PartitionFor("victim", n.gcfg.NumPartitions)
+	part := group.PartitionFor("victim", offsetsPartitions)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cl := n.client()
@@ -96,7 +96,7 @@ func TestClientsCannotWriteOffsetsTopic(t *testing.T) {
 	if r, _ := del.Lookup(group.OffsetsTopic, part); !errors.Is(r.Err, kerr.InvalidTopicException) {
 		t.Fatalf("DeleteRecords on __consumer_offsets: %v, want INVALID_TOPIC_EXCEPTION", r.Err)
 	}
-	cp, err := adm.UpdatePartitions(ctx, int(n.gcfg.NumPartitions)+5, group.OffsetsTopic)
+	cp, err := adm.UpdatePartitions(ctx, int(offsetsPartitions)+5, group.OffsetsTopic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestClientsCannotWriteOffsetsTopic(t *testing.T) {
 	if got := committedAt(t, n, "victim", "orders", 20*time.Second); got != 5 {
 		t.Fatalf("victim's offset after restart %d, want its own commit 5", got)
 	}
-	if p, err := n.brk.Partition(group.OffsetsTopic, part); err != nil || p.LogStartOffset() != 0 {
+	if p, err := n.broker().Partition(group.OffsetsTopic, part); err != nil || p.LogStartOffset() != 0 {
 		t.Fatalf("offsets partition after restart: %v", err)
 	}
 }
@@ -126,13 +126,13 @@ func TestClientsCannotWriteOffsetsTopic(t *testing.T) {
 // partition whose every record is gone loads empty rather than answering
 // COORDINATOR_LOAD_IN_PROGRESS forever.
 func TestLoadStartsAtLogStart(t *testing.T) {
-	n := startNode(t, testGroupConfig())
+	n := startNode(t)
 	n.createTopic("orders", 1)
 	const grp = "loader"
-	part := group.PartitionFor(grp, n.gcfg.NumPartitions)
+	part := group.PartitionFor(grp, offsetsPartitions)
 	commitAt(t, n, grp, "orders", 5)
 	commitAt(t, n, grp, "orders", 6)
-	p, err := n.brk.Partition(group.OffsetsTopic, part)
+	p, err := n.broker().Partition(group.OffsetsTopic, part)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestLoadStartsAtLogStart(t *testing.T) {
 	}
 
 	// Drop everything: the log start is the log end.
-	p, err = n.brk.Partition(group.OffsetsTopic, part)
+	p, err = n.broker().Partition(group.OffsetsTopic, part)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,7 +147,7 @@ func TestLibrdkafkaGroup(t *testing.T) {
 	kcat := testutil.RequireBinary(t, "kcat")
 	py := requirePython(t)
 	t.Parallel()
-	n := startNode(t, testGroupConfig())
+	n := startNode(t)
 	const parts = 6
 	topic, group := "rdk", "rdk-group"
 	n.createTopic(topic, parts)

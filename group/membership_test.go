@@ -67,7 +67,7 @@ func (m *staticMember) close() {
 // generation does not change.
 func TestStaticMembershipRejoin(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testGroupConfig())
+	n := startNode(t)
 	n.createTopic("st", 6)
 	adm := n.admin()
 	a := startStatic(t, n, "inst-a")
@@ -135,7 +135,7 @@ func TestStaticMembershipRejoin(t *testing.T) {
 // codes, and the group carries on.
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testGroupConfig())
+	n := startNode(t)
 	n.createTopic("bad", 2)
 	member := n.client(kgo.ConsumerGroup("bad"), kgo.ConsumeTopics("bad"), kgo.ClientID("good"), kgo.Balancers(kgo.RangeBalancer()),
 		kgo.SessionTimeout(3*time.Second), kgo.HeartbeatInterval(300*time.Millisecond))
@@ -244,7 +244,7 @@ func TestBadInput(t *testing.T) {
 // sarama builds do, joins, consumes, commits and leaves.
 func TestOldVersions(t *testing.T) {
 	t.Parallel()
-	n := startNode(t, testGroupConfig())
+	n := startNode(t)
 	n.createTopic("old", 2)
 	produceN(t, n, "old", 2, 5)
 	v := kversion.Stable()

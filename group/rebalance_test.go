@@ -301,7 +301,7 @@ func TestRebalance(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			n := startNode(t, testGroupConfig())
+			n := startNode(t)
 			const parts = 6
 			topic, group := "rb-"+tc.name, "g-"+tc.name
 			n.createTopic(topic, parts)

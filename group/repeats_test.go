@@ -16,7 +16,7 @@ import (
 // metadata, named a million times in a few MB, was a response of that
 // metadata a million times over).
 func TestGroupNamedManyTimes(t *testing.T) {
-	n := startNode(t, testGroupConfig())
+	n := startNode(t)
 	n.createTopic("orders", 1)
 	commitAt(t, n, "g", "orders", 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -22,7 +22,7 @@ import (
 // DescribeCluster and broker configs.
 func TestAdminAPIs(t *testing.T) {
 	n := startNode(t, "log.retention.hours=48")
-	adm := n.admin()
+	adm := n.Admin()
 	ctx := ctxFor(t, 30*time.Second)
 
 	// validate_only creates nothing; an explicit assignment is honoured.
@@ -32,12 +32,12 @@ func TestAdminAPIs(t *testing.T) {
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "assigned", -1, -1
 	for p := range 3 {
 		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-		a.Partition, a.Replicas = int32(p), []int32{n.app.BrokerID()}
+		a.Partition, a.Replicas = int32(p), []int32{n.App().BrokerID()}
 		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
 	}
 	req.Topics = append(req.Topics, rt)
 	req.TimeoutMillis = 5000
-	resp, err := req.RequestWith(ctx, n.client())
+	resp, err := req.RequestWith(ctx, n.Client())
 	if err != nil || resp.Topics[0].ErrorCode != 0 || resp.Topics[0].NumPartitions != 3 {
 		t.Fatalf("validate_only: %v %+v", err, resp)
 	}
@@ -45,18 +45,18 @@ func TestAdminAPIs(t *testing.T) {
 		t.Fatal("validate_only created the topic")
 	}
 	req.ValidateOnly = false
-	resp, err = req.RequestWith(ctx, n.client())
+	resp, err = req.RequestWith(ctx, n.Client())
 	if err != nil || resp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("create with assignment: %v %+v", err, resp)
 	}
-	adm = n.admin() // a fresh client: kgo caches metadata (the topic as unknown) briefly
+	adm = n.Admin() // a fresh client: kgo caches metadata (the topic as unknown) briefly
 	td, err := adm.ListTopics(ctx, "assigned")
 	if err != nil || len(td["assigned"].Partitions) != 3 {
 		t.Fatalf("assigned topic: %v %+v", err, td)
 	}
 
 	// Records with increasing timestamps, then DeleteRecords.
-	cl := n.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := n.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	base := time.Now().Add(-time.Hour)
 	for i := range 10 {
 		r := &kgo.Record{Topic: "assigned", Partition: 0, Value: []byte{byte(i)}, Timestamp: base.Add(time.Duration(i) * time.Second)}
@@ -89,7 +89,7 @@ func TestAdminAPIs(t *testing.T) {
 		t.Fatalf("delete beyond the high watermark: %+v", r)
 	}
 	// Reading below the new start is out of range; from it works.
-	c := dialRaw(t, n.addr)
+	c := dialRaw(t, n.Addr())
 	f := fetchReq("assigned", 0, 2, 0, 0)
 	if p := c.recv(f, c.send(f)).(*kmsg.FetchResponse).Topics[0].Partitions[0]; p.ErrorCode != kerr.OffsetOutOfRange.Code || p.LogStartOffset != 6 {
 		t.Fatalf("fetch below the log start: %+v", p)
@@ -129,15 +129,15 @@ func TestAdminAPIs(t *testing.T) {
 
 	// DescribeCluster and broker configs.
 	dc := kmsg.NewPtrDescribeClusterRequest()
-	dcr, err := dc.RequestWith(ctx, n.client())
-	if err != nil || dcr.ErrorCode != 0 || dcr.ClusterID != n.app.ClusterID() || len(dcr.Brokers) != 1 || dcr.ControllerID != n.app.BrokerID() {
+	dcr, err := dc.RequestWith(ctx, n.Client())
+	if err != nil || dcr.ErrorCode != 0 || dcr.ClusterID != n.App().ClusterID() || len(dcr.Brokers) != 1 || dcr.ControllerID != n.App().BrokerID() {
 		t.Fatalf("describe cluster %v %+v", err, dcr)
 	}
-	bc, err := adm.DescribeBrokerConfigs(ctx, n.app.BrokerID())
+	bc, err := adm.DescribeBrokerConfigs(ctx, n.App().BrokerID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := bc.On(itoa(int(n.app.BrokerID())), nil)
+	rc, err := bc.On(itoa(int(n.App().BrokerID())), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestAdminAPIs(t *testing.T) {
 	trc, _ := tc.On("assigned", nil)
 	checkConfig(t, trc, "retention.ms", "172800000", kmsg.ConfigSource(4))
 	// Broker configs are static.
-	alt, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "num.partitions", Value: kadm.StringPtr("3")}}, n.app.BrokerID())
+	alt, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "num.partitions", Value: kadm.StringPtr("3")}}, n.App().BrokerID())
 	if err == nil && alt[0].Err == nil {
 		t.Fatal("altering a broker config succeeded; they are static")
 	}
@@ -160,24 +160,23 @@ func TestAdminAPIs(t *testing.T) {
 func TestLostMetadata(t *testing.T) {
 	n := startNode(t)
 	ctx := ctxFor(t, 30*time.Second)
-	if _, err := n.admin().CreateTopic(ctx, 2, 1, nil, "kept"); err != nil {
+	if _, err := n.Admin().CreateTopic(ctx, 2, 1, nil, "kept"); err != nil {
 		t.Fatal(err)
 	}
-	cl := n.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := n.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for i := range 20 {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "kept", Partition: int32(i % 2), Value: []byte{byte(i)}}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cl.Close()
-	n.stop()
-	dir := filepath.Join(n.dir, "kafka")
+	n.Stop()
+	dir := filepath.Join(n.Dir(), "kafka")
 	if err := os.Remove(filepath.Join(dir, "sluice-metadata.json")); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ := appliance.Load("", []string{"listeners=PLAINTEXT://" + n.addr, "log.dirs=" + dir, "console.listen="})
-	logger, _ := testLogger(t)
-	app, _ := appliance.New(cfg, logger)
+	cfg, _ := appliance.Load("", []string{"listeners=PLAINTEXT://" + n.Addr(), "log.dirs=" + dir, "console.listen="})
+	app, _ := appliance.New(cfg, nil)
 	if err := app.Start(ctx); err == nil || !strings.Contains(err.Error(), "meta.properties") {
 		app.Close()
 		t.Fatalf("start with lost metadata: %v", err)
@@ -185,8 +184,8 @@ func TestLostMetadata(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "meta.properties")); err != nil {
 		t.Fatal(err)
 	}
-	n.start()
-	ends, err := n.admin().ListEndOffsets(ctx, "kept")
+	n.Start()
+	ends, err := n.Admin().ListEndOffsets(ctx, "kept")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ const benchValueSize = 1024
 func benchTopic(b *testing.B, n *node, topic string, partitions int32) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := n.admin().CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
+	if _, err := n.Admin().CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -59,7 +59,7 @@ func BenchmarkProduce(b *testing.B) {
 		b.Run(codec.name, func(b *testing.B) {
 			n := startNode(b)
 			benchTopic(b, n, "bench", 4)
-			cl := n.client(kgo.ProducerBatchCompression(codec.codec), kgo.ProducerLinger(time.Millisecond),
+			cl := n.Client(kgo.ProducerBatchCompression(codec.codec), kgo.ProducerLinger(time.Millisecond),
 				kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(100_000))
 			benchProduce(b, cl, "bench", 1000) // warm up: connections, producer id
 			b.SetBytes(benchValueSize)
@@ -76,9 +76,9 @@ func BenchmarkProduce(b *testing.B) {
 func BenchmarkFetch(b *testing.B) {
 	n := startNode(b)
 	benchTopic(b, n, "bench", 4)
-	producer := n.client(kgo.ProducerLinger(time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(100_000))
+	producer := n.Client(kgo.ProducerLinger(time.Millisecond), kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(100_000))
 	benchProduce(b, producer, "bench", b.N)
-	consumer := n.client(kgo.ConsumeTopics("bench"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	consumer := n.Client(kgo.ConsumeTopics("bench"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxBytes(50<<20), kgo.FetchMaxPartitionBytes(10<<20))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

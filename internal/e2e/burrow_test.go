@@ -89,11 +89,11 @@ func TestBurrowOnFreshBroker(t *testing.T) {
 	ctx := ctxFor(t, 2*time.Minute)
 
 	const topic, group = "burrow-orders", "burrow-group"
-	adm := n.admin()
+	adm := n.Admin()
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
-	prod := n.client(kgo.DefaultProduceTopic(topic))
+	prod := n.Client(kgo.DefaultProduceTopic(topic))
 	for i := range 100 {
 		if err := prod.ProduceSync(ctx, kgo.StringRecord(fmt.Sprint("order ", i))).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -107,7 +107,7 @@ func TestBurrowOnFreshBroker(t *testing.T) {
 
 	dir := t.TempDir()
 	httpAddr := testutil.FreeAddr(t)
-	cfg := fmt.Sprintf(burrowConfig, dir, zk.Addr(), n.addr, httpAddr)
+	cfg := fmt.Sprintf(burrowConfig, dir, zk.Addr(), n.Addr(), httpAddr)
 	if err := os.WriteFile(filepath.Join(dir, "burrow.toml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestBurrowOnFreshBroker(t *testing.T) {
 	})
 
 	// A consumer commits offset 40 of 100: a lag of 60.
-	cons := n.client(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
+	cons := n.Client(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	got := 0
 	for got < 40 {

@@ -83,7 +83,7 @@ func consumeAll(t *testing.T, n *node, topic string, want [][]expectedRecord) {
 		offsets[int32(p)] = kgo.NewOffset().AtStart()
 		total += len(want[p])
 	}
-	cl := n.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}), kgo.FetchMaxWait(500*time.Millisecond))
+	cl := n.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}), kgo.FetchMaxWait(500*time.Millisecond))
 	ctx := ctxFor(t, 60*time.Second)
 	next := make([]int, len(want))
 	got := 0
@@ -127,7 +127,7 @@ func consumeAll(t *testing.T, n *node, topic string, want [][]expectedRecord) {
 func TestFranzGoEndToEnd(t *testing.T) {
 	// Small segments so the records span several segment files.
 	n := startNode(t, "log.segment.bytes=1048576", "num.partitions=3")
-	adm := n.admin()
+	adm := n.Admin()
 	ctx := ctxFor(t, 120*time.Second)
 
 	const topic, parts, total = "orders", 4, 100_000
@@ -136,7 +136,7 @@ func TestFranzGoEndToEnd(t *testing.T) {
 	}
 	base := time.UnixMilli(time.Now().Add(-time.Hour).UnixMilli())
 	want := makeRecords(total, parts, base, 1)
-	producer := n.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	producer := n.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
 	start := time.Now()
 	produceAll(t, producer, topic, want, 0)
 	t.Logf("produced %d records in %v", total, time.Since(start))
@@ -251,7 +251,7 @@ func TestFranzGoEndToEnd(t *testing.T) {
 	}
 	extra := makeRecords(1000, 2, base.Add(200*time.Second), 2)
 	producer.Close()
-	producer = n.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	producer = n.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produceAll(t, producer, topic, extra, 4)
 	all := append(append([][]expectedRecord{}, want...), extra...)
 	consumeAll(t, n, topic, all)
@@ -275,7 +275,7 @@ func TestFranzGoEndToEnd(t *testing.T) {
 	}
 	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		for _, p := range []string{"doomed-0", "doomed-1"} {
-			if _, err := os.Stat(filepath.Join(n.dir, "kafka", p)); err == nil {
+			if _, err := os.Stat(filepath.Join(n.Dir(), "kafka", p)); err == nil {
 				return fmt.Errorf("%s still on disk", p)
 			}
 		}
@@ -287,9 +287,9 @@ func TestFranzGoEndToEnd(t *testing.T) {
 
 	// Restart: everything reads again, and producing continues.
 	producer.Close()
-	n.restart()
+	n.Restart()
 	consumeAll(t, n, topic, all)
-	ends2, err := n.admin().ListEndOffsets(ctx, topic)
+	ends2, err := n.Admin().ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,11 +300,11 @@ func TestFranzGoEndToEnd(t *testing.T) {
 			t.Fatalf("partition %d end offset %d after restart, %d before", p, e2.Offset, e1.Offset)
 		}
 	}
-	rcs, _ = n.admin().DescribeTopicConfigs(ctx, topic)
+	rcs, _ = n.Admin().DescribeTopicConfigs(ctx, topic)
 	rc, _ = rcs.On(topic, nil)
 	checkConfig(t, rc, "retention.ms", "3600000", kmsg.ConfigSource(1))
 	more := makeRecords(100, 1, base.Add(300*time.Second), 4)
-	p2 := n.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	p2 := n.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produceAll(t, p2, topic, more, 0)
 	all[0] = append(all[0], more[0]...)
 	consumeAll(t, n, topic, all)
@@ -328,7 +328,7 @@ func checkConfig(t *testing.T, rc kadm.ResourceConfig, name, value string, sourc
 // can be turned off.
 func TestMetadataAutoCreate(t *testing.T) {
 	n := startNode(t, "num.partitions=3")
-	cl := n.client(kgo.AllowAutoTopicCreation())
+	cl := n.Client(kgo.AllowAutoTopicCreation())
 	ctx := ctxFor(t, 30*time.Second)
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "auto", Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -342,7 +342,7 @@ func TestMetadataAutoCreate(t *testing.T) {
 	}
 
 	off := startNode(t, "auto.create.topics.enable=false")
-	ocl := off.client(kgo.AllowAutoTopicCreation(), kgo.RecordRetries(2))
+	ocl := off.Client(kgo.AllowAutoTopicCreation(), kgo.RecordRetries(2))
 	md, err = kadm.NewClient(ocl).Metadata(ctx, "nope")
 	if err != nil {
 		t.Fatal(err)

@@ -16,111 +16,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/sluice-io/sluice/appliance"
+	"github.com/sluice-io/sluice/internal/testcluster"
 	"github.com/sluice-io/sluice/internal/testutil"
 )
 
-// node is one in-process broker with its data directory and address, which
-// survive restarts.
-type node struct {
-	t         testing.TB
-	dir       string
-	addr      string
-	overrides []string
-	app       *appliance.App
-	logs      *bytes.Buffer
-}
-
-// testLogger writes the broker's log into a buffer that is shown when the
-// test fails.
-func testLogger(t testing.TB) (*slog.Logger, *bytes.Buffer) {
-	var mu sync.Mutex
-	buf := &bytes.Buffer{}
-	w := writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.Write(p)
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("broker log:\n%s", buf.String())
-			mu.Unlock()
-		}
-	})
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+// node is one in-process broker, wired as it ships (testcluster), whose
+// data directory and address survive restarts.
+type node = testcluster.Node
 
 // startNode starts an in-process broker on a free loopback port with its
-// data in a temporary directory.
-func startNode(t testing.TB, overrides ...string) *node {
+// data in a temporary directory and the given settings.
+func startNode(t testing.TB, settings ...string) *node {
 	t.Helper()
-	n := &node{t: t, dir: t.TempDir(), addr: testutil.FreeAddr(t), overrides: overrides}
-	n.start()
-	t.Cleanup(func() { n.stop() })
-	return n
-}
-
-func (n *node) start() {
-	n.t.Helper()
-	over := append([]string{
-		"listeners=PLAINTEXT://" + n.addr,
-		"log.dirs=" + filepath.Join(n.dir, "kafka"),
-		"console.listen=",
-	}, n.overrides...)
-	cfg, err := appliance.Load("", over)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	logger, buf := testLogger(n.t)
-	n.logs = buf
-	app, err := appliance.New(cfg, logger)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := app.Start(ctx); err != nil {
-		n.t.Fatalf("start broker: %v", err)
-	}
-	n.app = app
-}
-
-func (n *node) stop() {
-	if n.app != nil {
-		if err := n.app.Close(); err != nil {
-			n.t.Errorf("close broker: %v", err)
-		}
-		n.app = nil
-	}
-}
-
-func (n *node) restart() {
-	n.t.Helper()
-	n.stop()
-	n.start()
-}
-
-// client returns a franz-go client for the node, closed with the test.
-func (n *node) client(opts ...kgo.Opt) *kgo.Client {
-	n.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(n.addr)}, opts...)...)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	n.t.Cleanup(cl.Close)
-	return cl
-}
-
-func (n *node) admin() *kadm.Client {
-	return kadm.NewClient(n.client())
+	return testcluster.New(t, testcluster.Settings(settings...), testcluster.LogLevel(slog.LevelDebug)).Node(0)
 }
 
 func ctxFor(t testing.TB, d time.Duration) context.Context {

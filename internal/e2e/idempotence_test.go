@@ -13,8 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // TestIdempotentSequences drives the producer-state checks with raw
@@ -24,10 +22,10 @@ import (
 func TestIdempotentSequences(t *testing.T) {
 	n := startNode(t)
 	ctx := ctxFor(t, 30*time.Second)
-	if _, err := n.admin().CreateTopic(ctx, 1, 1, nil, "idem"); err != nil {
+	if _, err := n.Admin().CreateTopic(ctx, 1, 1, nil, "idem"); err != nil {
 		t.Fatal(err)
 	}
-	c := dialRaw(t, n.addr)
+	c := dialRaw(t, n.Addr())
 	ip := kmsg.NewPtrInitProducerIDRequest()
 	ip.SetVersion(4)
 	ipr := c.recv(ip, c.send(ip)).(*kmsg.InitProducerIDResponse)
@@ -65,7 +63,7 @@ func TestIdempotentSequences(t *testing.T) {
 		t.Fatalf("sequence gap: %d, want OUT_OF_ORDER_SEQUENCE_NUMBER", code)
 	}
 	endOffset := func() int64 {
-		lo, err := n.admin().ListEndOffsets(ctx, "idem")
+		lo, err := n.Admin().ListEndOffsets(ctx, "idem")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,8 +75,8 @@ func TestIdempotentSequences(t *testing.T) {
 	}
 
 	// Producer state survives a restart: the duplicate is still caught.
-	n.restart()
-	c = dialRaw(t, n.addr)
+	n.Restart()
+	c = dialRaw(t, n.Addr())
 	if code, off := send(0, 3, 2); code != 0 || off != 3 {
 		t.Fatalf("duplicate after restart: %d at %d, want 0 at 3", code, off)
 	}
@@ -180,7 +178,6 @@ func readRawFrame(c net.Conn) ([]byte, error) {
 // (the responses never arrive), retries them on a new connection, and the
 // log holds every record exactly once, in order.
 func TestIdempotentRetryAfterDroppedConnection(t *testing.T) {
-	brokerAddr := testutil.FreeAddr(t)
 	proxyLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -189,9 +186,8 @@ func TestIdempotentRetryAfterDroppedConnection(t *testing.T) {
 	proxyLn.Close()
 	// The broker advertises the proxy, so every client connection goes
 	// through it.
-	n := &node{t: t, dir: t.TempDir(), addr: brokerAddr, overrides: []string{"advertised.listeners=PLAINTEXT://" + proxyAddr}}
-	n.start()
-	t.Cleanup(n.stop)
+	n := startNode(t, "advertised.listeners=PLAINTEXT://"+proxyAddr)
+	brokerAddr := n.Addr()
 	ln, err := net.Listen("tcp", proxyAddr)
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +199,7 @@ func TestIdempotentRetryAfterDroppedConnection(t *testing.T) {
 
 	ctx := ctxFor(t, 60*time.Second)
 	start := time.Now()
-	if _, err := n.admin().CreateTopic(ctx, 1, 1, nil, "retry"); err != nil {
+	if _, err := n.Admin().CreateTopic(ctx, 1, 1, nil, "retry"); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("create topic took %v", time.Since(start))
@@ -258,7 +254,7 @@ func TestIdempotentRetryAfterDroppedConnection(t *testing.T) {
 			t.Fatalf("record %d is %q: duplicate or reordering", i, v)
 		}
 	}
-	lo, err := n.admin().ListEndOffsets(ctx, "retry")
+	lo, err := n.Admin().ListEndOffsets(ctx, "retry")
 	if err != nil {
 		t.Fatal(err)
 	}

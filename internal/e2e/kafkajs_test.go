@@ -94,7 +94,7 @@ func TestKafkaJS(t *testing.T) {
 		t.Fatal(err)
 	}
 	const count = 300
-	out := runTool(t, 120*time.Second, nil, "node", script, n.addr, "kafkajs", "300")
+	out := runTool(t, 120*time.Second, nil, "node", script, n.Addr(), "kafkajs", "300")
 	var res struct {
 		Partitions int     `json:"partitions"`
 		Records    [][]any `json:"records"`
@@ -122,7 +122,7 @@ func TestKafkaJS(t *testing.T) {
 		}
 		seen[key] = true
 	}
-	batches := storedCodecs(t, n.addr, "kafkajs")
+	batches := storedCodecs(t, n.Addr(), "kafkajs")
 	var gz, plain int
 	for _, b := range batches {
 		switch b.codec {

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/testcluster"
 	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/internal/zktest"
 )
@@ -21,7 +22,7 @@ import (
 func offsetsTopicViaMetadata(t *testing.T, n *node, partitions, rf int) {
 	t.Helper()
 	ctx := ctxFor(t, time.Minute)
-	cl := n.client()
+	cl := n.Client()
 	req := kmsg.NewPtrMetadataRequest()
 	req.AllowAutoTopicCreation = true
 	rt := kmsg.NewMetadataRequestTopic()
@@ -75,7 +76,7 @@ func TestMetadataCreatesOffsetsTopic(t *testing.T) {
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr("ordinary")
 		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctxFor(t, 10*time.Second), n.client())
+		resp, err := req.RequestWith(ctxFor(t, 10*time.Second), n.Client())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +89,7 @@ func TestMetadataCreatesOffsetsTopic(t *testing.T) {
 		cfg := sarama.NewConfig()
 		cfg.ClientID = "sluice-e2e"
 		cfg.Metadata.Retry.Backoff = 100 * time.Millisecond
-		client, err := sarama.NewClient([]string{n.addr}, cfg)
+		client, err := sarama.NewClient([]string{n.Addr()}, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,14 +105,12 @@ func TestMetadataCreatesOffsetsTopic(t *testing.T) {
 	t.Run("cluster/kgo", func(t *testing.T) {
 		testutil.Heavy(t, "ZooKeeper")
 		zk := zktest.Start(t, zktest.Options{})
-		var nodes []*node
-		for id := range 2 {
-			nodes = append(nodes, startNode(t, "zookeeper.connect="+zk.Addr(), fmt.Sprintf("broker.id=%d", id+1),
-				"auto.create.topics.enable=false", "offsets.topic.num.partitions=6"))
-		}
+		c := testcluster.New(t, testcluster.Brokers(2), testcluster.ZooKeeper(zk.Addr()),
+			testcluster.Settings("auto.create.topics.enable=false", "offsets.topic.num.partitions=6"))
+		nodes := c.Nodes()
 		// Both brokers registered, so the replication factor (3 by
 		// default) is capped at 2.
-		cl := nodes[0].client()
+		cl := nodes[0].Client()
 		ctx := ctxFor(t, 30*time.Second)
 		for {
 			resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)

@@ -30,10 +30,10 @@ func fetchReq(topic string, partition int32, offset int64, maxWait, minBytes int
 func TestPipeliningAndLongPoll(t *testing.T) {
 	n := startNode(t)
 	ctx := ctxFor(t, 30*time.Second)
-	if _, err := n.admin().CreateTopic(ctx, 1, 1, nil, "lp"); err != nil {
+	if _, err := n.Admin().CreateTopic(ctx, 1, 1, nil, "lp"); err != nil {
 		t.Fatal(err)
 	}
-	c := dialRaw(t, n.addr)
+	c := dialRaw(t, n.Addr())
 
 	// 20 requests back to back, then read 20 answers in order.
 	var reqs []kmsg.Request
@@ -83,7 +83,7 @@ func TestPipeliningAndLongPoll(t *testing.T) {
 	// Wake the fetch with an append from another client.
 	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
-	if err := n.client().ProduceSync(ctx, &kgo.Record{Topic: "lp", Value: []byte("wake")}).FirstErr(); err != nil {
+	if err := n.Client().ProduceSync(ctx, &kgo.Record{Topic: "lp", Value: []byte("wake")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	fr := c.recv(fetch, fcorr).(*kmsg.FetchResponse)
@@ -98,7 +98,7 @@ func TestPipeliningAndLongPoll(t *testing.T) {
 	c.recv(av, acorr)
 
 	// The acks=0 record was written.
-	lo, err := n.admin().ListEndOffsets(ctx, "lp")
+	lo, err := n.Admin().ListEndOffsets(ctx, "lp")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,10 +130,10 @@ func TestPipeliningAndLongPoll(t *testing.T) {
 func TestFetchLimits(t *testing.T) {
 	n := startNode(t)
 	ctx := ctxFor(t, 30*time.Second)
-	if _, err := n.admin().CreateTopic(ctx, 2, 1, nil, "lim"); err != nil {
+	if _, err := n.Admin().CreateTopic(ctx, 2, 1, nil, "lim"); err != nil {
 		t.Fatal(err)
 	}
-	c := dialRaw(t, n.addr)
+	c := dialRaw(t, n.Addr())
 	var sizes []int
 	for i := range 5 {
 		b := batch(t, 10, -1, -1, -1, string(rune('A'+i))+"-padding-padding-padding")

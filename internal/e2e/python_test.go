@@ -60,7 +60,7 @@ func TestConfluentKafkaPython(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "client.py")
 	os.WriteFile(script, []byte(pythonClient), 0o644)
 	const count = 500
-	out := runTool(t, 90*time.Second, nil, py, script, n.addr, "python", "500", "gzip")
+	out := runTool(t, 90*time.Second, nil, py, script, n.Addr(), "python", "500", "gzip")
 	var res struct {
 		Errors  []string `json:"errors"`
 		Records [][]any  `json:"records"`
@@ -79,7 +79,7 @@ func TestConfluentKafkaPython(t *testing.T) {
 			t.Fatalf("record %d: %v", i, r)
 		}
 	}
-	checkCompressed(t, "python gzip", storedCodecs(t, n.addr, "python"), storage.CompressionGzip)
+	checkCompressed(t, "python gzip", storedCodecs(t, n.Addr(), "python"), storage.CompressionGzip)
 }
 
 func itoa(i int) string { return jsonNumber(i) }

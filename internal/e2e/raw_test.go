@@ -158,14 +158,14 @@ func produceCode(t *testing.T, resp kmsg.Response) (int16, int64) {
 func TestBadInput(t *testing.T) {
 	n := startNode(t, "socket.request.max.bytes=1048576")
 	ctx := ctxFor(t, 60*time.Second)
-	good := n.client(kgo.DefaultProduceTopic("keep"), kgo.AllowAutoTopicCreation(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	good := n.Client(kgo.DefaultProduceTopic("keep"), kgo.AllowAutoTopicCreation(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for i := range 50 {
 		if err := good.ProduceSync(ctx, &kgo.Record{Value: []byte{byte(i)}}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A raw connection kept open across all of the below.
-	bystander := dialRaw(t, n.addr)
+	bystander := dialRaw(t, n.Addr())
 	checkAlive := func(step string) {
 		t.Helper()
 		req := kmsg.NewPtrApiVersionsRequest()
@@ -179,13 +179,13 @@ func TestBadInput(t *testing.T) {
 	checkAlive("start")
 
 	t.Run("huge size prefix", func(t *testing.T) {
-		c := dialRaw(t, n.addr)
+		c := dialRaw(t, n.Addr())
 		c.write([]byte{0x7f, 0xff, 0xff, 0xff, 0, 3})
 		c.expectClosed("size 2^31-1")
-		c = dialRaw(t, n.addr)
+		c = dialRaw(t, n.Addr())
 		c.write(binary.BigEndian.AppendUint32(nil, 1048577)) // one over socket.request.max.bytes
 		c.expectClosed("size over socket.request.max.bytes")
-		c = dialRaw(t, n.addr)
+		c = dialRaw(t, n.Addr())
 		c.write([]byte{0xff, 0xff, 0xff, 0xfe})
 		c.expectClosed("negative size")
 		checkAlive("huge sizes")
@@ -195,7 +195,7 @@ func TestBadInput(t *testing.T) {
 		md.SetVersion(4)
 		f := frame(md, 1)
 		for _, cut := range []int{2, 4, 9, len(f) - 1} {
-			c := dialRaw(t, n.addr)
+			c := dialRaw(t, n.Addr())
 			c.write(f[:cut])
 			c.c.(*net.TCPConn).CloseWrite()
 			c.expectClosed("truncated frame")
@@ -203,7 +203,7 @@ func TestBadInput(t *testing.T) {
 		// A frame whose body ends early (the size is honest, the body is
 		// cut): decoding fails and the connection closes.
 		body := f[4 : len(f)-3]
-		c := dialRaw(t, n.addr)
+		c := dialRaw(t, n.Addr())
 		c.write(append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...))
 		c.expectClosed("body shorter than its fields")
 		checkAlive("truncated frames")
@@ -224,7 +224,7 @@ func TestBadInput(t *testing.T) {
 				binary.BigEndian.PutUint16(b[6:], uint16(rng.IntN(10)))
 				binary.BigEndian.PutUint16(b[12:], 0)
 			}
-			c := dialRaw(t, n.addr)
+			c := dialRaw(t, n.Addr())
 			c.write(b)
 			// Either an answer (garbage can decode) or a close; never a hang.
 			c.c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -237,17 +237,17 @@ func TestBadInput(t *testing.T) {
 		checkAlive("random frames")
 	})
 	t.Run("unknown API key and version", func(t *testing.T) {
-		c := dialRaw(t, n.addr)
+		c := dialRaw(t, n.Addr())
 		c.write([]byte{0, 0, 0, 10, 0x03, 0xe7, 0, 0, 0, 0, 0, 1, 0, 0}) // key 999
 		c.expectClosed("key 999")
-		c = dialRaw(t, n.addr)
+		c = dialRaw(t, n.Addr())
 		c.write([]byte{0, 0, 0, 10, 0, 68, 0, 0, 0, 0, 0, 1, 0, 0}) // KIP-848 heartbeat: not served
 		c.expectClosed("unregistered key 68")
 		md := kmsg.NewPtrMetadataRequest()
 		md.SetVersion(4)
 		f := frame(md, 1)
 		binary.BigEndian.PutUint16(f[6:], 99) // Metadata v99
-		c = dialRaw(t, n.addr)
+		c = dialRaw(t, n.Addr())
 		c.write(f)
 		c.expectClosed("Metadata v99")
 		// ApiVersions of an unknown version gets UNSUPPORTED_VERSION in a
@@ -255,7 +255,7 @@ func TestBadInput(t *testing.T) {
 		av := kmsg.NewPtrApiVersionsRequest()
 		f = frame(av, 5)
 		binary.BigEndian.PutUint16(f[6:], 77)
-		c = dialRaw(t, n.addr)
+		c = dialRaw(t, n.Addr())
 		c.write(f)
 		corr, body, err := c.readFrame(5 * time.Second)
 		if err != nil || corr != 5 {
@@ -272,7 +272,7 @@ func TestBadInput(t *testing.T) {
 		checkAlive("unknown keys")
 	})
 	t.Run("bad CRC in a produce", func(t *testing.T) {
-		c := dialRaw(t, n.addr)
+		c := dialRaw(t, n.Addr())
 		b := batch(t, 3, -1, -1, -1, "crc")
 		b[len(b)-1] ^= 0xff // a record byte: covered by the CRC
 		req := produceReq("keep", 0, -1, b)
@@ -298,7 +298,7 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("unknown partition: %d", code)
 		}
 		// A batch larger than the topic's max.message.bytes.
-		alt, err := n.admin().AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: kadm.StringPtr("1000")}}, "keep")
+		alt, err := n.Admin().AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: kadm.StringPtr("1000")}}, "keep")
 		if err != nil || alt[0].Err != nil {
 			t.Fatalf("alter max.message.bytes: %v %+v", err, alt)
 		}
@@ -316,7 +316,7 @@ func TestBadInput(t *testing.T) {
 	if err := good.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil {
 		t.Fatalf("good client after the abuse: %v", err)
 	}
-	cl := n.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"keep": {0: kgo.NewOffset().AtStart()}}))
+	cl := n.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"keep": {0: kgo.NewOffset().AtStart()}}))
 	var got []string
 	for len(got) < 53 {
 		fs := cl.PollFetches(ctx)

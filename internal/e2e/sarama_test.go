@@ -25,7 +25,7 @@ func TestSarama(t *testing.T) {
 	cfg.Producer.Retry.Max = 5
 	cfg.Metadata.Retry.Backoff = 50 * time.Millisecond
 
-	prod, err := sarama.NewSyncProducer([]string{n.addr}, cfg)
+	prod, err := sarama.NewSyncProducer([]string{n.Addr()}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestSarama(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	consumer, err := sarama.NewConsumer([]string{n.addr}, cfg)
+	consumer, err := sarama.NewConsumer([]string{n.Addr()}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,5 +83,5 @@ func TestSarama(t *testing.T) {
 	if seen != total {
 		t.Fatalf("consumed %d of %d messages", seen, total)
 	}
-	checkCompressed(t, "sarama zstd", storedCodecs(t, n.addr, "sarama"), storage.CompressionZstd)
+	checkCompressed(t, "sarama zstd", storedCodecs(t, n.Addr(), "sarama"), storage.CompressionZstd)
 }

@@ -92,7 +92,7 @@ func TestConfluentKafkaPythonSchemaRegistry(t *testing.T) {
 	n := startNode(t, "schema.registry.listen="+regAddr)
 	script := filepath.Join(t.TempDir(), "registry.py")
 	os.WriteFile(script, []byte(pythonRegistryClient), 0o644)
-	out := runTool(t, 90*time.Second, nil, py, script, n.addr, "http://"+regAddr, "orders", "50")
+	out := runTool(t, 90*time.Second, nil, py, script, n.Addr(), "http://"+regAddr, "orders", "50")
 	var res struct {
 		Errors        []string            `json:"errors"`
 		RegisteredID  int                 `json:"registered_id"`

@@ -42,10 +42,10 @@ func legacyMessage(magic, attrs int8, ts int64, key, value []byte, offset int64)
 func TestProduceMessageSets(t *testing.T) {
 	n := startNode(t)
 	ctx := ctxFor(t, 30*time.Second)
-	if _, err := n.admin().CreateTopic(ctx, 1, 1, nil, "legacy"); err != nil {
+	if _, err := n.Admin().CreateTopic(ctx, 1, 1, nil, "legacy"); err != nil {
 		t.Fatal(err)
 	}
-	c := dialRaw(t, n.addr)
+	c := dialRaw(t, n.Addr())
 	send := func(version int16, set []byte) {
 		t.Helper()
 		req := produceReq("legacy", 0, 1, set)
@@ -72,7 +72,7 @@ func TestProduceMessageSets(t *testing.T) {
 	// v1: a plain v0 message.
 	send(1, legacyMessage(0, 0, 0, []byte("k1"), []byte("v1-a"), 0))
 
-	cl := n.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"legacy": {0: kgo.NewOffset().AtStart()}}))
+	cl := n.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"legacy": {0: kgo.NewOffset().AtStart()}}))
 	var got []*kgo.Record
 	for len(got) < 6 {
 		fs := cl.PollFetches(ctx)
@@ -113,13 +113,13 @@ func TestProduceMessageSets(t *testing.T) {
 func TestEveryAdvertisedVersion(t *testing.T) {
 	n := startNode(t)
 	ctx := ctxFor(t, 60*time.Second)
-	if _, err := n.admin().CreateTopic(ctx, 1, 1, nil, "v"); err != nil {
+	if _, err := n.Admin().CreateTopic(ctx, 1, 1, nil, "v"); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.client().ProduceSync(ctx, &kgo.Record{Topic: "v", Value: []byte("x")}).FirstErr(); err != nil {
+	if err := n.Client().ProduceSync(ctx, &kgo.Record{Topic: "v", Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	c := dialRaw(t, n.addr)
+	c := dialRaw(t, n.Addr())
 	av := kmsg.NewPtrApiVersionsRequest()
 	avr := c.recv(av, c.send(av)).(*kmsg.ApiVersionsResponse)
 	topicName := "v"
