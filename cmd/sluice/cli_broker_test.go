@@ -3,24 +3,26 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // Which brokers the CLI tests talk to:
 //
 //	SLUICE_TEST_BROKERS=host:port  a running broker (it must hold no topics or
 //	                               groups, or the golden files will not match)
-//	SLUICE_TEST_BROKER=serve       Sluice's own broker: `sluice serve`, run in
-//	                               this process on free ports
+//	SLUICE_TEST_BROKER=serve       Sluice's own broker, run in this process on
+//	                               free ports (internal/testcluster)
 //	SLUICE_TEST_BROKER=kfake       franz-go's in-process Kafka
 //
 // By default the golden test runs against both serve and kfake (the CLI
@@ -74,55 +76,28 @@ func startTestBroker(t *testing.T, kind string) testBroker {
 	return testBroker{}
 }
 
-// startServeBroker runs `sluice serve` in this process, single node, with its
-// data in a temporary directory and the console off.
+// startServeBroker starts Sluice's broker in this process, single node,
+// wired as `sluice serve` wires it (testcluster), with its data in a
+// temporary directory and the console off.
 func startServeBroker(t *testing.T) testBroker {
 	t.Helper()
-	serve, ok := commands["serve"]
-	if !ok {
-		t.Fatal("the serve command is not part of this binary")
+	// SLUICE_TEST_SERVE_LOG=debug (or info, ...) shows the broker's log.
+	opts := []testcluster.Option{testcluster.LogLevel(slog.LevelWarn)}
+	if v := os.Getenv("SLUICE_TEST_SERVE_LOG"); v != "" {
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(v)); err != nil {
+			t.Fatalf("SLUICE_TEST_SERVE_LOG=%q: %v", v, err)
+		}
+		opts = []testcluster.Option{testcluster.LogLevel(level), testcluster.LogTo(os.Stderr)}
 	}
-	dir := t.TempDir()
-	addr := testutil.FreeAddr(t)
-	level := os.Getenv("SLUICE_TEST_SERVE_LOG") // e.g. debug, to see the broker's log
-	if level == "" {
-		level = "warn"
-	}
-	args := []string{"--log-level", level}
-	for _, kv := range []string{
-		"listeners=PLAINTEXT://" + addr,
-		"log.dirs=" + filepath.Join(dir, "kafka"),
-		"console.data.dir=" + filepath.Join(dir, "console"),
-		"console.listen=",
+	c := testcluster.New(t, append(opts, testcluster.Settings(
 		"broker.id=1",
 		"num.partitions=1",
 		"auto.create.topics.enable=false",
 		"offsets.topic.replication.factor=1",
 		"group.initial.rebalance.delay.ms=0",
-	} {
-		args = append(args, "--override", kv)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	go func() { done <- serve.run(ctx, args) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case code := <-done:
-			if code != 0 {
-				t.Errorf("sluice serve exited %d", code)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("sluice serve did not stop within 30s")
-		}
-	})
-	// Fail fast when serve exits at once (bad config, port taken).
-	select {
-	case code := <-done:
-		t.Fatalf("sluice serve exited %d at start", code)
-	case <-time.After(50 * time.Millisecond):
-	}
-	return testBroker{addr: addr, kind: "serve"}
+	))...)
+	return testBroker{addr: c.Addr(), kind: "serve"}
 }
 
 // waitForBroker polls until the broker answers metadata with a controller.

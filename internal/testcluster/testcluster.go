@@ -19,6 +19,7 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"strconv"
@@ -43,6 +44,7 @@ type options struct {
 	settings  []string
 	perBroker map[int][]string
 	level     slog.Level
+	logTo     io.Writer
 }
 
 // An Option configures New.
@@ -79,6 +81,10 @@ func BrokerSettings(i int, kv ...string) Option {
 // LogLevel sets the level of the brokers' log kept for a failing test
 // (default Info).
 func LogLevel(l slog.Level) Option { return func(o *options) { o.level = l } }
+
+// LogTo writes the brokers' log to w as well (os.Stderr: to watch it while
+// the test runs).
+func LogTo(w io.Writer) Option { return func(o *options) { o.logTo = w } }
 
 // Cluster is the running brokers of one test.
 type Cluster struct {
@@ -132,7 +138,11 @@ func New(t testing.TB, opts ...Option) *Cluster {
 		n.settings = append(n.settings, o.perBroker[i]...)
 		c.nodes = append(c.nodes, n)
 	}
-	logger := slog.New(slog.NewTextHandler(&c.log, &slog.HandlerOptions{Level: o.level}))
+	var w io.Writer = &c.log
+	if o.logTo != nil {
+		w = io.MultiWriter(&c.log, o.logTo)
+	}
+	logger := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: o.level}))
 	for _, n := range c.nodes {
 		n.logger = logger.With("node", n.index)
 		n.start()
