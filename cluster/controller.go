@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // Errors of ElectLeaders, per partition (Kafka's error codes of the same
@@ -43,6 +45,10 @@ type ControllerConfig struct {
 	AutoLeaderRebalance                bool
 	LeaderImbalanceCheckInterval       time.Duration
 	LeaderImbalancePerBrokerPercentage int
+	// Clock is Run's time: the leader balance check's ticker and the delay
+	// before a failed pass is retried. Nil is real time; tests pass a
+	// clockwork.FakeClock and advance it.
+	Clock clockwork.Clock
 }
 
 // Controller is the controller role, written against any Coordinator: each
@@ -88,6 +94,9 @@ func NewController(cfg ControllerConfig) *Controller {
 	if cfg.LeaderImbalancePerBrokerPercentage <= 0 {
 		cfg.LeaderImbalancePerBrokerPercentage = 10
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
+	}
 	return &Controller{
 		cfg: cfg, log: cfg.Logger.With("component", "controller"),
 		shuttingDown: map[int32]int64{},
@@ -120,9 +129,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	changes := co.Watch(ctx)
 	var rebalance <-chan time.Time
 	if c.cfg.AutoLeaderRebalance {
-		t := time.NewTicker(c.cfg.LeaderImbalanceCheckInterval)
+		t := c.cfg.Clock.NewTicker(c.cfg.LeaderImbalanceCheckInterval)
 		defer t.Stop()
-		rebalance = t.C
+		rebalance = t.Chan()
 	}
 	var retry <-chan time.Time
 	balance := false
@@ -135,7 +144,7 @@ func (c *Controller) Run(ctx context.Context) error {
 				return nil
 			}
 			c.log.Warn("controller pass failed; retrying", "err", err, "in", c.cfg.RetryInterval)
-			retry = time.After(c.cfg.RetryInterval)
+			retry = c.cfg.Clock.After(c.cfg.RetryInterval)
 		}
 		select {
 		case <-ctx.Done():
@@ -197,33 +206,19 @@ func (c *Controller) reconcileRetrying(ctx context.Context, epoch int32) error {
 	return err
 }
 
-// view is what a pass knows about the brokers.
-type view struct {
-	live         map[int32]Broker
-	shuttingDown map[int32]bool
-}
-
-func (v view) isLive(id int32) bool   { _, ok := v.live[id]; return ok }
-func (v view) eligible(id int32) bool { return v.isLive(id) && !v.shuttingDown[id] }
-
-func (c *Controller) view(ctx context.Context) (view, error) {
+// view reads the registered brokers and applies the controlled shutdowns
+// in progress (forgetting those of brokers that went away or came back).
+func (c *Controller) view(ctx context.Context) (View, error) {
 	brokers, err := c.cfg.Coordinator.Brokers(ctx)
 	if err != nil {
-		return view{}, err
-	}
-	v := view{live: make(map[int32]Broker, len(brokers)), shuttingDown: map[int32]bool{}}
-	for _, b := range brokers {
-		v.live[b.ID] = b
+		return View{}, err
 	}
 	c.mu.Lock()
-	for id, ts := range c.shuttingDown {
-		if b, ok := v.live[id]; !ok || b.Timestamp != ts {
-			delete(c.shuttingDown, id) // gone, or a new incarnation
-			continue
-		}
-		v.shuttingDown[id] = true
+	defer c.mu.Unlock()
+	v, stale := NewView(brokers, c.shuttingDown)
+	for _, id := range stale {
+		delete(c.shuttingDown, id)
 	}
-	c.mu.Unlock()
 	return v, nil
 }
 
@@ -253,54 +248,16 @@ func (c *Controller) Reconcile(ctx context.Context, epoch int32) error {
 		errs = append(errs, err)
 	}
 
-	names, err := co.Topics(ctx)
+	topics, err := c.readTopics(ctx, deletions)
 	if err != nil {
 		return err
 	}
-	var writes []StateWrite
-	var before []PartitionState
-	complete := map[string][]int32{} // topic -> partitions whose reassignment completes with these writes
-	for _, name := range names {
-		if slices.Contains(deletions, name) {
-			continue
-		}
-		t, err := co.Topic(ctx, name)
-		if errors.Is(err, ErrNoTopic) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		unclean := c.cfg.UncleanLeaderElection
-		if cfg, err := co.TopicConfig(ctx, name); err == nil {
-			if v, ok := cfg["unclean.leader.election.enable"]; ok {
-				unclean = strings.EqualFold(strings.TrimSpace(v), "true")
-			}
-		}
-		for p := range t.Replicas {
-			pid := int32(p)
-			st, err := co.PartitionState(ctx, name, pid)
-			if errors.Is(err, ErrNoState) {
-				first := InitialState(t.Replicas[p], v.eligible)
-				first.ControllerEpoch = epoch
-				writes = append(writes, StateWrite{Topic: name, Partition: pid, State: first, Create: true})
-				before = append(before, PartitionState{Leader: -2})
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("%s-%d: %w", name, p, err)
-			}
-			next, changed, done := c.decide(t, pid, st, v, unclean)
-			if done {
-				complete[name] = append(complete[name], pid)
-			}
-			if changed {
-				next.ControllerEpoch = epoch
-				writes = append(writes, StateWrite{Topic: name, Partition: pid, State: next})
-				before = append(before, st)
-			}
-		}
+	pass := PlanPass(topics, v, epoch)
+	for _, u := range pass.Unclean {
+		c.log.Warn("unclean leader election: a replica outside the ISR leads; records may be lost",
+			"topic", u.Topic, "partition", u.Partition, "leader", u.Leader, "isr", u.ISR)
 	}
+	writes, before, complete := pass.Writes, pass.Before, pass.Complete
 	failed := map[string]map[int32]bool{}
 	_, werrs := WriteStates(wctx, co, writes)
 	for i, err := range werrs {
@@ -329,6 +286,72 @@ func (c *Controller) Reconcile(ctx context.Context, epoch int32) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// readTopics reads every topic but those in skip (being deleted) with its
+// partition states and whether unclean election applies to it, for a pass.
+func (c *Controller) readTopics(ctx context.Context, skip []string) ([]TopicSnapshot, error) {
+	co := c.cfg.Coordinator
+	names, err := co.Topics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []TopicSnapshot
+	for _, name := range names {
+		if slices.Contains(skip, name) {
+			continue
+		}
+		t, err := co.Topic(ctx, name)
+		if errors.Is(err, ErrNoTopic) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		ts := TopicSnapshot{Topic: t, States: make(map[int32]PartitionState, len(t.Replicas)), Unclean: c.cfg.UncleanLeaderElection}
+		if cfg, err := co.TopicConfig(ctx, name); err == nil {
+			if v, ok := cfg["unclean.leader.election.enable"]; ok {
+				ts.Unclean = strings.EqualFold(strings.TrimSpace(v), "true")
+			}
+		}
+		for p := range t.Replicas {
+			st, err := co.PartitionState(ctx, name, int32(p))
+			if errors.Is(err, ErrNoState) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s-%d: %w", name, p, err)
+			}
+			ts.States[int32(p)] = st
+		}
+		out = append(out, ts)
+	}
+	return out, nil
+}
+
+// readStates reads every topic with the partition states it can read,
+// skipping what it cannot (for the checks that are retried anyway).
+func (c *Controller) readStates(ctx context.Context) ([]TopicSnapshot, error) {
+	co := c.cfg.Coordinator
+	names, err := co.Topics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []TopicSnapshot
+	for _, name := range names {
+		t, err := co.Topic(ctx, name)
+		if err != nil {
+			continue
+		}
+		ts := TopicSnapshot{Topic: t, States: make(map[int32]PartitionState, len(t.Replicas))}
+		for p := range t.Replicas {
+			if st, err := co.PartitionState(ctx, name, int32(p)); err == nil {
+				ts.States[int32(p)] = st
+			}
+		}
+		out = append(out, ts)
+	}
+	return out, nil
 }
 
 func failedList(m map[string]map[int32]bool) []string {
@@ -361,101 +384,6 @@ func (c *Controller) logChange(w StateWrite, old PartitionState, n int) {
 	}
 }
 
-// decide returns the state partition p of t should have. done reports
-// that p's reassignment completes with that state (or needs no write).
-func (c *Controller) decide(t Topic, p int32, st PartitionState, v view, unclean bool) (next PartitionState, changed, done bool) {
-	replicas := t.Replicas[p]
-	next = st.Clone()
-	inISR := func(r int32) bool { return slices.Contains(next.ISR, r) }
-
-	// Leadership.
-	leaderOK := st.Leader >= 0 && v.isLive(st.Leader) && slices.Contains(replicas, st.Leader)
-	if leaderOK && v.shuttingDown[st.Leader] {
-		// Controlled shutdown: move it if another ISR member can lead.
-		for _, r := range replicas {
-			if r != st.Leader && v.eligible(r) && inISR(r) {
-				leaderOK = false
-				break
-			}
-		}
-	}
-	if !leaderOK {
-		next.Leader = -1
-		for _, r := range replicas {
-			if v.eligible(r) && inISR(r) {
-				next.Leader = r
-				break
-			}
-		}
-		if next.Leader < 0 && unclean {
-			for _, r := range replicas {
-				if v.eligible(r) {
-					next.Leader = r
-					next.ISR = []int32{r}
-					c.log.Warn("unclean leader election: a replica outside the ISR leads; records may be lost",
-						"topic", t.Name, "partition", p, "leader", r, "isr", st.ISR)
-					break
-				}
-			}
-		}
-	}
-
-	// The ISR keeps the leader and the live replicas that are not shutting
-	// down (an offline partition keeps its ISR, so a returning member can
-	// lead again).
-	if next.Leader >= 0 {
-		isr := make([]int32, 0, len(next.ISR))
-		for _, r := range next.ISR {
-			if r == next.Leader || (v.eligible(r) && slices.Contains(replicas, r)) {
-				isr = append(isr, r)
-			}
-		}
-		if !slices.Contains(isr, next.Leader) {
-			isr = append([]int32{next.Leader}, isr...)
-		}
-		next.ISR = isr
-	}
-
-	// A reassignment completes once every target replica is in the ISR:
-	// the leader must be a target replica, and the removed replicas leave.
-	if t.Reassigning(p) && next.Leader >= 0 {
-		target := t.Target(p)
-		all := len(target) > 0
-		for _, r := range target {
-			if !slices.Contains(next.ISR, r) || !v.isLive(r) {
-				all = false
-			}
-		}
-		if all {
-			if !slices.Contains(target, next.Leader) {
-				for _, r := range target {
-					if v.eligible(r) && slices.Contains(next.ISR, r) {
-						next.Leader = r
-						break
-					}
-				}
-			}
-			if slices.Contains(target, next.Leader) {
-				next.ISR = slices.DeleteFunc(next.ISR, func(r int32) bool { return !slices.Contains(target, r) })
-				done = true
-				if len(t.Removing[p]) > 0 {
-					// Fence the removed replicas with a new epoch.
-					next.LeaderEpoch = max(next.LeaderEpoch, st.LeaderEpoch+1)
-				}
-			}
-		}
-	}
-
-	if next.Leader != st.Leader {
-		next.LeaderEpoch = max(next.LeaderEpoch, st.LeaderEpoch+1)
-	}
-	changed = next.Leader != st.Leader || next.LeaderEpoch != st.LeaderEpoch || !slices.Equal(next.ISR, st.ISR)
-	if !changed {
-		return st, false, done
-	}
-	return next, true, done
-}
-
 // completeReassignments ends the reassignments of parts (except those whose
 // state write failed): the assignment becomes the target.
 func (c *Controller) completeReassignments(ctx context.Context, name string, parts []int32, failed map[int32]bool) error {
@@ -464,20 +392,12 @@ func (c *Controller) completeReassignments(ctx context.Context, name string, par
 	if err != nil {
 		return err
 	}
-	changed := false
-	for _, p := range parts {
-		if failed[p] || !t.Reassigning(p) {
-			continue
-		}
-		target := t.Target(p)
-		t.Replicas[p] = target
-		delete(t.Adding, p)
-		delete(t.Removing, p)
-		changed = true
-		c.log.Info("reassignment completed", "topic", name, "partition", p, "replicas", target)
-	}
-	if !changed {
+	done := CompleteReassignments(&t, parts, failed)
+	if len(done) == 0 {
 		return nil
+	}
+	for _, p := range done {
+		c.log.Info("reassignment completed", "topic", name, "partition", p, "replicas", t.Replicas[p])
 	}
 	if _, err := co.SetTopicAssignment(ctx, t); err != nil {
 		return fmt.Errorf("complete reassignment of %s: %w", name, err)
@@ -512,7 +432,7 @@ func (c *Controller) adoptLegacyReassignments(ctx context.Context, deleting []st
 		if slices.Contains(deleting, name) {
 			continue
 		}
-		_, err := c.StartReassignments(ctx, name, targets, func(id int32) bool { return v.isLive(id) })
+		_, err := c.StartReassignments(ctx, name, targets, v.IsLive)
 		if err != nil {
 			c.log.Error("reassignment request from /admin/reassign_partitions refused", "topic", name, "err", err)
 		}
@@ -691,27 +611,11 @@ func (c *Controller) ControlledShutdown(ctx context.Context, brokerID int32) ([]
 		return nil, storeErr(err)
 	}
 	// What it still leads, among partitions with another replica.
-	var remaining []TopicPartitionID
-	names, err := co.Topics(ctx)
+	topics, err := c.readStates(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range names {
-		t, err := co.Topic(ctx, name)
-		if err != nil {
-			continue
-		}
-		for p, replicas := range t.Replicas {
-			if len(replicas) < 2 {
-				continue
-			}
-			st, err := co.PartitionState(ctx, name, int32(p))
-			if err == nil && st.Leader == brokerID {
-				remaining = append(remaining, TopicPartitionID{name, int32(p)})
-			}
-		}
-	}
-	return remaining, nil
+	return StillLeads(topics, brokerID), nil
 }
 
 // TopicPartitionID names a partition.
@@ -777,7 +681,7 @@ func (c *Controller) ElectLeaders(ctx context.Context, unclean bool, parts []Top
 	return results, nil
 }
 
-func (c *Controller) electOnce(ctx context.Context, epoch int32, v view, unclean bool, parts []TopicPartitionID) map[TopicPartitionID]error {
+func (c *Controller) electOnce(ctx context.Context, epoch int32, v View, unclean bool, parts []TopicPartitionID) map[TopicPartitionID]error {
 	co := c.cfg.Coordinator
 	results := make(map[TopicPartitionID]error, len(parts))
 	var writes []StateWrite
@@ -798,46 +702,11 @@ func (c *Controller) electOnce(ctx context.Context, epoch int32, v view, unclean
 			results[tp] = ErrUnknownPartition
 			continue
 		}
-		replicas := t.Replicas[tp.Partition]
-		next := st.Clone()
-		if unclean {
-			if st.Leader >= 0 && v.isLive(st.Leader) {
-				results[tp] = ErrElectionNotNeeded
-				continue
-			}
-			next.Leader = -1
-			for _, r := range replicas {
-				if v.eligible(r) && slices.Contains(st.ISR, r) {
-					next.Leader = r
-					break
-				}
-			}
-			if next.Leader < 0 {
-				for _, r := range replicas {
-					if v.eligible(r) {
-						next.Leader, next.ISR = r, []int32{r}
-						break
-					}
-				}
-			}
-			if next.Leader < 0 {
-				results[tp] = ErrEligibleLeadersNotAvailable
-				continue
-			}
-		} else {
-			pref := replicas[0]
-			if st.Leader == pref {
-				results[tp] = ErrElectionNotNeeded
-				continue
-			}
-			if !v.eligible(pref) || !slices.Contains(st.ISR, pref) {
-				results[tp] = ErrPreferredLeaderNotAvailable
-				continue
-			}
-			next.Leader = pref
+		next, err := ElectOnRequest(st, t.Replicas[tp.Partition], v, unclean, epoch)
+		if err != nil {
+			results[tp] = err
+			continue
 		}
-		next.LeaderEpoch = st.LeaderEpoch + 1
-		next.ControllerEpoch = epoch
 		writes = append(writes, StateWrite{Topic: tp.Topic, Partition: tp.Partition, State: next})
 		keys = append(keys, tp)
 	}
@@ -862,49 +731,11 @@ func (c *Controller) rebalance(ctx context.Context, epoch int32) error {
 	if err != nil {
 		return err
 	}
-	names, err := co.Topics(ctx)
+	topics, err := c.readStates(ctx)
 	if err != nil {
 		return err
 	}
-	type cand struct {
-		tp TopicPartitionID
-		st PartitionState
-	}
-	preferred := map[int32]int{}
-	imbalanced := map[int32][]cand{}
-	for _, name := range names {
-		t, err := co.Topic(ctx, name)
-		if err != nil {
-			continue
-		}
-		for p, replicas := range t.Replicas {
-			if len(replicas) == 0 || t.Reassigning(int32(p)) {
-				continue
-			}
-			pref := replicas[0]
-			preferred[pref]++
-			st, err := co.PartitionState(ctx, name, int32(p))
-			if err != nil || st.Leader == pref {
-				continue
-			}
-			imbalanced[pref] = append(imbalanced[pref], cand{TopicPartitionID{name, int32(p)}, st})
-		}
-	}
-	var writes []StateWrite
-	for b, cands := range imbalanced {
-		ratio := float64(len(cands)) * 100 / float64(preferred[b])
-		if ratio <= float64(c.cfg.LeaderImbalancePerBrokerPercentage) || !v.eligible(b) {
-			continue
-		}
-		for _, cd := range cands {
-			if !slices.Contains(cd.st.ISR, b) {
-				continue
-			}
-			next := cd.st.Clone()
-			next.Leader, next.LeaderEpoch, next.ControllerEpoch = b, cd.st.LeaderEpoch+1, epoch
-			writes = append(writes, StateWrite{Topic: cd.tp.Topic, Partition: cd.tp.Partition, State: next})
-		}
-	}
+	writes := PlanRebalance(topics, v, c.cfg.LeaderImbalancePerBrokerPercentage, epoch)
 	if len(writes) == 0 {
 		return nil
 	}
@@ -917,61 +748,4 @@ func (c *Controller) rebalance(ctx context.Context, epoch int32) error {
 	}
 	c.log.Info("preferred leader election (auto.leader.rebalance.enable)", "moved", moved, "candidates", len(writes))
 	return errors.Join(errs...)
-}
-
-// InitialState is a new partition's first state: the first live replica in
-// assignment order leads, every live replica is in the ISR, epoch 0. With no
-// live replica the partition starts offline (leader -1, ISR = assignment).
-func InitialState(replicas []int32, live func(int32) bool) PartitionState {
-	st := PartitionState{Leader: -1}
-	for _, r := range replicas {
-		if live(r) {
-			if st.Leader < 0 {
-				st.Leader = r
-			}
-			st.ISR = append(st.ISR, r)
-		}
-	}
-	if st.Leader < 0 {
-		st.ISR = slices.Clone(replicas)
-	}
-	return st
-}
-
-// ElectLeader decides whether a partition needs a new leader: when its
-// leader is gone (or it has none), the first replica in assignment order that
-// is live and in the ISR leads; failing that, with unclean election allowed,
-// the first live replica (the ISR becomes just it); failing that, the
-// partition goes offline (leader -1, the ISR kept so a returning member can
-// lead again). The epoch is bumped on every leader change. It returns the
-// new state and whether it differs from st (Version is carried over for the
-// compare-and-set).
-func ElectLeader(st PartitionState, replicas []int32, live func(int32) bool, unclean bool) (PartitionState, bool) {
-	if st.Leader >= 0 && live(st.Leader) {
-		return st, false
-	}
-	next := st.Clone()
-	next.Leader = -1
-	for _, r := range replicas {
-		if live(r) && slices.Contains(st.ISR, r) {
-			next.Leader = r
-			break
-		}
-	}
-	if next.Leader >= 0 {
-		next.ISR = slices.DeleteFunc(next.ISR, func(b int32) bool { return !live(b) })
-	} else if unclean {
-		for _, r := range replicas {
-			if live(r) {
-				next.Leader = r
-				next.ISR = []int32{r}
-				break
-			}
-		}
-	}
-	if next.Leader == st.Leader {
-		return st, false // still offline
-	}
-	next.LeaderEpoch = st.LeaderEpoch + 1
-	return next, true
 }
