@@ -1,6 +1,8 @@
 # Sluice — build, run, test.
 #   make run    build and start one broker (Kafka :9092) and the console (:8080), data under ./data
 #   make test   install what the tests need when missing, then run every test
+#   make test-short  the short tier: no ZooKeeper, browser, external client or
+#                    package install (go test -short ./...), under two minutes
 SHELL := /bin/bash
 GO ?= go
 VERSION ?= $(shell cat VERSION 2>/dev/null || echo 0.0.0)
@@ -19,7 +21,7 @@ KAFKAJS_DIR ?= $(HOME)/.cache/sluice-test/kafkajs-$(KAFKAJS_VERSION)
 TEST_TIMEOUT ?= 14m
 FUZZTIME ?= 4s
 
-.PHONY: all build run test test-deps test-go test-fuzz fuzz generate check-generated vet fmt package bench clean
+.PHONY: all build run test test-short test-deps test-go test-fuzz fuzz generate check-generated vet fmt package bench clean
 
 all: build
 
@@ -65,6 +67,10 @@ test: test-deps build vet test-go test-fuzz
 
 test-go:
 	SLUICE_KAFKAJS_DIR=$(KAFKAJS_DIR) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# The short tier (see testutil.Heavy): what needs no test-deps.
+test-short:
+	$(GO) test -count=1 -short -timeout 5m ./...
 
 # The fuzz targets of the decoders that read bytes from outside — record
 # batches and segments from disk, request frames and their handlers, replica framing,
