@@ -164,24 +164,30 @@ func replicaIndex(first, secondShift, j, n int) int {
 // what it remembers is bounded by the brokers there are.
 func ValidateAssignment(assignment [][]int32, known func(int32) bool) error {
 	rf := -1
-	seen := map[int32]bool{}
 	for p, replicas := range assignment {
-		if len(replicas) == 0 {
-			return fmt.Errorf("partition %d has no replicas", p)
-		}
-		if rf >= 0 && len(replicas) != rf {
+		if rf >= 0 && len(replicas) != rf && len(replicas) > 0 {
 			return fmt.Errorf("%w: partition %d has %d replicas, partition 0 has %d", ErrInvalidReplicationFactor, p, len(replicas), rf)
 		}
+		if err := ValidateReplicas(int32(p), replicas, known); err != nil {
+			return err
+		}
 		rf = len(replicas)
-		clear(seen)
-		for _, b := range replicas {
-			if !known(b) {
-				return fmt.Errorf("partition %d names unknown broker %d", p, b)
-			}
-			if seen[b] {
-				return fmt.Errorf("partition %d lists broker %d twice", p, b)
-			}
-			seen[b] = true
+	}
+	return nil
+}
+
+// ValidateReplicas checks partition p's replica list: not empty, known
+// brokers, none twice.
+func ValidateReplicas(p int32, replicas []int32, known func(int32) bool) error {
+	if len(replicas) == 0 {
+		return fmt.Errorf("partition %d has no replicas", p)
+	}
+	for i, b := range replicas {
+		if !known(b) {
+			return fmt.Errorf("partition %d names unknown broker %d", p, b)
+		}
+		if slices.Contains(replicas[:i], b) {
+			return fmt.Errorf("partition %d lists broker %d twice", p, b)
 		}
 	}
 	return nil

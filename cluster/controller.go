@@ -506,7 +506,7 @@ func ApplyReassignments(t *Topic, targets map[int32][]int32, known func(int32) b
 			changed = true
 			continue
 		}
-		if err := ValidateAssignment([][]int32{target}, known); err != nil {
+		if err := ValidateReplicas(p, target, known); err != nil {
 			results[p] = fmt.Errorf("%w: %v", ErrInvalidReplicaAssignment, err)
 			continue
 		}
