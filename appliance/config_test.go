@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -8,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/config"
 	"github.com/sluice-io/sluice/group"
+	"github.com/sluice-io/sluice/protocol"
+	"github.com/sluice-io/sluice/storage"
 )
 
 func TestDefaultsAreKafkas(t *testing.T) {
@@ -147,22 +152,6 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 	}
 }
 
-func TestPropertiesEscapes(t *testing.T) {
-	props, err := parseProperties(strings.NewReader("a\\ b=c\\td\\u0041\nkey : value with spaces  \nempty\ncrlf=x\r\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := [][2]string{{"a b", "c\tdA"}, {"key", "value with spaces  "}, {"empty", ""}, {"crlf", "x"}}
-	if len(props) != len(want) {
-		t.Fatalf("%v", props)
-	}
-	for i, w := range want {
-		if props[i].key != w[0] || props[i].value != w[1] {
-			t.Errorf("property %d = %q=%q, want %q=%q", i, props[i].key, props[i].value, w[0], w[1])
-		}
-	}
-}
-
 func TestAdvertisedEndpoints(t *testing.T) {
 	c, _ := Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0"})
 	eps := c.AdvertisedEndpoints(map[string]int{"PLAINTEXT": 45678})
@@ -179,32 +168,13 @@ func TestAdvertisedEndpoints(t *testing.T) {
 	}
 }
 
-// TestDocsListEveryKey keeps README.md ("Configuration keys") in step with
-// the keys: each has a table row with its default.
-func TestDocsListEveryKey(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	for _, k := range Keys() {
-		def := "(empty)"
-		if k.Default != "" {
-			def = "`" + k.Default + "`"
-		}
-		if row := "| `" + k.Name + "` | " + def + " |"; !strings.Contains(doc, row) {
-			t.Errorf("README.md lacks the row %q", row)
-		}
-	}
-}
-
 // TestGroupKeys: every key the group coordinator understands is accepted in
 // the properties file with the coordinator's own default, a value given
 // there reaches the coordinator's configuration the way groups.go passes
 // it, and an out-of-range value is refused naming the key.
 func TestGroupKeys(t *testing.T) {
 	defaults := map[string]string{}
-	for _, k := range Keys() {
+	for _, k := range config.Keys() {
 		defaults[k.Name] = k.Default
 	}
 	fromDefaults := group.DefaultConfig()
@@ -258,6 +228,51 @@ func TestGroupKeys(t *testing.T) {
 	}
 }
 
+// TestDocsListEveryKey keeps README.md ("Configuration keys") in step with
+// the keys: each has a table row with its default.
+func TestDocsListEveryKey(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, k := range config.Keys() {
+		def := "(empty)"
+		if k.Default != "" {
+			def = "`" + k.Default + "`"
+		}
+		if row := "| `" + k.Name + "` | " + def + " |"; !strings.Contains(doc, row) {
+			t.Errorf("README.md lacks the row %q", row)
+		}
+	}
+}
+
+// TestTableLimits: the ranges and defaults of the table that stand for
+// another package's limit or default agree with it.
+func TestTableLimits(t *testing.T) {
+	for _, tc := range []struct {
+		key     string
+		ok, bad int64
+	}{
+		{"num.partitions", cluster.MaxRecordsPerRequest - 1, cluster.MaxRecordsPerRequest},
+		{"offsets.topic.num.partitions", cluster.MaxRecordsPerRequest - 4, cluster.MaxRecordsPerRequest - 3},
+		{"message.decompressed.max.bytes", storage.MaxDecompressedBatchBytesLimit, storage.MaxDecompressedBatchBytesLimit + 1},
+	} {
+		if _, err := Load("", []string{fmt.Sprintf("%s=%d", tc.key, tc.ok)}); err != nil {
+			t.Errorf("%s=%d: %v", tc.key, tc.ok, err)
+		}
+		if _, err := Load("", []string{fmt.Sprintf("%s=%d", tc.key, tc.bad)}); err == nil || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("%s=%d: %v, want an error naming the key", tc.key, tc.bad, err)
+		}
+	}
+	c := DefaultConfig()
+	if c.ConnectionsMaxIdleMs != protocol.DefaultConnectionsMaxIdle.Milliseconds() || c.SocketRequestReadTimeoutMs != protocol.DefaultRequestReadTimeout.Milliseconds() ||
+		c.MaxConnections != protocol.DefaultMaxConnections || c.MaxConnectionsPerIP != protocol.DefaultMaxConnectionsPerIP ||
+		c.QueuedMaxRequestBytes != protocol.DefaultQueuedMaxRequestBytes || c.MessageDecompressedMaxBytes != storage.DefaultMaxDecompressedBatchBytes {
+		t.Errorf("the table's defaults differ from the protocol server's and the log's own: %+v", c.Config)
+	}
+}
+
 // TestDocsPropertiesExamples: every properties example in README.md loads
 // as written: known keys, no trailing comments (the format has none, so
 // they would become part of the value), and the configuration file is named
@@ -282,21 +297,22 @@ func TestDocsPropertiesExamples(t *testing.T) {
 		block := rest[:end]
 		rest = rest[end:]
 		blocks++
-		props, err := parseProperties(strings.NewReader(block))
+		props, err := config.ReadProperties(strings.NewReader(block))
 		if err != nil {
 			t.Errorf("README.md properties block %d: %v\n%s", blocks, err, block)
 			continue
 		}
 		given := map[string]string{}
 		for _, p := range props {
-			if _, ok := lookupKey(p.key); !ok {
-				t.Errorf("README.md properties block %d: unknown key %q", blocks, p.key)
+			if _, ok := config.Lookup(p.Key); !ok {
+				t.Errorf("README.md properties block %d: unknown key %q", blocks, p.Key)
 			}
-			given[p.key] = p.value
+			given[p.Key] = p.Value
 		}
-		c := &Config{Given: given}
-		if err := c.apply(); err != nil {
+		c, err := config.Parse(given)
+		if err != nil {
 			t.Errorf("README.md properties block %d: %v", blocks, err)
+			continue
 		}
 		if w := c.Warnings(); len(w) > 0 {
 			t.Errorf("README.md properties block %d: %v", blocks, w)

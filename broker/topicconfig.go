@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-io/sluice/config"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -24,16 +25,16 @@ const (
 )
 
 // ConfigType is a config's type; the values are Kafka's (config_type, v3+).
-type ConfigType int8
+type ConfigType = config.Type
 
 const (
-	TypeBoolean ConfigType = 1
-	TypeString  ConfigType = 2
-	TypeInt     ConfigType = 3
-	TypeShort   ConfigType = 4
-	TypeLong    ConfigType = 5
-	TypeDouble  ConfigType = 6
-	TypeList    ConfigType = 7
+	TypeBoolean = config.Boolean
+	TypeString  = config.String
+	TypeInt     = config.Int
+	TypeShort   = config.Short
+	TypeLong    = config.Long
+	TypeDouble  = config.Double
+	TypeList    = config.List
 )
 
 // ConfigSynonym is one source a config's value could come from, in
@@ -58,12 +59,8 @@ type ConfigEntry struct {
 
 // TopicDefault is the broker-level value behind a topic config: the value of
 // its broker key (log.retention.ms for retention.ms, ...) and whether that
-// key was set explicitly.
-type TopicDefault struct {
-	BrokerKey string
-	Value     string
-	Static    bool // set in the config file or an override
-}
+// key was set explicitly (config.Config.TopicDefaults).
+type TopicDefault = config.TopicDefault
 
 // topicConfig is one topic-level config Sluice honours.
 type topicConfig struct {
