@@ -168,63 +168,46 @@ func TestAdvertisedEndpoints(t *testing.T) {
 	}
 }
 
-// TestGroupKeys: every key the group coordinator understands is accepted in
-// the properties file with the coordinator's own default, a value given
-// there reaches the coordinator's configuration the way groups.go passes
-// it, and an out-of-range value is refused naming the key.
+// TestGroupKeys: the group coordinator's configuration comes from the
+// table: its defaults are the table's, a value given in the properties file
+// reaches it the way groups.go passes it, and an out-of-range value is
+// refused naming the key.
 func TestGroupKeys(t *testing.T) {
-	defaults := map[string]string{}
-	for _, k := range config.Keys() {
-		defaults[k.Name] = k.Default
+	d := DefaultConfig()
+	if g := group.NewConfig(&d.Config); g != group.DefaultConfig() || g.SegmentBytes != 100<<20 || g.MinSessionTimeout != 6*time.Second ||
+		g.MaxSize != math.MaxInt32 || g.OffsetsRetention != 7*24*time.Hour || g.LoadBufferSize != 5<<20 {
+		t.Errorf("coordinator defaults %+v", g)
 	}
-	fromDefaults := group.DefaultConfig()
-	for _, k := range group.ConfigKeys {
-		def, ok := defaults[k]
-		if !ok {
-			t.Errorf("group key %s is not an appliance key", k)
-			continue
-		}
-		if _, err := fromDefaults.Set(k, def); err != nil {
-			t.Errorf("%s: appliance default %q: %v", k, def, err)
-		}
-	}
-	if fromDefaults != group.DefaultConfig() {
-		t.Errorf("the appliance's defaults give the coordinator %+v, its own defaults are %+v", fromDefaults, group.DefaultConfig())
-	}
-
 	c, err := Load("", []string{
 		"group.max.size=7",
 		"offsets.retention.check.interval.ms=1500",
 		"offsets.commit.timeout.ms=2500",
 		"offset.metadata.max.bytes=0",
 		"offsets.load.buffer.size=65536",
+		"offsets.retention.minutes=60",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.GroupMaxSize != 7 || c.OffsetsRetentionCheckInterval != 1500*time.Millisecond || c.OffsetsCommitTimeout != 2500*time.Millisecond ||
-		c.OffsetMetadataMaxBytes != 0 || c.OffsetsLoadBufferSize != 65536 {
-		t.Fatalf("loaded %d %v %v %d %d", c.GroupMaxSize, c.OffsetsRetentionCheckInterval, c.OffsetsCommitTimeout, c.OffsetMetadataMaxBytes, c.OffsetsLoadBufferSize)
-	}
-	gc := group.DefaultConfig()
-	for _, k := range group.ConfigKeys {
-		if v, ok := c.Given[k]; ok {
-			if _, err := gc.Set(k, v); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	gc := group.NewConfig(&c.Config)
 	if gc.MaxSize != 7 || gc.OffsetsRetentionCheckInterval != 1500*time.Millisecond || gc.CommitTimeout != 2500*time.Millisecond ||
-		gc.MaxMetadataBytes != 0 || gc.LoadBufferSize != 65536 {
+		gc.MaxMetadataBytes != 0 || gc.LoadBufferSize != 65536 || gc.OffsetsRetention != time.Hour {
 		t.Fatalf("coordinator config %+v", gc)
+	}
+	if err := gc.Validate(); err != nil {
+		t.Fatal(err)
 	}
 
 	for _, bad := range []string{"group.max.size=0", "offsets.retention.check.interval.ms=0", "offsets.commit.timeout.ms=-1",
-		"offset.metadata.max.bytes=-1", "offsets.load.buffer.size=0", "group.max.size=many"} {
+		"offset.metadata.max.bytes=-1", "offsets.load.buffer.size=0", "group.max.size=many", "offsets.topic.segment.bytes=13"} {
 		key, _, _ := strings.Cut(bad, "=")
 		if _, err := Load("", []string{bad}); err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("%s: error %v, want one naming %s", bad, err, key)
 		}
+	}
+	gc.MaxSize, gc.MaxSessionTimeout = 0, time.Second
+	if err := gc.Validate(); err == nil || !strings.Contains(err.Error(), "group.max.size") || !strings.Contains(err.Error(), "group.max.session.timeout.ms") {
+		t.Errorf("coordinator config validated with the table's rules: %v", err)
 	}
 }
 
