@@ -36,17 +36,10 @@ func parseTopicPartition(name string) (TopicPartition, error) {
 	return tp, nil
 }
 
-// validTopicName applies Kafka's rule: 1-249 characters of [a-zA-Z0-9._-],
-// not "." or "..".
+// validTopicName applies Kafka's rule (config.ValidateTopicName).
 func validTopicName(t string) error {
-	if t == "" || t == "." || t == ".." || len(t) > 249 {
-		return fmt.Errorf("illegal topic name %q", t)
-	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("illegal character %q in topic name %q", c, t)
-		}
+	if err := config.ValidateTopicName(t); err != nil {
+		return fmt.Errorf("illegal topic name: %w", err)
 	}
 	return nil
 }
