@@ -21,7 +21,7 @@ KAFKAJS_DIR ?= $(HOME)/.cache/sluice-test/kafkajs-$(KAFKAJS_VERSION)
 TEST_TIMEOUT ?= 14m
 FUZZTIME ?= 4s
 
-.PHONY: all build run test test-short test-deps test-go test-fuzz fuzz generate check-generated vet fmt package bench clean
+.PHONY: all build run test test-short test-deps test-go test-fuzz fuzz generate check-generated docs vet fmt package bench clean
 
 all: build
 
@@ -57,6 +57,14 @@ vet:
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')
+
+# The configuration reference and the packaged server.properties are written
+# from the key table of package config; tests in config/ and packaging/ fail
+# when they are stale.
+docs:
+	$(GO) run ./cmd/sluice config docs -o docs/configuration.md
+	$(GO) run ./cmd/sluice config properties -o packaging/server.properties \
+		--set log.dirs=/var/lib/sluice/kafka --set console.data.dir=/var/lib/sluice/console
 
 # Generated templ code is committed; fail when it is stale.
 check-generated: generate
