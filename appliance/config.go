@@ -14,7 +14,7 @@ import (
 	"github.com/sluice-io/sluice/alerting"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/protocol"
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 	"github.com/sluice-io/sluice/web"
 )
 
@@ -212,7 +212,7 @@ var keys = []keyDef{
 	{"log.message.timestamp.type", "CreateTime", "CreateTime or LogAppendTime (message.timestamp.type)", func(c *Config, v string) error { c.LogMessageTimestampType = v; return nil }},
 	{"compression.type", "producer", "producer, uncompressed, gzip, snappy, lz4 or zstd (compression.type)", func(c *Config, v string) error { c.CompressionType = strings.ToLower(v); return nil }},
 	{"message.max.bytes", "1048588", "largest record batch accepted (max.message.bytes)", func(c *Config, v string) error { return parseInt32(v, &c.MessageMaxBytes) }},
-	{"message.decompressed.max.bytes", strconv.Itoa(storage.DefaultMaxDecompressedBatchBytes), "largest size a compressed record batch may expand to; every compressed batch is decompressed and its records checked on append, and a larger one is refused with INVALID_RECORD (no Kafka equivalent); at most 268435456", func(c *Config, v string) error { return parseInt64(v, &c.MessageDecompressedMaxBytes) }},
+	{"message.decompressed.max.bytes", strconv.Itoa(record.DefaultMaxDecompressedBatchBytes), "largest size a compressed record batch may expand to; every compressed batch is decompressed and its records checked on append, and a larger one is refused with INVALID_RECORD (no Kafka equivalent); at most 268435456", func(c *Config, v string) error { return parseInt64(v, &c.MessageDecompressedMaxBytes) }},
 	{"offsets.topic.num.partitions", "50", "partitions of __consumer_offsets", func(c *Config, v string) error { return parseInt32(v, &c.OffsetsTopicNumPartitions) }},
 	{"offsets.topic.replication.factor", "3", "replication factor of __consumer_offsets (capped at the number of live brokers when it is created)", func(c *Config, v string) error { return parseInt16(v, &c.OffsetsTopicReplicationFactor) }},
 	{"offsets.topic.segment.bytes", "104857600", "segment size of __consumer_offsets", func(c *Config, v string) error { return parseInt64(v, &c.OffsetsTopicSegmentBytes) }},
@@ -757,8 +757,8 @@ func (c *Config) Validate() error {
 	if c.OffsetsTopicNumPartitions < 1 || c.OffsetsTopicNumPartitions > cluster.MaxRecordsPerRequest-4 {
 		bad("offsets.topic.num.partitions", "%d: must be at least 1 and at most %d (the topic, its partitions and its 3 configs are created in one request of at most %d metadata records, as in Kafka)", c.OffsetsTopicNumPartitions, cluster.MaxRecordsPerRequest-4, cluster.MaxRecordsPerRequest)
 	}
-	if c.MessageDecompressedMaxBytes < 1 || c.MessageDecompressedMaxBytes > storage.MaxDecompressedBatchBytesLimit {
-		bad("message.decompressed.max.bytes", "%d: must be between 1 and %d", c.MessageDecompressedMaxBytes, storage.MaxDecompressedBatchBytesLimit)
+	if c.MessageDecompressedMaxBytes < 1 || c.MessageDecompressedMaxBytes > record.MaxDecompressedBatchBytesLimit {
+		bad("message.decompressed.max.bytes", "%d: must be between 1 and %d", c.MessageDecompressedMaxBytes, record.MaxDecompressedBatchBytesLimit)
 	}
 	if c.OffsetsTopicReplicationFactor < 1 {
 		bad("offsets.topic.replication.factor", "%d: must be at least 1", c.OffsetsTopicReplicationFactor)

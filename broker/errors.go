@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/record"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -51,9 +52,9 @@ func ErrorCode(err error) (int16, string) {
 	}
 	code := kerr.UnknownServerError
 	switch {
-	case errors.Is(err, storage.ErrCorruptBatch), errors.Is(err, storage.ErrUnsupportedMagic):
+	case errors.Is(err, record.ErrCorruptBatch), errors.Is(err, record.ErrUnsupportedMagic):
 		code = kerr.CorruptMessage
-	case errors.Is(err, storage.ErrInvalidRecord):
+	case errors.Is(err, record.ErrInvalidRecord):
 		code = kerr.InvalidRecord
 	case errors.Is(err, storage.ErrBatchTooLarge):
 		code = kerr.MessageTooLarge

@@ -10,7 +10,7 @@ import (
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/metrics"
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 // newMetricsBroker runs broker 1 over a standalone coordinator with its
@@ -88,8 +88,8 @@ func TestTrafficMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	recs := []storage.Record{{Value: []byte("a")}, {OffsetDelta: 1, Value: []byte("b")}}
-	idem, err := storage.BuildBatch(storage.BatchOptions{ProducerID: 7, ProducerEpoch: 0, BaseSequence: 0, BaseTimestamp: time.Now().UnixMilli()}, recs)
+	recs := []record.Record{{Value: []byte("a")}, {OffsetDelta: 1, Value: []byte("b")}}
+	idem, err := record.BuildBatch(record.BatchOptions{ProducerID: 7, ProducerEpoch: 0, BaseSequence: 0, BaseTimestamp: time.Now().UnixMilli()}, recs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/record"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -479,8 +480,8 @@ func (f *fetcher) partitionError(tp storage.TopicPartition, st *followState, cod
 // at its size limit mid-batch).
 func wholeBatches(b []byte) []byte {
 	n := 0
-	for len(b)-n >= storage.BatchHeaderSize {
-		h, err := storage.ParseBatchHeader(b[n:])
+	for len(b)-n >= record.BatchHeaderSize {
+		h, err := record.ParseBatchHeader(b[n:])
 		if err != nil || h.Size() > len(b)-n {
 			break
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-io/sluice/record"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -100,7 +101,7 @@ var topicConfigs = []topicConfig{
 	{"compression.type", "compression.type", "producer", TypeString, "final compression of the topic's batches: producer keeps the producer's",
 		func(c *topicSettings, v string) error {
 			v = strings.ToLower(v)
-			if _, _, err := storage.ParseCompressionType(v); err != nil {
+			if _, _, err := record.ParseCompressionType(v); err != nil {
 				return err
 			}
 			c.log.CompressionType = v

@@ -8,14 +8,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 // Produce: v0-9
 //
 // Behaviour:
 //   - v0-v2 carry message sets (magic 0 and 1); they are converted to
-//     record batch v2 (storage.ConvertMessageSet, as Kafka 3.x does) before
+//     record batch v2 (record.ConvertMessageSet, as Kafka 3.x does) before
 //     the append. librdkafka only compresses when v0 is advertised.
 //   - v3+ must carry record batch v2 (else INVALID_RECORD). Storage validates
 //     each batch (length, CRC-32C, record count, max.message.bytes), checks
@@ -164,20 +164,20 @@ func produceRecords(version int16, records []byte) ([]byte, error) {
 		return nil, &broker.Error{Code: kerr.CorruptMessage, Msg: "no records"}
 	}
 	if version < 3 {
-		if storage.IsMessageSetV2(records) {
+		if record.IsMessageSetV2(records) {
 			return nil, &broker.Error{Code: kerr.InvalidRecord, Msg: "produce v0-v2 must carry message format v0 or v1"}
 		}
-		out, err := storage.ConvertMessageSet(records)
+		out, err := record.ConvertMessageSet(records)
 		if err != nil {
 			return nil, &broker.Error{Code: kerr.CorruptMessage, Msg: err.Error()}
 		}
 		return out, nil
 	}
-	if !storage.IsMessageSetV2(records) {
+	if !record.IsMessageSetV2(records) {
 		return nil, &broker.Error{Code: kerr.InvalidRecord, Msg: "produce v3+ must carry record batch v2"}
 	}
-	if len(records) >= storage.BatchHeaderSize {
-		h, err := storage.ParseBatchHeader(records)
+	if len(records) >= record.BatchHeaderSize {
+		h, err := record.ParseBatchHeader(records)
 		if err == nil && h.Transactional() {
 			return nil, &broker.Error{Code: kerr.InvalidTxnState, Msg: "transactions are not supported"}
 		}

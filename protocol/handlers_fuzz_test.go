@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/group"
+	"github.com/sluice-io/sluice/record"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -241,8 +242,8 @@ func newFuzzNode(tb testing.TB) *fuzzNode {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	batch, err := storage.BuildBatch(storage.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: time.Now().UnixMilli()},
-		[]storage.Record{{Key: []byte("k"), Value: []byte("v")}, {OffsetDelta: 1, Value: []byte("w")}})
+	batch, err := record.BuildBatch(record.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: time.Now().UnixMilli()},
+		[]record.Record{{Key: []byte("k"), Value: []byte("v")}, {OffsetDelta: 1, Value: []byte("w")}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -509,8 +510,8 @@ func seedRequest(key, v int16) kmsg.Request {
 
 // seedBatch is a record batch v2 of two records.
 func seedBatch() []byte {
-	b, err := storage.BuildBatch(storage.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: 1700000000000},
-		[]storage.Record{{Key: []byte("k"), Value: []byte("v")}, {OffsetDelta: 1, Value: []byte("w")}})
+	b, err := record.BuildBatch(record.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: 1700000000000},
+		[]record.Record{{Key: []byte("k"), Value: []byte("v")}, {OffsetDelta: 1, Value: []byte("w")}})
 	if err != nil {
 		panic(err)
 	}

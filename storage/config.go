@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-io/sluice/record"
 )
 
 // TopicPartition names a partition; String is its directory name.
@@ -128,7 +130,7 @@ func (c *LogConfig) Validate() error {
 	default:
 		return fmt.Errorf("message.timestamp.type %q must be CreateTime or LogAppendTime", c.MessageTimestampType)
 	}
-	if _, _, err := ParseCompressionType(c.CompressionType); err != nil {
+	if _, _, err := record.ParseCompressionType(c.CompressionType); err != nil {
 		return err
 	}
 	if _, _, err := parseCleanupPolicy(c.Cleanup); err != nil {
