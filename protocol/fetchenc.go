@@ -6,6 +6,7 @@ import (
 	"net"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/internal/kwire"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/storage"
 )
@@ -323,7 +324,7 @@ func (f *fetchResponse) size() int64 {
 	fw := fetchWriter{flex: f.flexible(), counting: true}
 	f.body(&fw)
 	n := fw.n + 4 // correlation id
-	if f.flexible() {
+	if kwire.ResponseHeaderTags(1, f.flexible()) {
 		n++ // response header tags
 	}
 	return n
@@ -335,7 +336,7 @@ func (f *fetchResponse) appendResponse(buf []byte, nc net.Conn, corr int32) ([]b
 	fw := fetchWriter{buf: buf, nc: nc, flex: f.flexible()}
 	fw.int32(int32(size))
 	fw.int32(corr)
-	if fw.flex {
+	if kwire.ResponseHeaderTags(1, fw.flex) {
 		fw.uvarint(0)
 	}
 	f.body(&fw)

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/group"
+	"github.com/sluice-io/sluice/internal/kwire"
 	"github.com/sluice-io/sluice/record"
 	"github.com/sluice-io/sluice/storage"
 )
@@ -299,7 +300,7 @@ func (n *fuzzNode) run(a *api, r *Request) []byte {
 	if resp.Key() != r.Key || resp.GetVersion() != r.Version {
 		panic(fmt.Sprintf("%s v%d answered with key %d v%d", kmsg.NameForKey(r.Key), r.Version, resp.Key(), resp.GetVersion()))
 	}
-	return appendResponse(nil, r.CorrelationID, resp)
+	return kwire.AppendResponse(nil, r.CorrelationID, resp)
 }
 
 // state is an estimate of what describing the broker's whole state takes

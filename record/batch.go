@@ -279,6 +279,22 @@ func ForEachBatch(b []byte, fn func(h *BatchHeader, batch []byte) error) error {
 	return nil
 }
 
+// WholeBatches returns the whole batches at the start of b, dropping a
+// trailing partial batch (a leader cuts a fetch response at its size limit
+// mid-batch, as Kafka's does) and whatever follows a header that does not
+// parse. It checks headers, not CRCs.
+func WholeBatches(b []byte) []byte {
+	n := 0
+	for len(b)-n >= BatchHeaderSize {
+		h, err := ParseBatchHeader(b[n:])
+		if err != nil || h.Size() > len(b)-n {
+			break
+		}
+		n += h.Size()
+	}
+	return b[:n]
+}
+
 // SetBaseOffset rewrites a batch's base offset (not covered by the CRC).
 func SetBaseOffset(batch []byte, off int64) {
 	binary.BigEndian.PutUint64(batch[OffBaseOffset:], uint64(off))

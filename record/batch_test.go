@@ -306,3 +306,17 @@ func TestCompressionRoundTrip(t *testing.T) {
 		t.Fatal("truncated xerial stream decoded")
 	}
 }
+
+func TestWholeBatches(t *testing.T) {
+	a, b := recordtest.Batch(t, 2, 10, 1000, record.CompressionNone), recordtest.Batch(t, 3, 10, 1000, record.CompressionNone)
+	all := append(append([]byte{}, a...), b...)
+	if got := record.WholeBatches(all); len(got) != len(all) {
+		t.Fatalf("two whole batches: %d of %d bytes", len(got), len(all))
+	}
+	if got := record.WholeBatches(all[:len(a)+10]); len(got) != len(a) {
+		t.Fatalf("a trailing partial batch must go: %d bytes, want %d", len(got), len(a))
+	}
+	if got := record.WholeBatches(all[:20]); len(got) != 0 {
+		t.Fatalf("a partial header: %d bytes", len(got))
+	}
+}

@@ -24,8 +24,9 @@ func addCapturedSeeds(f *testing.F) {
 	}
 }
 
-// FuzzBatch feeds arbitrary bytes to the batch parser and record decoder:
-// never a panic, and whatever validates decodes consistently.
+// FuzzBatch feeds arbitrary bytes to the batch parser and record decoder
+// (and to WholeBatches, what a follower keeps of a leader's answer): never a
+// panic, and whatever validates decodes consistently.
 func FuzzBatch(f *testing.F) {
 	addCapturedSeeds(f)
 	opts, recs := goldenInput()
@@ -33,6 +34,9 @@ func FuzzBatch(f *testing.F) {
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		record.ParseBatchHeader(data)
+		if out := record.WholeBatches(data); len(out) > len(data) {
+			t.Fatal("WholeBatches grew its input")
+		}
 		record.ForEachBatch(data, func(h *record.BatchHeader, b []byte) error {
 			return record.Records(b, func(*record.BatchHeader, *record.Record) error { return nil })
 		})
