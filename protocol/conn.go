@@ -59,6 +59,10 @@ func (r *Request) Detach() {
 	}
 }
 
+// BeforeWait implements broker.WaitHook: a Produce or Fetch that the broker
+// is about to park detaches its request, so the connection reads on.
+func (r *Request) BeforeWait() { r.Detach() }
+
 // streamResponse is a response whose encoding may send file regions straight
 // to the connection with sendfile (Fetch).
 type streamResponse interface {

@@ -30,8 +30,6 @@ type Controller interface {
 	StartReassignments(ctx context.Context, topic string, targets map[int32][]int32, known func(int32) bool) (map[int32]error, error)
 }
 
-var _ Controller = (*cluster.Controller)(nil)
-
 // SetController sets the controller the controller APIs call, before the
 // server serves.
 func (b *Bound) SetController(c Controller) { b.s.cfg.Controller = c }

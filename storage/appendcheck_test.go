@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -264,5 +265,44 @@ func TestAppendCheckOrder(t *testing.T) {
 	mustAppend(t, l, bytes.Join([][]byte{good, recordtest.Batch(t, 2, 10, time.Now().UnixMilli(), record.CompressionGzip)}, nil))
 	if l.LogEndOffset() != 7 {
 		t.Fatalf("end %d", l.LogEndOffset())
+	}
+}
+
+// TestAppendAdmit: the caller's Admit sees every batch's header before the
+// rest of the batch is checked (a compressed batch it refuses is not
+// decompressed), and a refusal leaves the log as it was.
+func TestAppendAdmit(t *testing.T) {
+	m := openTestManager(t, t.TempDir(), nil)
+	defer m.Close()
+	l, err := m.GetOrCreateLog(TopicPartition{"t", 0}, DefaultLogConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	errRefused := errors.New("refused")
+	var seen []int32
+	admit := func(h record.BatchHeader) error {
+		seen = append(seen, h.RecordCount)
+		if h.Compression() == record.CompressionGzip {
+			return errRefused
+		}
+		return nil
+	}
+	now := time.Now().UnixMilli()
+	two := bytes.Join([][]byte{recordtest.Batch(t, 2, 10, now, record.CompressionNone), recordtest.Batch(t, 3, 10, now, record.CompressionZstd)}, nil)
+	if _, err := l.AppendAsLeaderAdmit(two, 0, admit); err != nil {
+		t.Fatal(err)
+	}
+	// The compressed batch is asked about before the lock (before its
+	// records are decompressed), then every batch under the lock.
+	if !slices.Equal(seen, []int32{3, 2, 3}) {
+		t.Fatalf("admit saw %v", seen)
+	}
+	for _, b := range [][]byte{recordtest.GarbageGzip(), bytes.Join([][]byte{recordtest.Batch(t, 1, 10, now, record.CompressionNone), recordtest.GarbageGzip()}, nil)} {
+		if _, err := l.AppendAsLeaderAdmit(b, 0, admit); !errors.Is(err, errRefused) || errors.Is(err, record.ErrInvalidRecord) {
+			t.Fatalf("refused batch: %v", err)
+		}
+	}
+	if l.LogEndOffset() != 5 {
+		t.Fatalf("refused appends changed the log: end %d", l.LogEndOffset())
 	}
 }

@@ -202,16 +202,31 @@ func (l *Log) checkOpen() error {
 // on disk: appends that arrive while an fsync runs share the next one (group
 // commit), and no lock is held during the fsync.
 func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, error) {
+	return l.AppendAsLeaderAdmit(records, leaderEpoch, nil)
+}
+
+// Admit is a caller's say on each batch of a leader append, asked with the
+// header the append parsed (the caller parses none itself), before anything
+// else of the batch is checked; a compressed batch is asked about twice,
+// before its records are decompressed outside the lock and again under it.
+// An error refuses the whole append and is returned wrapped. The header
+// comes by value: a callback's pointer argument would move the append's
+// header to the heap.
+type Admit func(h record.BatchHeader) error
+
+// AppendAsLeaderAdmit is AppendAsLeader with admit (nil: none) asked about
+// every batch: the broker refuses a client's transactional batches this way.
+func (l *Log) AppendAsLeaderAdmit(records []byte, leaderEpoch int32, admit Admit) (AppendInfo, error) {
 	// The records of compressed batches are checked before the writer
 	// lock: the check needs only the bytes and the topic's config, and
 	// decompressing a gzip batch takes milliseconds that other appends to
 	// the partition need not wait for.
 	cfg := l.cfg.Load()
-	if err := checkCompressedBatches(records, cfg, l.env.decompressLimit()); err != nil {
+	if err := checkCompressedBatches(records, cfg, l.env.decompressLimit(), admit); err != nil {
 		return AppendInfo{LogAppendTime: -1, FirstOffset: -1, LastOffset: -1}, fmt.Errorf("%s: %w", l.tp, err)
 	}
 	l.mu.Lock()
-	info, needSync, err := l.appendAsLeaderLocked(records, leaderEpoch, cfg)
+	info, needSync, err := l.appendAsLeaderLocked(records, leaderEpoch, cfg, admit)
 	l.mu.Unlock()
 	if err == nil && needSync {
 		err = l.syncTo(info.LastOffset + 1)
@@ -219,9 +234,9 @@ func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, err
 	return info, err
 }
 
-// appendAsLeaderLocked is AppendAsLeader once checkCompressedBatches passed
-// with cfg. Lock l.mu.
-func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32, cfg *logConfig) (info AppendInfo, needSync bool, err error) {
+// appendAsLeaderLocked is AppendAsLeaderAdmit once checkCompressedBatches
+// passed with cfg. Lock l.mu.
+func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32, cfg *logConfig, admit Admit) (info AppendInfo, needSync bool, err error) {
 	if err := l.checkOpen(); err != nil {
 		return AppendInfo{}, false, err
 	}
@@ -238,6 +253,11 @@ func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32, cfg *logCo
 		b := records[pos:]
 		if err := record.ParseBatchHeaderInto(b, &h); err != nil {
 			return info, false, fmt.Errorf("%s: batch at byte %d: %w", l.tp, pos, err)
+		}
+		if admit != nil {
+			if err := admit(h); err != nil {
+				return info, false, fmt.Errorf("%s: batch at byte %d: %w", l.tp, pos, err)
+			}
 		}
 		if h.Size() > len(b) {
 			return info, false, fmt.Errorf("%s: batch at byte %d: %w: needs %d bytes, %d left", l.tp, pos, record.ErrCorruptBatch, h.Size(), len(b))
@@ -343,8 +363,10 @@ func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32, cfg *logCo
 // batch is decompressed and its records checked, so a batch no consumer
 // could read never enters the log. It stops without an error at the first
 // batch whose header, size or CRC is wrong, which the locked pass refuses
-// before anything is appended.
-func checkCompressedBatches(records []byte, cfg *logConfig, limit int64) error {
+// before anything is appended. admit (nil: none) is asked about each
+// compressed batch before its records are checked, so a batch the caller
+// refuses is refused for that, not for its records.
+func checkCompressedBatches(records []byte, cfg *logConfig, limit int64, admit Admit) error {
 	var h record.BatchHeader
 	for pos := 0; pos < len(records); {
 		b := records[pos:]
@@ -364,6 +386,11 @@ func checkCompressedBatches(records []byte, cfg *logConfig, limit int64) error {
 		b = b[:size]
 		if record.ParseBatchHeaderInto(b, &h) != nil {
 			return nil
+		}
+		if admit != nil {
+			if err := admit(h); err != nil {
+				return fmt.Errorf("batch at byte %d: %w", pos-size, err)
+			}
 		}
 		if h.Size() > int(cfg.MaxMessageBytes) || record.BatchCRC(b) != h.CRC || h.RecordCount <= 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount) {
 			return nil
