@@ -47,7 +47,7 @@ type fetchResponse struct {
 
 type fetchTopic struct {
 	name       string
-	partitions int // how many of req.Partitions, from where the previous topic's end
+	partitions int // how many of req.Partitions are this topic's, after the previous topic's
 }
 
 // reserve sizes the response for a request of topics and partitions.
@@ -62,25 +62,10 @@ func (f *fetchResponse) reserve(topics, partitions int) {
 	}
 }
 
-// addTopic appends a topic and its partitions.
-func (f *fetchResponse) addTopic(name string, partitions ...broker.FetchPartition) {
-	f.topics = append(f.topics, fetchTopic{name: name, partitions: len(partitions)})
-	f.req.Partitions = append(f.req.Partitions, partitions...)
-}
-
 func (f *fetchResponse) flexible() bool { return f.version >= 12 }
 
 // release frees every file region.
 func (f *fetchResponse) release() { f.req.Release() }
-
-// bytes is the number of record bytes in the response.
-func (f *fetchResponse) bytes() int64 {
-	var n int64
-	for i := range f.req.Partitions {
-		n += f.req.Partitions[i].Records.Len()
-	}
-	return n
-}
 
 // The encoding walks the response twice with the same code: once to count
 // (counting) and once to append, so the frame size is exact.

@@ -137,3 +137,9 @@ func testFetchPartition(p int32) broker.FetchPartition {
 	fp.Fail(nil)
 	return fp
 }
+
+// addTopic appends a topic and its partitions.
+func (f *fetchResponse) addTopic(name string, partitions ...broker.FetchPartition) {
+	f.topics = append(f.topics, fetchTopic{name: name, partitions: len(partitions)})
+	f.req.Partitions = append(f.req.Partitions, partitions...)
+}
