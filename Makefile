@@ -81,11 +81,11 @@ test-short:
 	$(GO) test -count=1 -short -timeout 5m ./...
 
 # The fuzz targets of the decoders that read bytes from outside — record
-# batches and segments from disk, request frames and their handlers, replica framing,
+# batches and segments from disk, request frames and their handlers, Kafka framing,
 # __consumer_offsets records, znodes, compared JSON — a few seconds each
 # (longer: make test-fuzz FUZZTIME=5m). Every other target's seed corpus runs
 # in test-go; `make fuzz` fuzzes them all.
-FUZZ_PKGS ?= ./storage ./protocol ./broker ./group ./zkcoord ./migration/jsondiff ./schemareg/serde
+FUZZ_PKGS ?= ./record ./storage ./protocol ./internal/kwire ./group ./zkcoord ./migration/jsondiff ./schemareg/serde
 test-fuzz:
 	./scripts/fuzz.sh $(FUZZTIME) $(FUZZ_PKGS)
 

@@ -13,7 +13,7 @@ import (
 	"github.com/sluice-io/sluice/config"
 	"github.com/sluice-io/sluice/group"
 	"github.com/sluice-io/sluice/protocol"
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 func TestDefaultsAreKafkas(t *testing.T) {
@@ -254,7 +254,7 @@ func TestTableLimits(t *testing.T) {
 	}{
 		{"num.partitions", cluster.MaxRecordsPerRequest - 1, cluster.MaxRecordsPerRequest},
 		{"offsets.topic.num.partitions", cluster.MaxRecordsPerRequest - 4, cluster.MaxRecordsPerRequest - 3},
-		{"message.decompressed.max.bytes", storage.MaxDecompressedBatchBytesLimit, storage.MaxDecompressedBatchBytesLimit + 1},
+		{"message.decompressed.max.bytes", record.MaxDecompressedBatchBytesLimit, record.MaxDecompressedBatchBytesLimit + 1},
 	} {
 		if _, err := Load("", []string{fmt.Sprintf("%s=%d", tc.key, tc.ok)}); err != nil {
 			t.Errorf("%s=%d: %v", tc.key, tc.ok, err)
@@ -266,7 +266,7 @@ func TestTableLimits(t *testing.T) {
 	c := DefaultConfig()
 	if c.ConnectionsMaxIdleMs != protocol.DefaultConnectionsMaxIdle.Milliseconds() || c.SocketRequestReadTimeoutMs != protocol.DefaultRequestReadTimeout.Milliseconds() ||
 		c.MaxConnections != protocol.DefaultMaxConnections || c.MaxConnectionsPerIP != protocol.DefaultMaxConnectionsPerIP ||
-		c.QueuedMaxRequestBytes != protocol.DefaultQueuedMaxRequestBytes || c.MessageDecompressedMaxBytes != storage.DefaultMaxDecompressedBatchBytes {
+		c.QueuedMaxRequestBytes != protocol.DefaultQueuedMaxRequestBytes || c.MessageDecompressedMaxBytes != record.DefaultMaxDecompressedBatchBytes {
 		t.Errorf("the table's defaults differ from the protocol server's and the log's own: %+v", c.Config)
 	}
 }

@@ -341,7 +341,7 @@ var keys = []Key{
 
 // Limits the rules share with other packages (tests tie them together):
 // cluster.MaxRecordsPerRequest, Kafka's cap on the metadata records of one
-// request, and storage.MaxDecompressedBatchBytesLimit.
+// request, and record.MaxDecompressedBatchBytesLimit.
 const (
 	maxRecordsPerRequest      = 10000
 	maxDecompressedBatchBytes = 256 << 20

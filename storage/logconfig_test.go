@@ -3,6 +3,8 @@ package storage
 import (
 	"strings"
 	"testing"
+
+	"github.com/sluice-io/sluice/record"
 )
 
 // TestLogConfigFromTable: the log's defaults and rules are the config
@@ -31,7 +33,7 @@ func TestLogConfigFromTable(t *testing.T) {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%s: %v", ct, err)
 		}
-		if _, _, err := ParseCompressionType(ct); err != nil {
+		if _, _, err := record.ParseCompressionType(ct); err != nil {
 			t.Errorf("%s: %v", ct, err)
 		}
 	}
