@@ -115,6 +115,7 @@ func Consume(ctx context.Context, cfg ConsumeConfig) (*perf.Result, error) {
 		System:  "kafka",
 		Records: meter.Records(),
 		Bytes:   meter.Bytes(),
+		Samples: progress.Samples(0),
 		Config: map[string]any{
 			"brokers":     fmt.Sprint(cfg.Brokers),
 			"topic":       cfg.Topic,

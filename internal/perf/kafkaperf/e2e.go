@@ -140,6 +140,7 @@ func EndToEnd(ctx context.Context, cfg E2EConfig) (*perf.Result, error) {
 		Errors:         prodMeter.Errors(),
 		Latency:        perf.LatencyOf(consRec.Hist),
 		ProduceLatency: perf.LatencyOf(mergeHists(prodRecs)),
+		Samples:        progress.Samples(0),
 		Config:         cfg.echo(),
 	}
 	res.SetElapsed(time.Duration(lastRecv.Load()))
