@@ -126,6 +126,9 @@ type Track struct {
 	// Latency names what the meter's latencies are ("latency", "e2e");
 	// empty when it records none.
 	Latency string
+	// OnSample, when set, is called with every Sample of the track, from
+	// the progress goroutine, after the line is printed.
+	OnSample func(Sample)
 }
 
 // Sample is what one progress line reported for one Track: the rates and
@@ -200,6 +203,7 @@ func StartTracks(w io.Writer, interval time.Duration, tracks []Track) *Progress 
 			case now := <-t.C:
 				secs := now.Sub(last).Seconds()
 				parts := make([]string, len(tracks))
+				tick := make([]Sample, len(tracks))
 				for i, tr := range tracks {
 					s, avg := states[i].sample(tr.Meter, secs)
 					s.Seconds = now.Sub(start).Seconds()
@@ -209,6 +213,7 @@ func StartTracks(w io.Writer, interval time.Duration, tracks []Track) *Progress 
 					}
 					p.mu.Unlock()
 					parts[i] = formatSample(tr, s, avg, len(tracks) == 1)
+					tick[i] = s
 				}
 				if w != nil {
 					line := strings.Join(parts, " | ")
@@ -218,6 +223,11 @@ func StartTracks(w io.Writer, interval time.Duration, tracks []Track) *Progress 
 						line = fmt.Sprintf("%6.1fs: %s", now.Sub(start).Seconds(), line)
 					}
 					fmt.Fprintln(w, line)
+				}
+				for i, tr := range tracks {
+					if tr.OnSample != nil {
+						tr.OnSample(tick[i])
+					}
 				}
 				last = now
 			}

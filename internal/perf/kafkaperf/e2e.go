@@ -117,7 +117,7 @@ func EndToEnd(ctx context.Context, cfg E2EConfig) (*perf.Result, error) {
 		}
 	}()
 
-	progress := perf.StartProgress(cfg.Progress, consMeter, cfg.ProgressInterval, "e2e")
+	progress := cfg.progress("e2e", consMeter)
 	runProducers(runCtx, &cfg.ProduceConfig, payload, true, start, prodRecs, prodMeter, &prodFail)
 	target.Store(prodMeter.Records())
 	// The consumer compares what it has seen with the target after every

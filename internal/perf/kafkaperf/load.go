@@ -158,9 +158,9 @@ func Load(ctx context.Context, cfg LoadConfig) (*perf.Result, error) {
 	for i := range prodRecs {
 		prodRecs[i] = prodMeter.NewRecorder()
 	}
-	tracks := []perf.Track{{Label: "produce", Meter: prodMeter, Latency: "latency"}}
+	tracks := []perf.Track{cfg.track("produce", "latency", prodMeter)}
 	if cons != nil {
-		tracks = append(tracks, perf.Track{Label: "consume", Meter: consMeter, Latency: "e2e"})
+		tracks = append(tracks, cfg.track("consume", "e2e", consMeter))
 	}
 	progress := perf.StartTracks(cfg.Progress, cfg.ProgressInterval, tracks)
 	var prodFail firstError

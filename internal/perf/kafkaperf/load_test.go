@@ -3,11 +3,14 @@ package kafkaperf
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/perf"
 )
 
 // TestLoad: producers spread records over every topic at the asked rate
@@ -22,6 +25,13 @@ func TestLoad(t *testing.T) {
 			RecordSize: 64, Throughput: 2000, Partitions: 3, Producers: 2, Linger: time.Millisecond,
 		},
 		Topics: 2, Consumers: 2, Duration: 1500 * time.Millisecond,
+	}
+	var mu sync.Mutex
+	live := map[string]int{}
+	cfg.OnSample = func(track string, s perf.Sample) {
+		mu.Lock()
+		live[track]++
+		mu.Unlock()
 	}
 	start := time.Now()
 	res, err := Load(ctx, cfg)
@@ -51,6 +61,11 @@ func TestLoad(t *testing.T) {
 	if len(p.Samples) < 5 || len(c.Samples) < 5 || p.Samples[2].P99SoFar == nil {
 		t.Fatalf("samples: %d produce, %d consume", len(p.Samples), len(c.Samples))
 	}
+	mu.Lock()
+	if live["produce"] != len(p.Samples) || live["consume"] != len(c.Samples) {
+		t.Errorf("OnSample saw %v, the result has %d produce and %d consume samples", live, len(p.Samples), len(c.Samples))
+	}
+	mu.Unlock()
 	if res.Config["total_partitions"] != 6 || res.Config["topics"] != 2 {
 		t.Fatalf("config echo %v", res.Config)
 	}

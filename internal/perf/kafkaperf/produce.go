@@ -34,7 +34,7 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*perf.Result, error) {
 	}
 	var fail firstError
 
-	progress := perf.StartProgress(cfg.Progress, meter, cfg.ProgressInterval, "produce")
+	progress := cfg.progress("produce", meter)
 	start := time.Now()
 	runProducers(ctx, &cfg, payload, false, start, recs, meter, &fail)
 	elapsed := time.Since(start)
