@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-io/sluice/internal/perf"
+	"github.com/sluice-io/sluice/internal/perf/kafkaperf"
 	"github.com/sluice-io/sluice/internal/testutil"
 )
 
@@ -193,17 +194,17 @@ func TestPerfLoadFlags(t *testing.T) {
 		{"2.5kB/s", 10, 250},
 		{"100B/s", 10, 10},
 	} {
-		got, err := parseRate(tc.rate, tc.size)
+		got, err := kafkaperf.ParseRate(tc.rate, tc.size)
 		if err != nil || got != tc.want {
-			t.Errorf("parseRate(%q, %d) = %v, %v; want %v", tc.rate, tc.size, got, err, tc.want)
+			t.Errorf("ParseRate(%q, %d) = %v, %v; want %v", tc.rate, tc.size, got, err, tc.want)
 		}
 	}
 	for _, bad := range []string{"", "fast", "10MiB/h", "-5MiB/s", "0MiB/s", "NaN", "Inf", "1e400"} {
-		if v, err := parseRate(bad, 100); err == nil {
-			t.Errorf("parseRate(%q) = %v, want an error", bad, v)
+		if v, err := kafkaperf.ParseRate(bad, 100); err == nil {
+			t.Errorf("ParseRate(%q) = %v, want an error", bad, v)
 		}
 	}
-	if _, err := parseRate("1MiB/s", 0); err == nil || !strings.Contains(err.Error(), "--record-size") {
+	if _, err := kafkaperf.ParseRate("1MiB/s", 0); err == nil || !strings.Contains(err.Error(), "record size") {
 		t.Errorf("a byte rate with 0-byte records: %v", err)
 	}
 
