@@ -221,7 +221,7 @@ func TestRabbitCommands(t *testing.T) {
 				t.Errorf("%s node lacks %q: %s", key, want, argv)
 			}
 		}
-		if node.Stage != 1 || node.Helper || !node.MeasureChild || node.Wait != "127.0.0.1:5001" {
+		if node.Stage != 1 || node.Helper || !node.MeasureChild || node.Wait != "127.0.0.1:5001" || node.StartTimeout < time.Minute {
 			t.Errorf("%s node: %+v", key, node)
 		}
 		if conf := node.Files["/d/rabbitmq.conf"]; !strings.Contains(conf, "listeners.tcp.1 = 127.0.0.1:5001\n") {

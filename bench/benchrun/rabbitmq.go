@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // RabbitMQ runs as two systems, one per queue type, both driven over AMQP
@@ -83,6 +84,9 @@ func rabbitProcs(p paths, l layout) []procSpec {
 			Dirs:         []string{filepath.Join(dir, "home")},
 			Stage:        1,
 			MeasureChild: true,
+			// An Erlang VM booting RabbitMQ takes 5–10 s on an idle 2-core
+			// VM and has taken over 30 s on a busy one.
+			StartTimeout: 2 * time.Minute,
 		},
 	}
 }

@@ -137,6 +137,9 @@ type procSpec struct {
 	// MeasureChild counts the process's child (the Erlang VM under
 	// rabbitmq-server's shell script) instead of the process itself.
 	MeasureChild bool
+	// StartTimeout bounds the wait for Wait to accept connections; 0 is
+	// 30 s.
+	StartTimeout time.Duration
 }
 
 type paths struct {
@@ -380,7 +383,11 @@ func startProc(ctx context.Context, name string, spec procSpec, logPath string, 
 		logf.Close()
 		close(s.exited)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
+	wait := spec.StartTimeout
+	if wait <= 0 {
+		wait = 30 * time.Second
+	}
+	deadline := time.Now().Add(wait)
 	for {
 		c, err := net.DialTimeout("tcp", spec.Wait, 200*time.Millisecond)
 		if err == nil {
@@ -397,7 +404,7 @@ func startProc(ctx context.Context, name string, spec procSpec, logPath string, 
 		}
 		if time.Now().After(deadline) {
 			s.stop()
-			return nil, fmt.Errorf("%s did not listen on %s within 30s; log %s", name, spec.Wait, logPath)
+			return nil, fmt.Errorf("%s did not listen on %s within %v; log %s", name, spec.Wait, wait, logPath)
 		}
 	}
 }
