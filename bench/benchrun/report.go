@@ -443,6 +443,9 @@ func (r *report) markdown() string {
 		if rf > 1 && s.zookeeper {
 			fmt.Fprintf(&b, "# %s: ZooKeeper first (java org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg, a free loopback port, its own data directory)\n", s.Name)
 		}
+		if ps := s.procs(exampleLayout(rf)); len(ps) > 1 && !(rf > 1 && s.zookeeper) {
+			fmt.Fprintf(&b, "# %s\n", s.Name)
+		}
 		for _, p := range s.procs(exampleLayout(rf)) {
 			for _, path := range slices.Sorted(maps.Keys(p.Files)) {
 				fmt.Fprintf(&b, "cat > %s <<'EOF'\n%sEOF\n", path, p.Files[path])
