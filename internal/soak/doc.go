@@ -21,16 +21,16 @@
 // over 15 minutes) per partition, so segments roll and are deleted all
 // along and the disk holds a few GB however long the run.
 //
-// Every SOAK_INTERVAL (30 s; 5 min for runs over 15 min) it records, for
-// each broker, VmRSS (/proc/PID/status), go_goroutines (the console's
-// /metrics) and open files (/proc/PID/fd), with the window's produce and
-// end-to-end p99, and prints a row. At the end it prints the table and
+// Six times every SOAK_INTERVAL (30 s; 5 min for runs over 15 min) it reads,
+// for each broker, VmRSS (/proc/PID/status), go_goroutines (the console's
+// /metrics) and open files (/proc/PID/fd); every interval it prints a row
+// of the window's medians with the window's produce and end-to-end p99. At the end it prints the table and
 // fails when, after SOAK_WARMUP (2 min; 10 min for runs over 15 min), any
 // broker's RSS, goroutines or open files grow faster than the stated
 // slopes, or when the load, the tail, the comparison or the alert
 // evaluation stopped making progress. Slopes are Theil–Sen estimates (the
 // median of the pairwise slopes, which one garbage collection cannot
-// tilt) over the samples after warm-up; the limits (SOAK_MAX_RSS_SLOPE,
+// tilt) over every reading after warm-up; the limits (SOAK_MAX_RSS_SLOPE,
 // SOAK_MAX_GOROUTINE_SLOPE, SOAK_MAX_FD_SLOPE) are, a minute:
 //
 //	                5-minute run   hour-long run

@@ -125,7 +125,7 @@ func readSettings(t *testing.T) settings {
 
 // Broker settings of the soak cluster beyond each broker's own addresses:
 // ZooKeeper's session timeout as in production (18 s), the console's
-// background work every 5 s so a leak in it shows within minutes.
+// background work every 5 s so that a leak in it shows within minutes.
 var brokerOverrides = []string{
 	"zookeeper.session.timeout.ms=18000",
 	"default.replication.factor=3",
@@ -134,6 +134,9 @@ var brokerOverrides = []string{
 	"group.initial.rebalance.delay.ms=0",
 	"console.lag.sample.interval.ms=5000",
 	"alerting.evaluation.interval.ms=5000",
+	// Retention enforced every 10 s rather than 5 min, so the soak topic
+	// stays at its retention from the first minutes on.
+	"log.retention.check.interval.ms=10000",
 }
 
 // topicConfigs keeps 4 segments of segmentBytes per partition: with the
@@ -254,7 +257,32 @@ func TestSoak(t *testing.T) {
 		go func() { defer wg.Done(); consumeGroup(loadCtx, seeds, fmt.Sprintf("soak-g%d", g+2), &groupRecords[g]) }()
 	}
 
-	// The sampler: on every progress sample of the load, a row.
+	// Two samplers: every broker's RSS, goroutines and open files six
+	// times a window (the slopes are fitted to all of them), and on every
+	// progress sample of the load a row of the window's medians.
+	start := time.Now()
+	var (
+		pmu    sync.Mutex
+		points []point
+	)
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampling := make(chan struct{})
+	go func() {
+		defer close(sampling)
+		tk := time.NewTicker(max(s.Interval/6, time.Second))
+		defer tk.Stop()
+		for {
+			select {
+			case <-sampleCtx.Done():
+				return
+			case <-tk.C:
+				p := point{At: time.Since(start), Brokers: readBrokers(sampleCtx, brokers)}
+				pmu.Lock()
+				points = append(points, p)
+				pmu.Unlock()
+			}
+		}
+	}()
 	type tick struct {
 		track string
 		s     perf.Sample
@@ -265,10 +293,15 @@ func TestSoak(t *testing.T) {
 	go func() {
 		defer close(sampled)
 		var pending *row
+		var last time.Duration
 		for tk := range ticks {
 			if tk.track == "produce" {
-				r := sampleRow(ctx, brokers, leader, tail)
-				r.At = time.Duration(tk.s.Seconds * float64(time.Second))
+				at := time.Since(start)
+				pmu.Lock()
+				r := windowRow(points, last, at, len(brokers))
+				pmu.Unlock()
+				last = at
+				leaderCounts(ctx, leader, tail, &r)
 				r.ProduceRate, r.MiBRate = tk.s.RecordsPerSec, tk.s.MiBPerSec
 				r.ProduceP99, r.E2EP99 = orNaN(tk.s.P99), math.NaN()
 				pending = &r
@@ -303,12 +336,15 @@ func TestSoak(t *testing.T) {
 	})
 	close(ticks)
 	<-sampled
+	stopSampling()
+	<-sampling
 	// The last look at the console before everything stops.
-	final := sampleRow(ctx, brokers, leader, tail)
+	var final row
+	leaderCounts(ctx, leader, tail, &final)
 	stopAll()
 	wg.Wait()
 
-	report := summarize(t, s, rate, leader.id, rows, res, loadErr, final, tail, &groupRecords, mirrorErr.Load())
+	report := summarize(t, s, rate, leader.id, rows, points, res, loadErr, final, tail, &groupRecords, mirrorErr.Load())
 	fmt.Println(report)
 	if s.Out != "" {
 		f, err := os.OpenFile(s.Out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -329,18 +365,19 @@ func orNaN(p *float64) float64 {
 
 // summarize checks the run and returns its Markdown report; failures are
 // reported on t.
-func summarize(t *testing.T, s settings, rate float64, leader int, rows []row, res *perf.Result, loadErr error,
+func summarize(t *testing.T, s settings, rate float64, leader int, rows []row, points []point, res *perf.Result, loadErr error,
 	final row, tail *tailCounts, groups *[extraGroups]atomic.Int64, mirrorErr any) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Soak of %v (`make soak SOAK_DURATION=%v`), %s on %s: %s of %d B records (%.0f records/s) over %d partitions, "+
 		"replication factor 3, acks=all, %d producers; consumer group soak-e2e (%d members, end-to-end latency) and %d more groups; "+
 		"broker %d's console: a live tail of the topic, a continuous comparison of two topics fed %d keyed records/s each, "+
-		"an alert rule evaluated every 5 s; the topic keeps 4 segments of %d MiB per partition. A row every %v; slopes are fitted after %v.\n\n",
+		"an alert rule evaluated every 5 s; the topic keeps 4 segments of %d MiB per partition. A row every %v with each broker's medians "+
+		"of the window (RSS, goroutines and open files are read six times a window); slopes are fitted to every reading after %v.\n\n",
 		s.Duration, s.Duration, time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), s.Rate, s.RecordSize, rate, s.Partitions,
 		s.Producers, e2eMembers, extraGroups, leader, mirrorRate, s.SegmentBytes>>20, s.Interval, s.Warmup)
 	b.WriteString(table(rows))
 	b.WriteString("\n")
-	checks, err := checkSlopes(rows, s.Warmup, s.Limits)
+	checks, err := checkSlopes(points, s.Warmup, s.Limits)
 	if err != nil {
 		t.Error(err)
 	} else {
@@ -439,39 +476,41 @@ func rowLine(r row) string {
 		r.ProduceP99, r.E2EP99, r.TailRecords, r.Matched, r.Evaluations)
 }
 
-// sampleRow reads every broker's figures and the console leader's
-// background work now.
-func sampleRow(ctx context.Context, brokers []*broker, leader *broker, tail *tailCounts) row {
-	var r row
-	for _, b := range brokers {
-		var s brokerSample
+// readBrokers reads every broker's RSS, open files and goroutines now.
+func readBrokers(ctx context.Context, brokers []*broker) []brokerSample {
+	out := make([]brokerSample, len(brokers))
+	for i, b := range brokers {
 		var errs []string
 		if v, err := procRSSKiB(b.pid()); err == nil {
-			s.RSSKiB = v
+			out[i].RSSKiB = v
 		} else {
 			errs = append(errs, err.Error())
 		}
 		if v, err := procOpenFiles(b.pid()); err == nil {
-			s.OpenFiles = v
+			out[i].OpenFiles = v
 		} else {
 			errs = append(errs, err.Error())
 		}
 		text, err := getText(ctx, "http://"+b.console+"/metrics")
 		if err == nil {
-			s.Goroutines, err = metricValue(text, "go_goroutines", nil)
+			out[i].Goroutines, err = metricValue(text, "go_goroutines", nil)
 		}
 		if err != nil {
 			errs = append(errs, err.Error())
 		}
-		s.Err = strings.Join(errs, "; ")
-		r.Brokers = append(r.Brokers, s)
-		if b == leader && err == nil {
-			r.Matched, _ = metricValue(text, "sluice_migration_records", map[string]string{"outcome": "matched"})
-			r.Evaluations, _ = metricValue(text, "sluice_alerting_evaluation_duration_seconds", nil)
-		}
+		out[i].Err = strings.Join(errs, "; ")
+	}
+	return out
+}
+
+// leaderCounts fills in what the console leader's background work and the
+// tail have done so far.
+func leaderCounts(ctx context.Context, leader *broker, tail *tailCounts, r *row) {
+	if text, err := getText(ctx, "http://"+leader.console+"/metrics"); err == nil {
+		r.Matched, _ = metricValue(text, "sluice_migration_records", map[string]string{"outcome": "matched"})
+		r.Evaluations, _ = metricValue(text, "sluice_alerting_evaluation_duration_seconds", nil)
 	}
 	r.TailRecords, r.TailDropped = tail.rows.Load(), tail.dropped.Load()
-	return r
 }
 
 func getText(ctx context.Context, u string) (string, error) {

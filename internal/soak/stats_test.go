@@ -175,10 +175,16 @@ type brokerSample struct {
 	Err        string
 }
 
-// row is one sampling window.
+// point is every broker at one sampling instant.
+type point struct {
+	At      time.Duration // since the load started
+	Brokers []brokerSample
+}
+
+// row is one window of the table: each broker's figures are the medians of
+// the points taken in the window.
 type row struct {
-	At                   time.Duration // since the load started
-	Brokers              []brokerSample
+	point
 	ProduceRate, MiBRate float64 // records/s and MiB/s produced in the window
 	ProduceP99, E2EP99   float64 // ms; NaN when the window had none
 	ConsumeRate          float64 // records/s received by the measuring group
@@ -200,16 +206,16 @@ type slopeCheck struct {
 }
 
 // checkSlopes fits each broker's RSS, goroutines and open files over the
-// rows at or after warmup and compares the slopes with lim.
-func checkSlopes(rows []row, warmup time.Duration, lim limits) ([]slopeCheck, error) {
-	var after []row
-	for _, r := range rows {
+// points at or after warmup and compares the slopes with lim.
+func checkSlopes(points []point, warmup time.Duration, lim limits) ([]slopeCheck, error) {
+	var after []point
+	for _, r := range points {
 		if r.At >= warmup {
 			after = append(after, r)
 		}
 	}
 	if len(after) < 3 {
-		return nil, fmt.Errorf("%d samples after the %v warm-up: need at least 3 to fit a slope (a longer SOAK_DURATION or shorter SOAK_INTERVAL)", len(after), warmup)
+		return nil, fmt.Errorf("%d samples after the %v warm-up: need at least 3 to fit a slope (a longer SOAK_DURATION)", len(after), warmup)
 	}
 	nb := len(after[0].Brokers)
 	var out []slopeCheck
@@ -241,6 +247,40 @@ func checkSlopes(rows []row, warmup time.Duration, lim limits) ([]slopeCheck, er
 		}
 	}
 	return out, nil
+}
+
+// windowRow is the row of the points in (from, to]: each broker's median
+// RSS, goroutines and open files (a sample that failed counts as missing;
+// a broker with none in the window is "?").
+func windowRow(points []point, from, to time.Duration, brokers int) row {
+	r := row{point: point{At: to, Brokers: make([]brokerSample, brokers)}}
+	for b := range brokers {
+		var rss, gor, fds []float64
+		for _, p := range points {
+			if p.At <= from || p.At > to || b >= len(p.Brokers) || p.Brokers[b].Err != "" {
+				continue
+			}
+			rss = append(rss, float64(p.Brokers[b].RSSKiB))
+			gor = append(gor, p.Brokers[b].Goroutines)
+			fds = append(fds, float64(p.Brokers[b].OpenFiles))
+		}
+		if len(rss) == 0 {
+			r.Brokers[b].Err = "no sample in the window"
+			continue
+		}
+		r.Brokers[b] = brokerSample{RSSKiB: int64(median(rss)), Goroutines: median(gor), OpenFiles: int(math.Round(median(fds)))}
+	}
+	return r
+}
+
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
 }
 
 // table renders rows as Markdown: one row per window, each broker's figures
@@ -317,10 +357,10 @@ func TestTheilSen(t *testing.T) {
 }
 
 func TestCheckSlopes(t *testing.T) {
-	var rows []row
+	var rows []point
 	for i := range 11 {
 		at := time.Duration(i) * 30 * time.Second
-		rows = append(rows, row{At: at, Brokers: []brokerSample{
+		rows = append(rows, point{At: at, Brokers: []brokerSample{
 			{RSSKiB: 100 << 10, Goroutines: 300, OpenFiles: 80},             // flat
 			{RSSKiB: int64(100+10*i) << 10, Goroutines: 300, OpenFiles: 80}, // +20 MiB a minute
 			{RSSKiB: 100 << 10, Goroutines: float64(300 + 7*i), OpenFiles: 80 + i},
@@ -349,7 +389,11 @@ func TestCheckSlopes(t *testing.T) {
 	if _, err := checkSlopes(rows[:4], time.Minute, limits{}); err == nil {
 		t.Error("a fit from two samples after warm-up")
 	}
-	md := table(rows[:2]) + slopeTable(checks)
+	var trs []row
+	for _, p := range rows[:2] {
+		trs = append(trs, row{point: p})
+	}
+	md := table(trs) + slopeTable(checks)
 	for _, want := range []string{"| min | RSS MiB |", "| 0.5 | 50 / 110 / 100 |", "**grows**", "+20.00"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("tables lack %q:\n%s", want, md)
@@ -415,5 +459,21 @@ sluice_alerting_evaluation_duration_seconds_count 17
 	}
 	if want := []string{"note=Live", "records=<tr>a</tr>\n<tr>b</tr>", "message=plain"}; !slices.Equal(got, want) {
 		t.Fatalf("events %q, want %q", got, want)
+	}
+}
+
+func TestWindowRow(t *testing.T) {
+	pts := []point{
+		{At: 5 * time.Second, Brokers: []brokerSample{{RSSKiB: 100 << 10, Goroutines: 10, OpenFiles: 5}, {Err: "gone"}}},
+		{At: 10 * time.Second, Brokers: []brokerSample{{RSSKiB: 300 << 10, Goroutines: 30, OpenFiles: 7}, {Err: "gone"}}},
+		{At: 15 * time.Second, Brokers: []brokerSample{{RSSKiB: 200 << 10, Goroutines: 20, OpenFiles: 6}, {Err: "gone"}}},
+		{At: 35 * time.Second, Brokers: []brokerSample{{RSSKiB: 900 << 10, Goroutines: 90, OpenFiles: 9}, {RSSKiB: 1}}},
+	}
+	r := windowRow(pts, 0, 30*time.Second, 2)
+	if r.At != 30*time.Second || r.Brokers[0] != (brokerSample{RSSKiB: 200 << 10, Goroutines: 20, OpenFiles: 6}) || r.Brokers[1].Err == "" {
+		t.Fatalf("window row %+v: want the medians of the first three points, broker 2 missing", r)
+	}
+	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
+		t.Fatalf("median %v", got)
 	}
 }
