@@ -189,6 +189,12 @@ func TestDebPackage(t *testing.T) {
 		}
 		run(t, "sh", "-n", p)
 	}
+	data := t.TempDir()
+	run(t, "dpkg-deb", "-x", a.deb, data)
+	if c, err := os.ReadFile(filepath.Join(data, "usr/share/doc/sluice/copyright")); err != nil ||
+		!strings.Contains(string(c), "License: Apache-2.0") {
+		t.Errorf("copyright does not say Apache-2.0: %v\n%s", err, c)
+	}
 	postinst, _ := os.ReadFile(filepath.Join(ctrl, "postinst"))
 	for _, s := range []string{"adduser --system", "dpkg-statoverride --update --add root sluice 0640",
 		"deb-systemd-helper enable", "[ -d /run/systemd/system ]", "deb-systemd-invoke \"$action\"",
@@ -221,6 +227,9 @@ func TestRpmPackage(t *testing.T) {
 	arch := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[strings.TrimSpace(run(t, "go", "env", "GOARCH"))]
 	if f[0] != "sluice" || f[2] != "1" || f[3] != arch || !strings.HasPrefix(f[5], "Kafka-compatible") {
 		t.Errorf("rpm -qp: %q", info)
+	}
+	if f[4] != "Apache-2.0" {
+		t.Errorf("rpm License %q, want Apache-2.0", f[4])
 	}
 	if !strings.HasPrefix(a.version, f[1]) {
 		t.Errorf("rpm version %q, VERSION %q", f[1], a.version)
