@@ -3,13 +3,14 @@ package broker
 import (
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 var rewriteISR = flag.Bool("rewrite", false, "rewrite the golden files under testdata/isr with what the tests produce")
@@ -199,48 +200,14 @@ func ids(s string) ([]int32, error) {
 }
 
 func runISRScript(t *testing.T, file string) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	var m isrModel
-	var rewritten []string
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			rewritten = append(rewritten, l)
-			continue
-		}
-		cmdLine := i + 1
-		rewritten = append(rewritten, l)
-		for i++; i < len(lines) && lines[i] != "----"; i++ {
-		}
-		if i == len(lines) {
-			t.Fatalf("%s:%d: %q has no ---- line", file, cmdLine, l)
-		}
-		var want []string
-		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != ""; i++ {
-			want = append(want, lines[i])
-		}
-		got, err := m.run(l)
+	testutil.RunScript(t, file, *rewriteISR, func(c *testutil.ScriptCase) []string {
+		out, err := m.run(c.Cmd)
 		if err != nil {
-			t.Fatalf("%s:%d: %s: %v", file, cmdLine, l, err)
+			t.Fatalf("%s:%d: %s: %v", file, c.Line, c.Cmd, err)
 		}
-		rewritten = append(rewritten, "----")
-		rewritten = append(rewritten, got...)
-		if i < len(lines) {
-			rewritten = append(rewritten, "")
-		}
-		if !*rewriteISR && !slices.Equal(got, want) {
-			t.Errorf("%s:%d: %s\ngot:\n  %s\nwant:\n  %s", file, cmdLine, l, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-		}
-	}
-	if *rewriteISR {
-		if err := os.WriteFile(file, []byte(strings.Join(rewritten, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+		return out
+	})
 }
 
 // TestISRIntervals: the check runs several times per lag period within
