@@ -74,16 +74,16 @@ func TestUnitVerifies(t *testing.T) {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
 
-	// The drop-ins README.md shows (resource limits, IPAddressAllow, ...)
+	// The drop-ins docs/installing-and-operating.md shows (resource limits, IPAddressAllow, ...)
 	// are what `systemctl edit sluice` would write: each must verify on
 	// top of the unit, without a warning.
-	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "docs", "installing-and-operating.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dropIns := regexp.MustCompile("(?s)```ini\n(.*?)```").FindAllSubmatch(readme, -1)
 	if len(dropIns) < 3 {
-		t.Fatalf("README.md shows %d drop-ins, want the ReadWritePaths, resource-limit and IPAddressAllow ones", len(dropIns))
+		t.Fatalf("docs/installing-and-operating.md shows %d drop-ins, want the ReadWritePaths, resource-limit and IPAddressAllow ones", len(dropIns))
 	}
 	dropInDir := path + ".d"
 	for _, d := range dropIns {
@@ -95,7 +95,7 @@ func TestUnitVerifies(t *testing.T) {
 		}
 		out, err := exec.Command(analyze, "verify", "--man=no", path).CombinedOutput()
 		if err != nil || len(strings.TrimSpace(string(out))) > 0 {
-			t.Errorf("systemd-analyze verify with the README's drop-in\n%s: %v\n%s", d[1], err, out)
+			t.Errorf("systemd-analyze verify with the documented drop-in\n%s: %v\n%s", d[1], err, out)
 		}
 	}
 	if err := os.RemoveAll(dropInDir); err != nil {
