@@ -162,6 +162,8 @@ func TestDebPackage(t *testing.T) {
 		"/usr/share/doc/sluice/copyright":           "-rw-r--r-- root/root",
 		"/usr/share/doc/sluice/changelog.Debian.gz": "-rw-r--r-- root/root",
 		"/usr/share/doc/sluice/README.md":           "-rw-r--r-- root/root",
+		"/usr/share/doc/sluice/docs/console.md":     "-rw-r--r-- root/root",
+		"/usr/share/doc/sluice/NOTICE":              "-rw-r--r-- root/root",
 		"/usr/share/lintian/overrides/sluice":       "-rw-r--r-- root/root",
 	} {
 		if files[path] != modeOwner {
