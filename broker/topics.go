@@ -339,7 +339,14 @@ func (b *Broker) DeleteTopicByID(ctx context.Context, id cluster.TopicID, wait t
 // CheckClientAppend returns the error a client's Produce to topic gets when
 // topic is internal, else nil. The group coordinator appends to
 // __consumer_offsets through Partition.AppendRecords, not through this.
-func CheckClientAppend(topic string) error {
+// The console's topics (IsConsoleTopic) are written by the console with an
+// ordinary Produce from a broker's host: fromBrokerHost says whether the
+// connection comes from one (the protocol layer's address check, which
+// becomes an ACL on the console's principal once principals exist).
+func CheckClientAppend(topic string, fromBrokerHost func() bool) error {
+	if IsConsoleTopic(topic) && fromBrokerHost != nil && fromBrokerHost() {
+		return nil
+	}
 	if IsInternalTopic(topic) {
 		return errorf(kerr.InvalidTopicException, "Cannot append to internal topic %s", topic)
 	}

@@ -31,7 +31,10 @@ import (
 //     is how Kafka tells such a producer.
 //   - Internal topics (__consumer_offsets) are refused
 //     (INVALID_TOPIC_EXCEPTION), as Kafka refuses client appends to them
-//     even without ACLs: only the group coordinator writes them.
+//     even without ACLs: only the group coordinator writes them. The
+//     console's topics (__sluice_console*) are refused the same way unless
+//     the connection comes from a broker's host (s.fromBrokerHost), where
+//     the console runs.
 //   - Transactional batches are refused (INVALID_TXN_STATE): transactions
 //     are not implemented, and no transactional producer id is ever issued.
 //   - Partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
@@ -84,7 +87,7 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (kmsg.Response, e
 				setErr(sp, &broker.Error{Code: kerr.InvalidRequiredAcks, Msg: "acks must be -1, 0 or 1"})
 				continue
 			}
-			if err := broker.CheckClientAppend(rt.Topic); err != nil {
+			if err := broker.CheckClientAppend(rt.Topic, func() bool { return s.fromBrokerHost(ctx, r) }); err != nil {
 				setErr(sp, err)
 				continue
 			}
