@@ -108,6 +108,12 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("consoledb: %s: create schema_migrations: %w", path, err)
 	}
+	// Every console database has the replica's bookkeeping (versions are
+	// read from it, with or without a replica running).
+	if err := d.MigrateReplica(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("consoledb: %s: %w", path, err)
+	}
 	// SQLite creates the WAL and shared-memory files with the database
 	// file's mode; files left by an older Sluice are tightened here.
 	for _, f := range []string{path, path + "-wal", path + "-shm"} {
