@@ -5,6 +5,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -28,6 +29,7 @@ var secretAAD = []byte("sluice alerting notifier secret v1")
 // them.
 type sealer struct {
 	aead cipher.AEAD
+	key  []byte
 }
 
 // loadOrCreateKey reads the key file, creating it with a fresh random key
@@ -98,7 +100,7 @@ func newSealer(key []byte) (*sealer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("alerting: key: %w", err)
 	}
-	return &sealer{aead: aead}, nil
+	return &sealer{aead: aead, key: key}, nil
 }
 
 // seal returns nonce || ciphertext.
@@ -154,6 +156,9 @@ func reseal(ctx context.Context, db *consoledb.DB, keyFile string, to *sealer, l
 	}
 	if err != nil {
 		return err
+	}
+	if subtle.ConstantTimeCompare(old, to.key) == 1 {
+		return nil // the file is the cluster key (a single node)
 	}
 	from, err := newSealer(old)
 	if err != nil {

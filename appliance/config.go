@@ -143,6 +143,10 @@ type Config struct {
 	ConsoleLagSampleInterval   time.Duration // console.lag.sample.interval.ms
 	AlertingEvaluationInterval time.Duration // alerting.evaluation.interval.ms
 
+	// The console's replicated state (__sluice_console, __sluice_console_lag).
+	ConsoleTopicReplicationFactor int16         // console.topic.replication.factor
+	ConsoleLagHistoryRetention    time.Duration // console.lag.history.retention.ms
+
 	// Given holds every key set explicitly (file or --override) with its
 	// value as written, for DescribeConfigs' STATIC_BROKER_CONFIG source.
 	Given map[string]string
@@ -257,6 +261,8 @@ var keys = []keyDef{
 	{"metrics.listen", "", "address of the Prometheus endpoint; empty = served by the console listener", func(c *Config, v string) error { c.MetricsListen = v; return nil }},
 	{"metrics.path", "/metrics", "path of the Prometheus endpoint", func(c *Config, v string) error { c.MetricsPath = v; return nil }},
 	{"console.lag.sample.interval.ms", "30000", "how often the console samples every group's lag (history charts, exported lag metrics)", func(c *Config, v string) error { return parseDurationMs(v, &c.ConsoleLagSampleInterval) }},
+	{"console.topic.replication.factor", "3", "replication factor of the console's topics __sluice_console and __sluice_console_lag (capped at the live brokers when they are created; min.insync.replicas 2 from 3)", func(c *Config, v string) error { return parseInt16(v, &c.ConsoleTopicReplicationFactor) }},
+	{"console.lag.history.retention.ms", "604800000", "how long the lag history topic __sluice_console_lag keeps samples, and every console its lag history", func(c *Config, v string) error { return parseDurationMs(v, &c.ConsoleLagHistoryRetention) }},
 	{"schema.registry.listen", ":8081", "address of the Confluent-compatible schema registry (topic _schemas); empty disables it. Left at its default, a port already in use only logs a warning", func(c *Config, v string) error { c.SchemaRegistryListen = v; return nil }},
 	{"schema.registry.advertised.url", "", "URL other hosts forward registry writes to when this host leads; empty = http(s)://<listener host or advertised host>:<port>", func(c *Config, v string) error { c.SchemaRegistryAdvertisedURL = v; return nil }},
 	{"schema.registry.tls.cert", "", "PEM certificate for HTTPS on the schema registry (with schema.registry.tls.key)", func(c *Config, v string) error { c.SchemaRegistryTLSCert = v; return nil }},
@@ -629,6 +635,12 @@ func (c *Config) EnsureDefaults() {
 	if c.AlertingEvaluationInterval == 0 {
 		c.AlertingEvaluationInterval = d.AlertingEvaluationInterval
 	}
+	if c.ConsoleTopicReplicationFactor == 0 {
+		c.ConsoleTopicReplicationFactor = d.ConsoleTopicReplicationFactor
+	}
+	if c.ConsoleLagHistoryRetention == 0 {
+		c.ConsoleLagHistoryRetention = d.ConsoleLagHistoryRetention
+	}
 	if c.ConsoleAuditRetentionDays == 0 {
 		c.ConsoleAuditRetentionDays = d.ConsoleAuditRetentionDays
 	}
@@ -872,6 +884,12 @@ func (c *Config) Validate() error {
 	}
 	if c.AlertingEvaluationInterval < 100*time.Millisecond {
 		bad("alerting.evaluation.interval.ms", "%d: must be at least 100", c.AlertingEvaluationInterval.Milliseconds())
+	}
+	if c.ConsoleTopicReplicationFactor < 1 {
+		bad("console.topic.replication.factor", "%d: must be at least 1", c.ConsoleTopicReplicationFactor)
+	}
+	if c.ConsoleLagHistoryRetention < time.Minute {
+		bad("console.lag.history.retention.ms", "%d: must be at least 60000", c.ConsoleLagHistoryRetention.Milliseconds())
 	}
 	if err := web.ValidateTrustedProxies(c.ConsoleTrustedProxies); err != nil {
 		bad("console.trusted.proxies", "%v", err)

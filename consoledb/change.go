@@ -214,7 +214,10 @@ func newCapturer(ctx context.Context, db *sql.DB, tables map[string]*tableInfo) 
 	if err != nil {
 		return nil, err
 	}
-	stmts := []string{`CREATE TEMP TABLE IF NOT EXISTS _replica_capture (tbl TEXT NOT NULL, pk TEXT NOT NULL, UNIQUE (tbl, pk))`}
+	// No constraint on the capture table, and plain INSERTs: a statement
+	// with its own conflict clause (INSERT OR REPLACE, an upsert) imposes
+	// it on what its triggers do. Keys noted twice are merged when read.
+	stmts := []string{`CREATE TEMP TABLE IF NOT EXISTS _replica_capture (tbl TEXT NOT NULL, pk TEXT NOT NULL)`}
 	for _, ti := range tables {
 		keyOf := func(row string) string {
 			parts := make([]string, len(ti.pk))
@@ -224,7 +227,7 @@ func newCapturer(ctx context.Context, db *sql.DB, tables map[string]*tableInfo) 
 			return "json_array(" + strings.Join(parts, ", ") + ")"
 		}
 		ins := func(row string) string {
-			return `INSERT OR IGNORE INTO _replica_capture(tbl, pk) VALUES('` + ti.Name + `', ` + keyOf(row) + `);`
+			return `INSERT INTO _replica_capture(tbl, pk) VALUES('` + ti.Name + `', ` + keyOf(row) + `);`
 		}
 		tn := quoteIdent(ti.Name)
 		stmts = append(stmts,
@@ -266,7 +269,7 @@ func (c *capturer) run(ctx context.Context, fn func(tx *sql.Tx) error, commit bo
 		return nil, err
 	}
 	type ck struct{ tbl, pk string }
-	keys, err := QueryAll(ctx, tx, `SELECT tbl, pk FROM `+captureTable+` ORDER BY rowid`, func(row Scanner) (ck, error) {
+	keys, err := QueryAll(ctx, tx, `SELECT tbl, pk FROM `+captureTable+` GROUP BY tbl, pk ORDER BY min(rowid)`, func(row Scanner) (ck, error) {
 		var k ck
 		err := row.Scan(&k.tbl, &k.pk)
 		return k, err

@@ -409,13 +409,17 @@ func (r *Replica) Status() ReplicaStatus {
 	if st.End >= 0 {
 		st.Lag = max(0, st.End-(st.Applied+1))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	st.Dirty, _ = QueryAll(ctx, r.db, `SELECT tbl FROM replica_dirty ORDER BY tbl`, func(row Scanner) (s string, err error) {
+	return st
+}
+
+// Dirty lists the tables committed on this host only while the topic was
+// away, not yet republished.
+func (r *Replica) Dirty(ctx context.Context) []string {
+	out, _ := QueryAll(ctx, r.db, `SELECT tbl FROM replica_dirty ORDER BY tbl`, func(row Scanner) (s string, err error) {
 		err = row.Scan(&s)
 		return s, err
 	})
-	return st
+	return out
 }
 
 // ---- the write path ----

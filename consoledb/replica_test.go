@@ -426,14 +426,14 @@ func TestReplicaUnreachable(t *testing.T) {
 	if v, _ := a.c.Setting(ctx, "during"); v != "outage" {
 		t.Fatal("the fallback change is not in the local database")
 	}
-	if st := a.rep.Status(); len(st.Dirty) != 1 || st.Dirty[0] != "settings" {
-		t.Fatalf("dirty %v", st.Dirty)
+	if d := a.rep.Dirty(ctx); len(d) != 1 || d[0] != "settings" {
+		t.Fatalf("dirty %v", d)
 	}
 	log.SetDown(false)
 	waitFor(t, func() bool {
 		v, _ := b.c.Setting(ctx, "during")
 		_, gone := b.c.Setting(ctx, "gone")
-		return v == "outage" && errors.Is(gone, ErrNotFound) && len(a.rep.Status().Dirty) == 0
+		return v == "outage" && errors.Is(gone, ErrNotFound) && len(a.rep.Dirty(ctx)) == 0
 	})
 }
 
@@ -568,5 +568,40 @@ func TestReplicaConcurrentWriters(t *testing.T) {
 	}
 	if a.rep.Status().Conflicts+b.rep.Status().Conflicts != 0 {
 		t.Fatal("conflicts under the lock")
+	}
+}
+
+// Statements with their own conflict clause (upserts, INSERT OR REPLACE)
+// are captured like any other, each changed row once.
+func TestCaptureConflictClauses(t *testing.T) {
+	log, lock := NewMemLog(), NewMutexLock()
+	a := openHost(t, t.TempDir(), log, lock, 1)
+	b := openHost(t, t.TempDir(), log, lock, 2)
+	ctx := WithActor(context.Background(), "root")
+	for i := 0; i < 3; i++ {
+		err := a.db.Change(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.Exec(`INSERT INTO settings(key, value, updated_at) VALUES('u', ?, 0)
+				ON CONFLICT(key) DO UPDATE SET value = excluded.value`, fmt.Sprint(i)); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(`INSERT OR REPLACE INTO settings(key, value, updated_at) VALUES('r', ?, 0)`, fmt.Sprint(i)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(`UPDATE settings SET value = value || '!' WHERE key = 'u'`)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.sync()
+	if u, _ := b.c.Setting(ctx, "u"); u != "2!" {
+		t.Fatalf("u = %q", u)
+	}
+	if r, _ := b.c.Setting(ctx, "r"); r != "2" {
+		t.Fatalf("r = %q", r)
+	}
+	if n := len(log.Records()); n != 1+3*2 {
+		t.Fatalf("%d records, want one per row changed per change", n)
 	}
 }

@@ -183,6 +183,21 @@ func (k *KafkaLog) ensureTopic(ctx context.Context, cl *kgo.Client) error {
 		if err == nil {
 			k.Logger.Info("console topic created", "topic", k.Spec.Name, "replication_factor", rf, "min_insync_replicas", isr, "configs", k.Spec.Configs)
 		}
+		// Wait (a little) for the new partition to have a leader, so the
+		// first reads and writes do not fail for a moment.
+		for range 50 {
+			offs, err := adm.ListEndOffsets(ctx, k.Spec.Name)
+			if err == nil {
+				if o, ok := offs.Lookup(k.Spec.Name, 0); ok && o.Err == nil {
+					break
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
 	}
 	k.mu.Lock()
 	k.created = true

@@ -52,6 +52,11 @@ func formOf(r alerting.Rule) (templates.Form, map[int64]bool) {
 	if r.Enabled {
 		f.Set("enabled", "1")
 	}
+	if r.Version > 0 {
+		// The version the edit is based on: a save after another host
+		// changed the rule is refused (stale), not applied over it.
+		f.Set("version", strconv.FormatInt(r.Version, 10))
+	}
 	sel := map[int64]bool{}
 	for _, id := range r.NotifierIDs {
 		sel[id] = true
@@ -71,6 +76,10 @@ func (h ruleForm) parse(c *fiber.Ctx) (alerting.Rule, templates.Form, map[int64]
 	} else {
 		f.Set("enabled", "")
 	}
+	version, _ := strconv.ParseInt(formValue(c, "version"), 10, 64)
+	if version > 0 {
+		f.Set("version", strconv.FormatInt(version, 10))
+	}
 	r := alerting.Rule{
 		Name:        f.Get("name"),
 		Description: f.Get("description"),
@@ -78,6 +87,7 @@ func (h ruleForm) parse(c *fiber.Ctx) (alerting.Rule, templates.Form, map[int64]
 		Severity:    alerting.Severity(f.Get("severity")),
 		Enabled:     f.Get("enabled") == "1",
 		Scope:       alerting.Scope{Pattern: f.Get("scope_pattern"), Topic: f.Get("scope_topic")},
+		Version:     max(version, 0),
 	}
 	var err error
 	if r.For, err = parseDuration(f.Get("for")); err != nil {
