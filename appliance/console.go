@@ -74,17 +74,17 @@ type consoleComponent struct {
 	log *slog.Logger
 	reg *metrics.Registry
 
-	leader  consoleLeader
-	db      *consoledb.DB
-	store   *consoledb.Console // the console's tables, on db
-	kc      *kafkaview.Client  // the console's cluster client: pages, sampler, alert sources
+	leader consoleLeader
+	db     *consoledb.DB
+	store  *consoledb.Console // the console's tables, on db
+	kc     *kafkaview.Client  // the console's cluster client: pages, sampler, alert sources
 
-	stateLog *consolestate.KafkaLog  // __sluice_console
-	replica  *consoledb.Replica      // db kept current from stateLog; changes written through it
-	lagLog   *consolestate.KafkaLog  // __sluice_console_lag
+	stateLog *consolestate.KafkaLog   // __sluice_console
+	replica  *consoledb.Replica       // db kept current from stateLog; changes written through it
+	lagLog   *consolestate.KafkaLog   // __sluice_console_lag
 	lagHist  *consolestate.LagHistory // the sampler's store: published by the leader, applied by all
-	keyFrom  string                  // where the cluster key is kept, for the status page
-	lockFrom string                  // where the write lock is kept
+	keyFrom  string                   // where the cluster key is kept, for the status page
+	lockFrom string                   // where the write lock is kept
 
 	sampler *sampler.Sampler
 	alerts  *alerting.Service
