@@ -83,6 +83,7 @@ type consoleComponent struct {
 	replica  *consoledb.Replica       // db kept current from stateLog; changes written through it
 	lagLog   *consolestate.KafkaLog   // __sluice_console_lag
 	lagHist  *consolestate.LagHistory // the sampler's store: published by the leader, applied by all
+	running  func()                   // releases the lock that says the console runs on console.data.dir
 	keyFrom  string                   // where the cluster key is kept, for the status page
 	lockFrom string                   // where the write lock is kept
 
@@ -142,6 +143,11 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 
 	if err := os.MkdirAll(cfg.ConsoleDataDir, 0o750); err != nil {
 		return fmt.Errorf("console.data.dir: %w", err)
+	}
+	// Held while the console runs, so that `sluice console restore`
+	// refuses to replace the database under it.
+	if c.running, err = consoledb.HoldRunning(cfg.ConsoleDataDir); err != nil {
+		return err
 	}
 	// The alerting engine and the comparisons need the database before
 	// web.New opens its own handle on the same file (their page groups are
@@ -378,6 +384,9 @@ func (c *consoleComponent) Close() error {
 		if err := c.db.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("console database: %w", err))
 		}
+	}
+	if c.running != nil {
+		c.running()
 	}
 	return errors.Join(errs...)
 }

@@ -342,7 +342,9 @@ const headerBase = "sluice.base"
 // images as they are then) when its replica runs. It needs the replica
 // component's tables (MigrateReplica).
 func (d *DB) QueueForCluster(ctx context.Context) error {
-	tables, err := loadTables(ctx, d)
+	// Only the tables this database has: a command migrates only the
+	// components it writes.
+	tables, err := loadTables(ctx, d, true)
 	if err != nil {
 		return err
 	}

@@ -109,11 +109,11 @@ type tableInfo struct {
 }
 
 // loadTables reads the schema of every registered table. A registered
-// table missing from the database is an error: its component was not
-// migrated before the replica started.
+// table missing from the database is an error (its component was not
+// migrated before the replica started) unless skipMissing.
 func loadTables(ctx context.Context, q interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}) (map[string]*tableInfo, error) {
+}, skipMissing ...bool) (map[string]*tableInfo, error) {
 	out := map[string]*tableInfo{}
 	for _, t := range registered() {
 		ti := &tableInfo{Table: t, aff: map[string]int{}}
@@ -129,6 +129,9 @@ func loadTables(ctx context.Context, q interface {
 		}, t.Name)
 		if err != nil {
 			return nil, fmt.Errorf("consoledb: schema of %s: %w", t.Name, err)
+		}
+		if len(cols) == 0 && len(skipMissing) > 0 && skipMissing[0] {
+			continue
 		}
 		if len(cols) == 0 {
 			return nil, fmt.Errorf("consoledb: replicated table %s does not exist (its component was not migrated)", t.Name)
