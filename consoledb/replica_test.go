@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // host is one console of a test cluster: its database and replica.
@@ -439,13 +441,12 @@ func TestReplicaUnreachable(t *testing.T) {
 
 func waitFor(t *testing.T, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if !ok() {
+			return errors.New("not yet")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // A host that was behind for longer than StaleAfter rebuilds rather than
