@@ -338,9 +338,9 @@ const headerBase = "sluice.base"
 
 // QueueForCluster makes Change, while no replica runs on d (a command on
 // the host: sluice console user), commit locally and queue the changed
-// rows in replica_outbox; the console on this host publishes them (their
-// images as they are then) when its replica runs. It needs the replica
-// component's tables (MigrateReplica).
+// rows, as changed, in replica_outbox; the console on this host publishes
+// them when its replica runs (Replica.publishQueued), whether this host's
+// database is then the cluster's or is replaced by it.
 func (d *DB) QueueForCluster(ctx context.Context) error {
 	// Only the tables this database has: a command migrates only the
 	// components it writes.
@@ -364,8 +364,16 @@ func (q *localQueue) change(ctx context.Context, fn func(tx *sql.Tx) error) erro
 	by := actorOf(ctx)
 	_, err := q.c.run(ctx, fn, true, func(tx *sql.Tx, rows []captured) error {
 		for _, r := range rows {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO replica_outbox(tbl, pk, by_user, at) VALUES(?,?,?,?)`,
-				r.ti.Name, pkJSON(r.pk), by, ms(time.Now())); err != nil {
+			var img any // NULL: deleted
+			if r.image != nil {
+				b, err := encodeImage(r.image)
+				if err != nil {
+					return err
+				}
+				img = string(b)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO replica_outbox(tbl, pk, image, by_user, at) VALUES(?,?,?,?,?)`,
+				r.ti.Name, pkJSON(r.pk), img, by, ms(time.Now())); err != nil {
 				return err
 			}
 		}
@@ -375,6 +383,14 @@ func (q *localQueue) change(ctx context.Context, fn func(tx *sql.Tx) error) erro
 }
 
 func (q *localQueue) close() { q.c.conn.Close() }
+
+// pkValuesOf is pkValues of a table that may be unknown (nil).
+func (ti *tableInfo) pkValuesOf(s string) ([]any, error) {
+	if ti == nil {
+		return nil, errors.New("unknown table")
+	}
+	return ti.pkValues(s)
+}
 
 // pkValues decodes a pk column of replica_keys or replica_outbox.
 func (ti *tableInfo) pkValues(s string) ([]any, error) {

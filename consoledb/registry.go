@@ -26,6 +26,11 @@ type Table struct {
 	// stays on its host (settings: the CSRF secret). Such rows are never
 	// published, imported or applied.
 	LocalKey func(key []any) bool
+	// NaturalKey, when set, is a UNIQUE column that names a row across the
+	// cluster (users: name). A row changed by a command while no replica
+	// ran gets its id on this host alone; it is published by this key
+	// instead (see QueueForCluster).
+	NaturalKey string
 	// OnApply, when set, runs in the apply transaction after a record of
 	// this table was applied, with the row's image before and after (nil
 	// when absent): a local consequence, such as ending the sessions of a

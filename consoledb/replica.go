@@ -54,6 +54,7 @@ var replicaMigrations = []string{
 		id      INTEGER PRIMARY KEY,
 		tbl     TEXT NOT NULL,
 		pk      TEXT NOT NULL,
+		image   TEXT,                          -- the row as changed (JSON, as a record's value); NULL: deleted
 		by_user TEXT NOT NULL DEFAULT '',
 		at      INTEGER NOT NULL
 	);
@@ -1145,52 +1146,105 @@ func (r *Replica) republish(ctx context.Context, tables []string) error {
 	return nil
 }
 
-// publishQueued publishes the rows changed by commands while no replica
-// ran, as they are now.
+// publishQueued publishes the changes commands made while no replica ran
+// (QueueForCluster), as they were made. A row of a table with a natural
+// key (users: the name) is applied by that key — updated if the cluster
+// has a row with that name, inserted with a new id otherwise — since its
+// id was chosen on this host alone; other rows (audit entries, whose ids
+// are unique) are published as they are. Called under the write lock,
+// caught up.
 func (r *Replica) publishQueued(ctx context.Context) error {
 	type q struct {
 		id      int64
 		tbl, pk string
+		image   sql.NullString
 		by      string
 	}
-	queued, err := QueryAll(ctx, r.db, `SELECT id, tbl, pk, by_user FROM replica_outbox ORDER BY id`, func(row Scanner) (x q, err error) {
-		err = row.Scan(&x.id, &x.tbl, &x.pk, &x.by)
+	queued, err := QueryAll(ctx, r.db, `SELECT id, tbl, pk, image, by_user FROM replica_outbox ORDER BY id`, func(row Scanner) (x q, err error) {
+		err = row.Scan(&x.id, &x.tbl, &x.pk, &x.image, &x.by)
 		return x, err
 	})
 	if err != nil || len(queued) == 0 {
 		return err
 	}
-	var recs []Record
-	seen := map[string]bool{}
+	n := 0
 	for _, x := range queued {
 		ti := r.tables[x.tbl]
-		if ti == nil || seen[x.tbl+x.pk] {
-			continue
+		pk, err := ti.pkValuesOf(x.pk)
+		switch {
+		case ti == nil || err != nil || ti.local(pk):
+			r.log.Warn("queued change of this host dropped", "table", x.tbl, "key", x.pk)
+		case ti.NaturalKey != "" && x.image.Valid:
+			img, err := ti.decodeImage([]byte(x.image.String))
+			if err != nil {
+				r.log.Warn("queued change of this host dropped", "table", x.tbl, "key", x.pk, "err", err)
+				break
+			}
+			if err := r.publishByNaturalKey(ctx, ti, img, x.by); err != nil {
+				return err
+			}
+			n++
+		default:
+			rec := Record{Key: encodeKey(ti.Name, pk), Headers: map[string]string{HeaderVersion: recordFormat, HeaderBy: x.by, HeaderHost: hostHeader(r.cfg.Host)}}
+			if x.image.Valid {
+				rec.Value = []byte(x.image.String)
+			}
+			if err := r.appendAndWait(ctx, []Record{rec}); err != nil {
+				return err
+			}
+			n++
 		}
-		seen[x.tbl+x.pk] = true
-		pk, err := ti.pkValues(x.pk)
-		if err != nil || ti.local(pk) {
-			continue
-		}
-		img, err := ti.readImage(ctx, r.db, pk)
-		if err != nil {
+		if _, err := r.db.ExecContext(ctx, `DELETE FROM replica_outbox WHERE id = ?`, x.id); err != nil {
 			return err
 		}
-		rs, err := records([]captured{{ti: ti, pk: pk, image: img}}, x.by, r.cfg.Host)
-		if err != nil {
-			return err
-		}
-		recs = append(recs, rs...)
 	}
-	if err := r.appendAndWait(ctx, recs); err != nil {
-		return err
-	}
-	last := queued[len(queued)-1].id
-	if _, err := r.db.ExecContext(ctx, `DELETE FROM replica_outbox WHERE id <= ?`, last); err != nil {
-		return err
-	}
-	r.log.Info("changes made on this host by a command published", "rows", len(recs))
+	r.log.Info("changes made on this host by a command published", "rows", n)
 	return nil
+}
+
+// publishByNaturalKey writes img's columns (its own primary key aside) to
+// the row of ti with img's natural key, or to a new row.
+func (r *Replica) publishByNaturalKey(ctx context.Context, ti *tableInfo, img map[string]any, by string) error {
+	var cols []string
+	var vals []any
+	for _, c := range ti.cols {
+		if v, ok := img[c]; ok && !slices.Contains(ti.pk, c) {
+			cols = append(cols, c)
+			vals = append(vals, v)
+		}
+	}
+	natural := img[ti.NaturalKey]
+	r.capMu.Lock()
+	rows, err := r.cap.run(ctx, func(tx *sql.Tx) error {
+		var sets []string
+		for _, c := range cols {
+			sets = append(sets, quoteIdent(c)+" = ?")
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE `+quoteIdent(ti.Name)+` SET `+joinComma(sets)+` WHERE `+quoteIdent(ti.NaturalKey)+` = ?`,
+			append(slices.Clone(vals), natural)...)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			return nil
+		}
+		qs := make([]string, len(cols))
+		quoted := make([]string, len(cols))
+		for i, c := range cols {
+			qs[i], quoted[i] = "?", quoteIdent(c)
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO `+quoteIdent(ti.Name)+` (`+joinComma(quoted)+`) VALUES (`+joinComma(qs)+`)`, vals...)
+		return err
+	}, false, nil)
+	r.capMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("queued change of %s: %w", ti.Name, err)
+	}
+	recs, err := records(rows, by, r.cfg.Host)
+	if err != nil {
+		return err
+	}
+	return r.appendAndWait(ctx, recs)
 }
 
 func (r *Replica) appendAndWait(ctx context.Context, recs []Record) error {

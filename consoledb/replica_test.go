@@ -606,3 +606,48 @@ func TestCaptureConflictClauses(t *testing.T) {
 		t.Fatalf("%d records, want one per row changed per change", n)
 	}
 }
+
+// A user added with the command line on a host that has not joined the
+// cluster's console yet survives the join: the host's own state is
+// replaced by the cluster's, and the queued user is then added by name,
+// with an id of the cluster's, not over the cluster's user of the same id.
+func TestQueuedChangeSurvivesJoin(t *testing.T) {
+	log, lock := NewMemLog(), NewMutexLock()
+	a := openHost(t, t.TempDir(), log, lock, 1)
+	ctx := WithActor(context.Background(), "root")
+	ann, err := a.c.CreateUser(ctx, "ann", RoleAdmin, "a-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirB := t.TempDir()
+	db, c, err := OpenConsole(ctx, dirB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueueForCluster(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rescue, err := c.CreateUser(WithActor(ctx, "cli:root"), "rescue", RoleAdmin, "a-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rescue.ID != ann.ID {
+		t.Fatalf("the test wants the same id on both hosts: %d %d", rescue.ID, ann.ID)
+	}
+	db.Close()
+	b := openHost(t, dirB, log, lock, 2)
+	waitFor(t, func() bool {
+		_, err := a.c.UserByName(ctx, "rescue")
+		return err == nil
+	})
+	b.sync()
+	if got, _ := b.c.UserByID(ctx, ann.ID); got.Name != "ann" {
+		t.Fatalf("user %d on host 2 is %q", ann.ID, got.Name)
+	}
+	if da, db := dump(t, a.db), dump(t, b.db); !reflect.DeepEqual(da["users"], db["users"]) {
+		t.Fatalf("users differ:\n%v\n%v", da["users"], db["users"])
+	}
+	if _, err := b.c.Authenticate(ctx, "rescue", "a-password"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -404,7 +404,7 @@ func (c *Console) DeleteUser(ctx context.Context, id int64) error {
 
 // Users are shared by every host; their sessions are not, but a changed
 // password or a removed user ends the user's sessions on every host.
-var _ = Replicate(Table{Name: "users", OnApply: func(ctx context.Context, tx *sql.Tx, key []any, before, after map[string]any) error {
+var _ = Replicate(Table{Name: "users", NaturalKey: "name", OnApply: func(ctx context.Context, tx *sql.Tx, key []any, before, after map[string]any) error {
 	if before == nil {
 		return nil
 	}
