@@ -336,15 +336,14 @@ func (b *Broker) DeleteTopicByID(ctx context.Context, id cluster.TopicID, wait t
 // INVALID_PARTITIONS: the partition count decides where every group lives
 // (Kafka's topic tool refuses it with the same words).
 
-// CheckClientAppend returns the error a client's Produce to topic gets when
+// checkClientAppend returns the error a client's Produce to topic gets when
 // topic is internal, else nil. The group coordinator appends to
 // __consumer_offsets through Partition.AppendRecords, not through this.
 // The console's topics (IsConsoleTopic) are written by the console with an
-// ordinary Produce from a broker's host: fromBrokerHost says whether the
-// connection comes from one (the protocol layer's address check, which
-// becomes an ACL on the console's principal once principals exist).
-func CheckClientAppend(topic string, fromBrokerHost func() bool) error {
-	if IsConsoleTopic(topic) && fromBrokerHost != nil && fromBrokerHost() {
+// ordinary Produce from a broker's host: consoleWriter says whether the
+// request comes from one (ProduceRequest.ConsoleWriter).
+func checkClientAppend(topic string, consoleWriter bool) error {
+	if consoleWriter && IsConsoleTopic(topic) {
 		return nil
 	}
 	if IsInternalTopic(topic) {

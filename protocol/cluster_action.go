@@ -65,7 +65,7 @@ func (s *Server) authorizeClusterAction(ctx context.Context, r *Request, brokerI
 // fromBrokerHost reports whether the connection r came in on comes from
 // the host of a registered broker: an address one of its advertised hosts
 // resolves to, or this machine. It stands in for the console's principal
-// on the console's internal topics (broker.CheckClientAppend): the console
+// on the console's internal topics (broker.ProduceRequest.ConsoleWriter): the console
 // runs inside a broker and produces to them from its host. It is the one
 // place to become an ACL check once principals exist; until then any
 // process on a broker's host passes it.
