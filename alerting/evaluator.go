@@ -368,6 +368,9 @@ func (e *evaluator) fetch(ctx context.Context, need map[string]bool, rules []Rul
 				continue
 			}
 			for _, p := range g.Partitions {
+				if p.Err != nil {
+					continue // not read this round: its window waits
+				}
 				win := e.windows.observe(g.Group, g.Members, p, now)
 				in.partStatus[windowKey{g.Group, p.Topic, p.Partition}] = PartitionStatus(win.entries, p.Lag, now)
 			}
@@ -671,8 +674,13 @@ func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, n
 			var parts []PartitionLag
 			var statuses []Status
 			byStatus := map[string]int{}
+			unread := 0 // partitions in scope whose lag could not be read
 			for _, p := range g.Partitions {
 				if !m.topicOK(p.Topic) {
+					continue
+				}
+				if p.Err != nil {
+					unread++
 					continue
 				}
 				parts = append(parts, p)
@@ -686,7 +694,16 @@ func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, n
 					}
 				}
 			}
+			// A read that missed partitions proves nothing by itself: the
+			// condition holds if the partitions read are enough, else the
+			// round does not know (the alert stays as it is).
+			unknownUnlessAdded := func() {
+				if unread > 0 && obs[subject] == nil {
+					obs[subject] = &observation{unknown: true}
+				}
+			}
 			if len(parts) == 0 {
+				unknownUnlessAdded()
 				continue
 			}
 			sort.Slice(parts, func(i, j int) bool { return parts[i].Lag > parts[j].Lag })
@@ -727,6 +744,7 @@ func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, n
 						details, e.labels(r, lbl...), links)
 				}
 			}
+			unknownUnlessAdded()
 		}
 	case KindUnderReplicated, KindOfflinePartitions:
 		for _, t := range in.health.Topics {
@@ -856,6 +874,9 @@ func exportLag(l *metrics.Lag, groups []GroupLag, at time.Time) {
 		}
 		mg := metrics.GroupLag{Group: g.Group, Members: g.Members, Partitions: make([]metrics.PartitionLag, 0, len(g.Partitions))}
 		for _, p := range g.Partitions {
+			if p.Err != nil {
+				continue
+			}
 			mg.Partitions = append(mg.Partitions, metrics.PartitionLag{Topic: p.Topic, Partition: p.Partition, Lag: p.Lag, LagTime: p.LagTime})
 		}
 		out = append(out, mg)

@@ -586,11 +586,8 @@ func alertingLag(groups []lag.Group) []alerting.GroupLag {
 	for _, g := range groups {
 		ag := alerting.GroupLag{Group: g.Group, State: g.State, Members: g.Members, Err: g.Err}
 		for _, p := range g.Partitions {
-			if p.Err != nil {
-				continue
-			}
 			ag.Partitions = append(ag.Partitions, alerting.PartitionLag{
-				Topic: p.Topic, Partition: p.Partition, Committed: p.Committed, LogEnd: p.LogEnd, Lag: p.Lag, LagTime: p.LagTime,
+				Topic: p.Topic, Partition: p.Partition, Committed: p.Committed, LogEnd: p.LogEnd, Lag: p.Lag, LagTime: p.LagTime, Err: p.Err,
 			})
 		}
 		out = append(out, ag)
