@@ -132,6 +132,7 @@ type pdReceiver struct {
 	srv *httptest.Server
 	mu  sync.Mutex
 	got []map[string]any
+	at  []time.Time // when each of got arrived
 }
 
 func newPDReceiver(t *testing.T) *pdReceiver {
@@ -144,6 +145,7 @@ func newPDReceiver(t *testing.T) *pdReceiver {
 		}
 		r.mu.Lock()
 		r.got = append(r.got, m)
+		r.at = append(r.at, time.Now())
 		r.mu.Unlock()
 		w.WriteHeader(http.StatusAccepted)
 		io.WriteString(w, `{"status":"success","message":"Event processed"}`)
@@ -160,6 +162,20 @@ func (r *pdReceiver) events(action, dedup string) []map[string]any {
 	for _, m := range r.got {
 		if m["event_action"] == action && (dedup == "" || m["dedup_key"] == dedup) {
 			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// actions lists the event actions received for dedup, in order, with the
+// time each arrived.
+func (r *pdReceiver) actions(dedup string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for i, m := range r.got {
+		if m["dedup_key"] == dedup {
+			out = append(out, fmt.Sprintf("%v@%s", m["event_action"], r.at[i].Format("15:04:05.000")))
 		}
 	}
 	return out
