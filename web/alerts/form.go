@@ -266,6 +266,10 @@ func notifierFormOf(n alerting.Notifier) templates.Form {
 	if n.SendResolved {
 		f.Set("send_resolved", "1")
 	}
+	if n.Version > 0 {
+		// The version the edit is based on, as for rules (formOf).
+		f.Set("version", strconv.FormatInt(n.Version, 10))
+	}
 	return f
 }
 
@@ -291,6 +295,10 @@ func parseNotifier(c *fiber.Ctx) (alerting.NotifierInput, templates.Form) {
 		ClearSecret:  f.Get("clear_secret") == "1",
 		Enabled:      f.Get("enabled") == "1",
 		SendResolved: f.Get("send_resolved") == "1",
+	}
+	if v, _ := strconv.ParseInt(formValue(c, "version"), 10, 64); v > 0 {
+		in.Version = v
+		f.Set("version", strconv.FormatInt(v, 10))
 	}
 	return in, f
 }
