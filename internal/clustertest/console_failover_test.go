@@ -210,9 +210,27 @@ func TestConsoleFailover(t *testing.T) {
 	}
 	t.Logf("host %d's console took over %v after host %d was killed", next, took.Round(time.Millisecond), leader)
 
-	// Several evaluation rounds of the new leader with the lag still
-	// there: no second trigger.
-	time.Sleep(4 * time.Second)
+	// Several evaluation rounds of the new leader (every 500 ms) with the
+	// lag still there and the alert firing there: no second trigger.
+	newLeader := c.signedIn(t, next, "root", rootPassword)
+	tookOver := time.Now()
+	testutil.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
+		var v struct {
+			Evaluation struct {
+				Evaluating bool
+				Status     struct {
+					LastRun time.Time
+					Firing  int
+				}
+			}
+		}
+		newLeader.GetJSON("/alerts", &v)
+		st := v.Evaluation.Status
+		if !v.Evaluation.Evaluating || st.LastRun.Before(tookOver.Add(3*time.Second)) || st.Firing < 1 {
+			return fmt.Errorf("host %d's evaluation: %+v", next, v.Evaluation)
+		}
+		return nil
+	})
 	if n := len(pd.events("trigger", dedup)); n != 1 {
 		t.Fatalf("%d triggers for %s after the takeover, want 1; received: %v", n, dedup, pd.actions(dedup))
 	}
@@ -251,7 +269,6 @@ func TestConsoleFailover(t *testing.T) {
 	if want.LeftRecords != 600 || want.Matched != 579 || want.Mismatched != 12 || want.MissingRight != 9 {
 		t.Fatalf("the uninterrupted run: %+v", want)
 	}
-	newLeader := c.signedIn(t, next, "root", rootPassword)
 	testutil.CheckFor(t, 90*time.Second, 250*time.Millisecond, func() error {
 		got, state := countersOn(newLeader)
 		if got != want {
