@@ -104,6 +104,11 @@ func TestFailoverKeepsAlertState(t *testing.T) {
 		if got := len(pd.accepted("event_action", "resolve")); got != 1 {
 			return errorf("%d resolves", got)
 		}
+		// Delivered, and its outbox row deleted everywhere (the row goes
+		// once the delivery has finished, just after the receiver has it).
+		if a.outbox(t)+b.outbox(t) != 0 {
+			return errorf("outbox not empty on both hosts yet")
+		}
 		return nil
 	})
 
