@@ -155,88 +155,34 @@ func (e *evaluator) round(ctx context.Context) error {
 	}
 	in := e.fetch(ctx, need, rules, byRule, now)
 
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("alerting: evaluate: %w", err)
-	}
-	defer tx.Rollback()
-	// Subjects with only a flap history are stepped too, so their history
-	// ages with every round.
-	flapSubjects := map[int64][]string{}
-	for k := range e.flaps {
-		flapSubjects[k.rule] = append(flapSubjects[k.rule], k.subject)
-	}
-	var out []notification
-	ruleIDs := map[int64]bool{}
-	for _, r := range rules {
-		ruleIDs[r.ID] = true
-		sts := byRule[r.ID]
-		if !r.Enabled {
-			for _, st := range sts {
-				n, err := e.retire(ctx, tx, r, st, now)
-				if err != nil {
-					return err
-				}
-				out = append(out, n...)
-			}
-			continue
-		}
-		ki, ok := kindInfo(r.Kind)
-		if !ok {
-			continue
-		}
-		if in.errs[ki.Source] != nil {
-			continue // the source failed: leave this rule's alerts as they are
-		}
-		obs := e.observe(r, &in, byRule[r.ID], now)
-		subjects := make([]string, 0, len(obs)+len(sts))
-		for k := range obs {
-			subjects = append(subjects, k)
-		}
-		for k := range sts {
-			if _, ok := obs[k]; !ok {
-				subjects = append(subjects, k)
-			}
-		}
-		for _, k := range flapSubjects[r.ID] {
-			if _, ok := obs[k]; !ok && sts[k] == nil {
-				subjects = append(subjects, k)
-			}
-		}
-		sort.Strings(subjects)
-		for _, subj := range subjects {
-			n, err := e.step(ctx, tx, r, sts[subj], subj, obs[subj], now)
-			if err != nil {
-				return err
-			}
-			out = append(out, n...)
-		}
-	}
-	for id, sts := range byRule {
-		if !ruleIDs[id] {
-			for subj := range sts {
-				if err := deleteState(ctx, tx, id, subj); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	// Forget flap histories that have been all-clear for a full window.
+	// The round's state changes and the notifications they cause are one
+	// change of the replicated state; while the console topic is away it
+	// is committed here (and republished later), so alerting goes on.
+	// The flap memory is kept apart and only adopted once the change is
+	// made, so a retried round steps from the same memory.
+	flaps := make(map[flapKey]*flap, len(e.flaps))
 	for k, f := range e.flaps {
-		if !ruleIDs[k.rule] {
-			delete(e.flaps, k)
-			continue
-		}
-		if f.history&(1<<flapWindow-1) == 0 && f.n >= flapWindow && !f.flapping {
-			delete(e.flaps, k)
-		}
+		c := *f
+		flaps[k] = &c
 	}
-	if err := tx.Commit(); err != nil {
+	saved := e.flaps
+	var fired int
+	err = s.db.Change(ctx, func(tx *sql.Tx) error {
+		e.flaps = make(map[flapKey]*flap, len(flaps))
+		for k, f := range flaps {
+			c := *f
+			e.flaps[k] = &c
+		}
+		var err error
+		fired, err = e.apply(ctx, tx, rules, byRule, &in, now)
+		return err
+	}, consoledb.LocalFallback())
+	if err != nil {
+		e.flaps = saved
 		return fmt.Errorf("alerting: evaluate: %w", err)
 	}
-	for _, n := range out {
-		st := n.st
-		s.notify(n.rule, &st, n.action, n.at)
+	if fired > 0 {
+		s.kick()
 	}
 
 	pending, firing := 0, 0
@@ -272,6 +218,102 @@ func (e *evaluator) round(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// apply steps every rule's alerts with the round's inputs, writing states,
+// history and notifications in tx; it returns how many notifications it
+// queued.
+func (e *evaluator) apply(ctx context.Context, tx *sql.Tx, rules []Rule, byRule map[int64]map[string]*alertState, in *inputs, now time.Time) (int, error) {
+	s := e.s
+	// Subjects with only a flap history are stepped too, so their history
+	// ages with every round.
+	flapSubjects := map[int64][]string{}
+	for k := range e.flaps {
+		flapSubjects[k.rule] = append(flapSubjects[k.rule], k.subject)
+	}
+	var out []notification
+	ruleIDs := map[int64]bool{}
+	for _, r := range rules {
+		ruleIDs[r.ID] = true
+		sts := cloneStates(byRule[r.ID])
+		if !r.Enabled {
+			for _, st := range sts {
+				n, err := e.retire(ctx, tx, r, st, now)
+				if err != nil {
+					return 0, err
+				}
+				out = append(out, n...)
+			}
+			continue
+		}
+		ki, ok := kindInfo(r.Kind)
+		if !ok {
+			continue
+		}
+		if in.errs[ki.Source] != nil {
+			continue // the source failed: leave this rule's alerts as they are
+		}
+		obs := e.observe(r, in, sts, now)
+		subjects := make([]string, 0, len(obs)+len(sts))
+		for k := range obs {
+			subjects = append(subjects, k)
+		}
+		for k := range sts {
+			if _, ok := obs[k]; !ok {
+				subjects = append(subjects, k)
+			}
+		}
+		for _, k := range flapSubjects[r.ID] {
+			if _, ok := obs[k]; !ok && sts[k] == nil {
+				subjects = append(subjects, k)
+			}
+		}
+		sort.Strings(subjects)
+		for _, subj := range subjects {
+			n, err := e.step(ctx, tx, r, sts[subj], subj, obs[subj], now)
+			if err != nil {
+				return 0, err
+			}
+			out = append(out, n...)
+		}
+	}
+	for id, sts := range byRule {
+		if !ruleIDs[id] {
+			for subj := range sts {
+				if err := deleteState(ctx, tx, id, subj); err != nil {
+					return 0, err
+				}
+			}
+		}
+	}
+	// Forget flap histories that have been all-clear for a full window.
+	for k, f := range e.flaps {
+		if !ruleIDs[k.rule] {
+			delete(e.flaps, k)
+			continue
+		}
+		if f.history&(1<<flapWindow-1) == 0 && f.n >= flapWindow && !f.flapping {
+			delete(e.flaps, k)
+		}
+	}
+	for _, n := range out {
+		st := n.st
+		if err := s.queueNotify(ctx, tx, n.rule, &st, n.action, n.at); err != nil {
+			return 0, err
+		}
+	}
+	return len(out), nil
+}
+
+// cloneStates copies a rule's states, so that a round whose change is
+// retried steps from the states as loaded.
+func cloneStates(in map[string]*alertState) map[string]*alertState {
+	out := make(map[string]*alertState, len(in))
+	for k, st := range in {
+		c := *st
+		out[k] = &c
+	}
+	return out
 }
 
 // fetch asks each needed source once.
@@ -326,6 +368,9 @@ func (e *evaluator) fetch(ctx context.Context, need map[string]bool, rules []Rul
 				continue
 			}
 			for _, p := range g.Partitions {
+				if p.Err != nil {
+					continue // not read this round: its window waits
+				}
 				win := e.windows.observe(g.Group, g.Members, p, now)
 				in.partStatus[windowKey{g.Group, p.Topic, p.Partition}] = PartitionStatus(win.entries, p.Lag, now)
 			}
@@ -629,8 +674,13 @@ func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, n
 			var parts []PartitionLag
 			var statuses []Status
 			byStatus := map[string]int{}
+			unread := 0 // partitions in scope whose lag could not be read
 			for _, p := range g.Partitions {
 				if !m.topicOK(p.Topic) {
+					continue
+				}
+				if p.Err != nil {
+					unread++
 					continue
 				}
 				parts = append(parts, p)
@@ -644,7 +694,16 @@ func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, n
 					}
 				}
 			}
+			// A read that missed partitions proves nothing by itself: the
+			// condition holds if the partitions read are enough, else the
+			// round does not know (the alert stays as it is).
+			unknownUnlessAdded := func() {
+				if unread > 0 && obs[subject] == nil {
+					obs[subject] = &observation{unknown: true}
+				}
+			}
 			if len(parts) == 0 {
+				unknownUnlessAdded()
 				continue
 			}
 			sort.Slice(parts, func(i, j int) bool { return parts[i].Lag > parts[j].Lag })
@@ -685,6 +744,7 @@ func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, n
 						details, e.labels(r, lbl...), links)
 				}
 			}
+			unknownUnlessAdded()
 		}
 	case KindUnderReplicated, KindOfflinePartitions:
 		for _, t := range in.health.Topics {
@@ -814,6 +874,9 @@ func exportLag(l *metrics.Lag, groups []GroupLag, at time.Time) {
 		}
 		mg := metrics.GroupLag{Group: g.Group, Members: g.Members, Partitions: make([]metrics.PartitionLag, 0, len(g.Partitions))}
 		for _, p := range g.Partitions {
+			if p.Err != nil {
+				continue
+			}
 			mg.Partitions = append(mg.Partitions, metrics.PartitionLag{Topic: p.Topic, Partition: p.Partition, Lag: p.Lag, LagTime: p.LagTime})
 		}
 		out = append(out, mg)

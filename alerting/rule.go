@@ -120,6 +120,11 @@ type Rule struct {
 	NotifierIDs []int64
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	// Version is the rule's version in the console's replicated state
+	// (consoledb.RowVersion): Rule sets it, and UpdateRule refuses an
+	// edit whose Version is not the current one (*consoledb.StaleError).
+	// 0: not checked.
+	Version int64
 }
 
 // ValidationError lists what is wrong with a rule or notifier, by form field

@@ -51,6 +51,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -181,10 +182,21 @@ func (im *Image) Broker(id int32) (cluster.Broker, bool) {
 	return cluster.Broker{}, false
 }
 
-// IsInternalTopic reports whether name is one of Kafka's internal topics.
+// IsInternalTopic reports whether name is one of Kafka's internal topics,
+// or one of the console's (IsConsoleTopic).
 func IsInternalTopic(name string) bool {
-	return name == OffsetsTopic || name == "__transaction_state"
+	return name == OffsetsTopic || name == "__transaction_state" || IsConsoleTopic(name)
 }
+
+// ConsoleTopicPrefix starts the names of the console's internal topics:
+// __sluice_console (its replicated state) and __sluice_console_lag (lag
+// history). See DESIGN.md, "The console in a cluster".
+const ConsoleTopicPrefix = "__sluice_console"
+
+// IsConsoleTopic reports whether name is one of the console's internal
+// topics. Only the console, from a broker's host, may produce to them
+// (checkClientAppend, ProduceRequest.ConsoleWriter).
+func IsConsoleTopic(name string) bool { return strings.HasPrefix(name, ConsoleTopicPrefix) }
 
 // OffsetsTopic is the consumer offsets topic.
 const OffsetsTopic = "__consumer_offsets"

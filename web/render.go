@@ -51,6 +51,9 @@ func PageFor(c *fiber.Ctx, title string, crumbs ...templates.Crumb) templates.Pa
 			p.Nav = append(p.Nav, templates.NavItem{Label: n.Label, Href: n.Path, Active: active})
 		}
 	}
+	if s != nil && s.cfg.ReplicaStatus != nil {
+		p.Banner = s.staleBanner()
+	}
 	if f := c.Cookies(flashCookie); f != "" {
 		if kind, text, ok := strings.Cut(f, ":"); ok {
 			if t, err := url.QueryUnescape(text); err == nil {
