@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/config"
@@ -64,8 +67,22 @@ type topicSettings struct {
 	uncleanLeader bool
 }
 
-// lookupTopicConfig returns the topic config name of the table.
-func lookupTopicConfig(name string) (*config.Key, bool) { return config.LookupTopic(name) }
+// lookupTopicConfig returns the topic config name: one Sluice honours, or
+// one of Kafka's it accepts without acting on it.
+func lookupTopicConfig(name string) (*config.Key, bool) {
+	if c, ok := config.LookupTopic(name); ok {
+		return c, true
+	}
+	return config.LookupAcceptedTopic(name)
+}
+
+// describedTopicKeys is every topic config DescribeConfigs lists, sorted by
+// name: those Sluice honours and those it accepts.
+var describedTopicKeys = func() []config.Key {
+	out := append(config.TopicKeys(), config.AcceptedTopicKeys()...)
+	slices.SortFunc(out, func(a, b config.Key) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}()
 
 // defaultValue is the broker-level value of c: the broker's setting when
 // known, else Kafka's default.
@@ -123,7 +140,17 @@ func TopicLogConfig(defaults map[string]TopicDefault, overrides map[string]strin
 // min.insync.replicas above the replication factor) is POLICY_VIOLATION.
 func (b *Broker) validateTopicConfigs(overrides map[string]string, rf int) error {
 	for name, v := range overrides {
-		c, ok := lookupTopicConfig(name)
+		if c, ok := config.LookupAcceptedTopic(name); ok {
+			// Kafka's, without effect here: its type and range still count.
+			if _, err := c.ParseValue(v); err != nil {
+				return errorf(kerr.InvalidConfig, "Invalid value %s for configuration %s: %v", v, name, err)
+			}
+			if err := c.CheckValue(v); err != nil {
+				return errorf(kerr.PolicyViolation, "%s: %s: %v", name, v, err)
+			}
+			continue
+		}
+		c, ok := config.LookupTopic(name)
 		if !ok {
 			return errorf(kerr.InvalidConfig, "Unknown topic config name: %s", name)
 		}
@@ -154,7 +181,7 @@ func (b *Broker) validateTopicConfigs(overrides map[string]string, rf int) error
 // describeTopicConfigs lists every topic config of a topic with the given
 // overrides, with its value and source, and the synonyms when asked.
 func (b *Broker) describeTopicConfigs(overrides map[string]string, synonyms bool) []ConfigEntry {
-	keys := config.TopicKeys()
+	keys := describedTopicKeys
 	out := make([]ConfigEntry, 0, len(keys))
 	for i := range keys {
 		c := &keys[i]
@@ -173,7 +200,9 @@ func (b *Broker) describeTopicConfigs(overrides map[string]string, synonyms bool
 			if defSource == SourceStaticBroker {
 				e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: b.cfg.TopicDefaults[c.Name].BrokerKey, Value: def, Source: SourceStaticBroker})
 			}
-			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: c.BrokerKey, Value: c.Default, Source: SourceDefault})
+			if c.BrokerKey != "" {
+				e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: c.BrokerKey, Value: c.Default, Source: SourceDefault})
+			}
 		}
 		out = append(out, e)
 	}

@@ -441,6 +441,7 @@ func init() {
 		b.Topic, b.Type, b.Mode = t.Name, t.Type, ClusterWide
 		b.norm, b.syntax, b.rule = t.norm, t.syntax, t.rule
 	}
+	initKafka()
 	d := Default()
 	for i := range topicKeys {
 		t := &topicKeys[i]

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -186,6 +187,31 @@ func (c *Config) TopicDefaults() map[string]TopicDefault {
 				d.BrokerKey, d.Static = name, true
 				break
 			}
+		}
+		out[t.Name] = d
+	}
+	// The topic configs Sluice only accepts: Kafka's broker key, when the
+	// file gave one (Ignored), else Kafka's default.
+	for i := range acceptedTopicKeys {
+		t := &acceptedTopicKeys[i]
+		d := TopicDefault{BrokerKey: t.BrokerKey, Value: t.Default}
+		if t.BrokerKey == "" {
+			d.BrokerKey = t.Name
+		}
+		for _, name := range kafkaTopicSynonyms[t.Name] {
+			v, ok := c.Ignored[name]
+			if !ok {
+				continue
+			}
+			if strings.HasSuffix(name, ".hours") { // log.roll.jitter.hours
+				if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n >= 0 && n <= math.MaxInt64/3600000 {
+					v = strconv.FormatInt(n*3600000, 10)
+				}
+			}
+			if t.CheckValue(v) == nil {
+				d.BrokerKey, d.Value, d.Static = name, v, true
+			}
+			break
 		}
 		out[t.Name] = d
 	}
