@@ -126,11 +126,11 @@ func TestKafkaKeyTables(t *testing.T) {
 		t.Errorf("Kafka's tables look truncated: %d broker keys, %d topic configs", len(kafkaBrokerIndex), len(kafkaTopicIndex))
 	}
 	for name, want := range map[string]string{
-		"num.network.threads":                          "SocketServerConfigs.CONFIG_DEF",
-		"process.roles":                                "KRaftConfigs.CONFIG_DEF",
-		"log.retention.hours":                          "LogConfig.SERVER_CONFIG_DEF",
-		"leader.replication.throttled.rate":            "QuotaConfigs.brokerQuotaConfigs",
-		"listener.name.internal.ssl.keystore.location": "BrokerSecurityConfigs.CONFIG_DEF (per listener)",
+		"num.network.threads":                           "SocketServerConfigs.CONFIG_DEF",
+		"process.roles":                                 "KRaftConfigs.CONFIG_DEF",
+		"log.retention.hours":                           "LogConfig.SERVER_CONFIG_DEF",
+		"leader.replication.throttled.rate":             "QuotaConfigs.brokerQuotaConfigs",
+		"listener.name.internal.ssl.keystore.location":  "BrokerSecurityConfigs.CONFIG_DEF (per listener)",
 		"listener.name.sasl_ssl.plain.sasl.jaas.config": "BrokerSecurityConfigs.CONFIG_DEF (per listener and mechanism)",
 	} {
 		if got, ok := KafkaBrokerKey(name); !ok || got != want {
