@@ -207,9 +207,11 @@ const (
 	ChangeConfigs                       // a topic config changed
 	ChangeController                    // the controller changed
 	ChangeDeletions                     // a topic was marked for deletion
-	ChangeBrokerConfigs                 // a dynamic broker config changed (BrokerConfigStore)
 	ChangeAll        = ChangeBrokers | ChangeTopics | ChangePartitions | ChangeConfigs | ChangeController | ChangeDeletions | ChangeBrokerConfigs
 )
+
+// ChangeBrokerConfigs: a dynamic broker config changed (BrokerConfigStore).
+const ChangeBrokerConfigs Change = ChangeDeletions << 1
 
 // DefaultBrokerEntity names the cluster-wide default of the dynamic broker
 // configs, as Kafka's /config/brokers/<default>.
