@@ -236,6 +236,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		FetchMaxBytes:                 cfg.FetchMaxBytes,
 		TopicDefaults:                 defaults,
 		BrokerConfigs:                 broker.BrokerConfigEntries(&cfg.Config, a.brokerID),
+		Static:                        &cfg.Config,
 		OffsetsTopicPartitions:        cfg.OffsetsTopicNumPartitions,
 		OffsetsTopicReplicationFactor: cfg.OffsetsTopicReplicationFactor,
 		OffsetsTopicSegmentBytes:      cfg.OffsetsTopicSegmentBytes,

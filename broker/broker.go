@@ -57,6 +57,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/config"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/storage"
 )
@@ -83,6 +84,10 @@ type Config struct {
 	TopicDefaults map[string]TopicDefault
 	// BrokerConfigs is what DescribeConfigs shows for this broker.
 	BrokerConfigs []ConfigEntry
+	// Static is the broker's configuration as read at start; with it, and
+	// a coordinator that keeps them, the broker takes dynamic broker
+	// configs (dynamicconfigs.go). nil: static configs only.
+	Static *config.Config
 
 	// The consumer offsets topic, created on demand by EnsureOffsetsTopic.
 	OffsetsTopicPartitions        int32 // offsets.topic.num.partitions
@@ -126,6 +131,11 @@ type Image struct {
 	Brokers    []cluster.Broker
 	Topics     map[string]*TopicImage
 	byID       map[cluster.TopicID]*TopicImage
+	// Dynamic are the dynamic broker configs of this broker and of the
+	// cluster default; topicDefaults the topic defaults they give (nil:
+	// Config.TopicDefaults).
+	Dynamic       config.Dynamic
+	topicDefaults map[string]TopicDefault
 }
 
 // TopicImage is one topic in an Image.
@@ -605,6 +615,9 @@ func (b *Broker) readImage(ctx context.Context) (*Image, error) {
 		}
 		img.Topics[name] = ti
 		img.byID[t.ID] = ti
+	}
+	if err := b.readDynamic(ctx, img, b.image.Load()); err != nil {
+		return nil, err
 	}
 	return img, nil
 }

@@ -87,15 +87,15 @@ var describedTopicKeys = func() []config.Key {
 // defaultValue is the broker-level value of c: the broker's setting when
 // known, else Kafka's default.
 func (b *Broker) defaultValue(c *config.Key) (string, ConfigSource) {
-	return defaultValue(b.cfg.TopicDefaults, c)
+	return defaultValue(b.topicDefaults(), c)
 }
 
 func defaultValue(defaults map[string]TopicDefault, c *config.Key) (string, ConfigSource) {
 	if d, ok := defaults[c.Name]; ok {
-		if d.Static {
-			return d.Value, SourceStaticBroker
+		if d.Static && d.Level == config.LevelDefault {
+			d.Level = config.LevelStatic // made in code, without a level
 		}
-		return d.Value, SourceDefault
+		return d.Value, sourceOf(d.Level)
 	}
 	return c.Default, SourceDefault
 }
@@ -104,7 +104,7 @@ func defaultValue(defaults map[string]TopicDefault, c *config.Key) (string, Conf
 // values and the topic's overrides. The overrides must have passed
 // validateTopicConfigs.
 func (b *Broker) settings(overrides map[string]string) (topicSettings, error) {
-	return settings(b.cfg.TopicDefaults, overrides)
+	return settings(b.topicDefaults(), overrides)
 }
 
 func settings(defaults map[string]TopicDefault, overrides map[string]string) (topicSettings, error) {
@@ -197,8 +197,8 @@ func (b *Broker) describeTopicConfigs(overrides map[string]string, synonyms bool
 			if v, ok := overrides[c.Name]; ok {
 				e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: c.Name, Value: v, Source: SourceDynamicTopic})
 			}
-			if defSource == SourceStaticBroker {
-				e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: b.cfg.TopicDefaults[c.Name].BrokerKey, Value: def, Source: SourceStaticBroker})
+			if defSource != SourceDefault {
+				e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: b.topicDefaults()[c.Name].BrokerKey, Value: def, Source: defSource})
 			}
 			if c.BrokerKey != "" {
 				e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: c.BrokerKey, Value: c.Default, Source: SourceDefault})

@@ -173,6 +173,9 @@ type TopicDefault struct {
 	BrokerKey string // the key given (log.retention.hours), else the topic config's broker key
 	Value     string
 	Static    bool // set in the config file or an override
+	// Level is where Value comes from; a dynamic broker config
+	// (TopicDefaultsWith) is LevelDynamicBroker or LevelDynamicDefault.
+	Level Level
 }
 
 // TopicDefaults maps each topic config to its broker-level value in c.
@@ -184,7 +187,7 @@ func (c *Config) TopicDefaults() map[string]TopicDefault {
 		d := TopicDefault{BrokerKey: b.Name, Value: format(b.field(c))}
 		for _, name := range append([]string{b.Name}, b.Synonyms...) {
 			if _, ok := c.Given[name]; ok {
-				d.BrokerKey, d.Static = name, true
+				d.BrokerKey, d.Static, d.Level = name, true, LevelStatic
 				break
 			}
 		}
@@ -209,7 +212,7 @@ func (c *Config) TopicDefaults() map[string]TopicDefault {
 				}
 			}
 			if t.CheckValue(v) == nil {
-				d.BrokerKey, d.Value, d.Static = name, v, true
+				d.BrokerKey, d.Value, d.Static, d.Level = name, v, true, LevelStatic
 			}
 			break
 		}
