@@ -58,6 +58,7 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/config"
+	"github.com/sluice-io/sluice/internal/loglevels"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/storage"
 )
@@ -88,6 +89,9 @@ type Config struct {
 	// a coordinator that keeps them, the broker takes dynamic broker
 	// configs (dynamicconfigs.go). nil: static configs only.
 	Static *config.Config
+	// Loggers are the process's log levels, for BROKER_LOGGER configs
+	// (loggers.go); nil: not settable at run time.
+	Loggers *loglevels.Levels
 
 	// The consumer offsets topic, created on demand by EnsureOffsetsTopic.
 	OffsetsTopicPartitions        int32 // offsets.topic.num.partitions

@@ -24,8 +24,11 @@ import (
 //     DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG)
 //     and synonyms in that order; dynamic keys are not read-only. Name "":
 //     the cluster default, the dynamic defaults set, as Kafka. Another
-//     broker's id is INVALID_REQUEST (ask that broker). BROKER_LOGGER and
-//     other types: INVALID_REQUEST.
+//     broker's id is INVALID_REQUEST (ask that broker).
+//   - BROKER_LOGGER resources (this broker's id): "root" and each component
+//     logger (broker, storage, protocol, ...) with its level (TRACE, DEBUG,
+//     INFO, WARN, ERROR), source DYNAMIC_BROKER_LOGGER_CONFIG. Other types:
+//     INVALID_REQUEST.
 //   - A resource named again in the same request: INVALID_REQUEST for the
 //     repeats (each resource is described once per request, so an answer
 //     stays as large as the configs there are, not as the request's
@@ -40,8 +43,9 @@ import (
 func init() { register(32, 0, 4, handleDescribeConfigs) }
 
 const (
-	resourceTopic  = 2
-	resourceBroker = 4
+	resourceTopic        = 2
+	resourceBroker       = 4
+	resourceBrokerLogger = 8
 )
 
 func handleDescribeConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
@@ -77,6 +81,8 @@ func handleDescribeConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Res
 			} else {
 				entries = b.DescribeBrokerConfigsOf(rr.ResourceName, rr.ConfigNames, req.IncludeSynonyms)
 			}
+		case rr.ResourceType == resourceBrokerLogger:
+			entries, err = b.DescribeLoggers(rr.ResourceName, rr.ConfigNames)
 		default:
 			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "unsupported resource type " + strconv.Itoa(int(rr.ResourceType))}
 		}

@@ -26,6 +26,10 @@ import (
 //     A key Sluice reads at start only: INVALID_REQUEST saying to restart;
 //     an unknown key or a bad value: INVALID_CONFIG; another broker's id:
 //     INVALID_REQUEST (send it to that broker).
+//   - BROKER_LOGGER resources (this broker's id): SET a logger's level
+//     (root or a component), DELETE a component's own level (back to the
+//     root's); at once, not kept across a restart. Unknown logger or level:
+//     INVALID_CONFIG; APPEND/SUBTRACT: INVALID_REQUEST.
 //
 // Version notes:
 //   - v1: flexible.
@@ -78,6 +82,16 @@ func handleIncrementalAlterConfigs(ctx context.Context, s *Server, r *Request) (
 				ops = append(ops, op)
 			}
 			err = s.cfg.Broker.IncrementalAlterBrokerConfigs(ctx, rr.ResourceName, ops, req.ValidateOnly)
+		case resourceBrokerLogger:
+			ops := make([]broker.ConfigOp, 0, len(rr.Configs))
+			for _, c := range rr.Configs {
+				op := broker.ConfigOp{Name: c.Name, Op: int8(c.Op)}
+				if c.Value != nil {
+					op.Value = *c.Value
+				}
+				ops = append(ops, op)
+			}
+			err = s.cfg.Broker.AlterLoggers(rr.ResourceName, ops, req.ValidateOnly)
 		default:
 			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "unsupported resource type " + strconv.Itoa(int(rr.ResourceType))}
 		}
