@@ -24,7 +24,7 @@ import (
 // read at start are refused with a message saying to restart, and the
 // change survives a restart.
 func TestDynamicBrokerConfigs(t *testing.T) {
-	c := testcluster.New(t, testcluster.Settings("log.retention.hours=48"))
+	c := testcluster.New(t, testcluster.Settings("log.retention.hours=48", "log.retention.check.interval.ms=200"))
 	testDynamicBrokerConfigs(t, c)
 }
 
@@ -35,7 +35,7 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 func TestDynamicBrokerConfigsZooKeeper(t *testing.T) {
 	zk := zktest.Start(t, zktest.Options{})
 	c := testcluster.New(t, testcluster.Brokers(3), testcluster.ZooKeeper(zk.Addr()),
-		testcluster.Settings("log.retention.hours=48", "default.replication.factor=3", "offsets.topic.replication.factor=3"))
+		testcluster.Settings("log.retention.hours=48", "log.retention.check.interval.ms=200", "default.replication.factor=3", "offsets.topic.replication.factor=3"))
 	testDynamicBrokerConfigs(t, c)
 }
 
@@ -50,7 +50,7 @@ func testDynamicBrokerConfigs(t *testing.T, c *testcluster.Cluster) {
 	}
 	big := make([]byte, 4000)
 	produce := func(n *testcluster.Node) error {
-		cl := n.Client(kgo.RecordRetries(0), kgo.RequestRetries(2), kgo.ProducerBatchCompression(kgo.NoCompression()))
+		cl := n.Client(kgo.RecordRetries(20), kgo.ProducerBatchCompression(kgo.NoCompression())) // MESSAGE_TOO_LARGE is not retried
 		defer cl.Close()
 		pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
@@ -123,18 +123,33 @@ func testDynamicBrokerConfigs(t *testing.T, c *testcluster.Cluster) {
 		t.Errorf("default entity: %v %+v", err, drc.Configs)
 	}
 
-	// A per-broker config wins over the default on its broker only.
-	if err := alter(fmt.Sprint(id0), set("message.max.bytes", "1000000")); err != nil {
-		t.Fatalf("set on broker %d: %v", id0, err)
+	// A per-broker config wins over the default on its broker only: set on
+	// the partition's leader, the batch is accepted again.
+	td, err := adm.ListTopics(ctx, "dyn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := td["dyn"].Partitions[0].Leader
+	if err := alter(fmt.Sprint(leader), set("message.max.bytes", "1000000")); err != nil {
+		t.Fatalf("set on broker %d: %v", leader, err)
 	}
 	if err := produce(n0); err != nil {
-		t.Fatalf("broker %d's own message.max.bytes=1000000: %v", id0, err)
+		t.Fatalf("leader %d's own message.max.bytes=1000000: %v", leader, err)
 	}
-	if err := wantConfig(describeBroker(t, ctx, adm, id0), "message.max.bytes", "1000000", kmsg.ConfigSourceDynamicBrokerConfig,
+	if err := wantConfig(describeBroker(t, ctx, adm, leader), "message.max.bytes", "1000000", kmsg.ConfigSourceDynamicBrokerConfig,
 		kmsg.ConfigSourceDynamicBrokerConfig, kmsg.ConfigSourceDynamicDefaultBrokerConfig, kmsg.ConfigSourceDefaultConfig); err != nil {
 		t.Error(err)
 	}
-	if err := alter(fmt.Sprint(id0), del("message.max.bytes")); err != nil {
+	for _, n := range c.Nodes() {
+		if n.ID() == leader {
+			continue
+		}
+		if err := wantConfig(describeBroker(t, ctx, adm, n.ID()), "message.max.bytes", "1024", kmsg.ConfigSourceDynamicDefaultBrokerConfig,
+			kmsg.ConfigSourceDynamicDefaultBrokerConfig, kmsg.ConfigSourceDefaultConfig); err != nil {
+			t.Errorf("broker %d: %v", n.ID(), err)
+		}
+	}
+	if err := alter(fmt.Sprint(leader), del("message.max.bytes")); err != nil {
 		t.Fatal(err)
 	}
 	refusedEverywhere()
@@ -192,6 +207,41 @@ func testDynamicBrokerConfigs(t *testing.T, c *testcluster.Cluster) {
 		kmsg.ConfigSourceStaticBrokerConfig, kmsg.ConfigSourceDefaultConfig); err != nil {
 		t.Error(err)
 	}
+
+	// A lower log.retention.ms default deletes the old segments of a topic
+	// that does not set retention.ms, without a restart.
+	seg := "1024"
+	if _, err := adm.CreateTopic(ctx, 1, rf, map[string]*string{"segment.bytes": &seg}, "ret"); err != nil {
+		t.Fatal(err)
+	}
+	cl := n0.Client(kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	defer cl.Close()
+	for range 12 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "ret", Value: make([]byte, 600)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startOffset := func() int64 {
+		t.Helper()
+		so, err := adm.ListStartOffsets(ctx, "ret")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := so.Lookup("ret", 0)
+		return o.Offset
+	}
+	if o := startOffset(); o != 0 {
+		t.Fatalf("start offset %d before the change", o)
+	}
+	if err := alter("", set("log.retention.ms", "1000")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
+		if o := startOffset(); o < 6 {
+			return fmt.Errorf("start offset %d: old segments not deleted under log.retention.ms=1000", o)
+		}
+		return nil
+	})
 }
 
 func describeBroker(t *testing.T, ctx context.Context, adm *kadm.Client, id int32) kadm.ResourceConfig {
