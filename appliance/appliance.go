@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/internal/loglevels"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/protocol"
 	"github.com/sluice-io/sluice/schemareg"
@@ -236,6 +237,8 @@ func (a *App) Start(ctx context.Context) (err error) {
 		FetchMaxBytes:                 cfg.FetchMaxBytes,
 		TopicDefaults:                 defaults,
 		BrokerConfigs:                 broker.BrokerConfigEntries(&cfg.Config, a.brokerID),
+		Static:                        &cfg.Config,
+		Loggers:                       loggerLevels(a.logger),
 		OffsetsTopicPartitions:        cfg.OffsetsTopicNumPartitions,
 		OffsetsTopicReplicationFactor: cfg.OffsetsTopicReplicationFactor,
 		OffsetsTopicSegmentBytes:      cfg.OffsetsTopicSegmentBytes,
@@ -437,4 +440,11 @@ func connectionLimits(ctx context.Context, cfg *Config, pc *protocol.Config) err
 		}
 	}
 	return nil
+}
+
+// loggerLevels are the run-time log levels behind logger (BROKER_LOGGER
+// configs) when it was built on loglevels (sluice serve does), else nil.
+func loggerLevels(logger *slog.Logger) *loglevels.Levels {
+	l, _ := loglevels.FromHandler(logger.Handler())
+	return l
 }

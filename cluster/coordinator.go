@@ -207,8 +207,28 @@ const (
 	ChangeConfigs                       // a topic config changed
 	ChangeController                    // the controller changed
 	ChangeDeletions                     // a topic was marked for deletion
-	ChangeAll        = ChangeBrokers | ChangeTopics | ChangePartitions | ChangeConfigs | ChangeController | ChangeDeletions
+	ChangeAll        = ChangeBrokers | ChangeTopics | ChangePartitions | ChangeConfigs | ChangeController | ChangeDeletions | ChangeBrokerConfigs
 )
+
+// ChangeBrokerConfigs: a dynamic broker config changed (BrokerConfigStore).
+const ChangeBrokerConfigs Change = ChangeDeletions << 1
+
+// DefaultBrokerEntity names the cluster-wide default of the dynamic broker
+// configs, as Kafka's /config/brokers/<default>.
+const DefaultBrokerEntity = "<default>"
+
+// BrokerConfigStore is implemented by coordinators that keep Kafka's
+// dynamic broker configs: the overrides of one broker (entity: its id) and
+// the cluster-wide default (DefaultBrokerEntity), /config/brokers/<entity>
+// in ZooKeeper. A change is delivered by Watch as ChangeBrokerConfigs on
+// every broker.
+type BrokerConfigStore interface {
+	// BrokerConfig returns the entity's dynamic configs (empty, not nil,
+	// when none are set).
+	BrokerConfig(ctx context.Context, entity string) (map[string]string, error)
+	// SetBrokerConfig replaces the entity's dynamic configs.
+	SetBrokerConfig(ctx context.Context, entity string, configs map[string]string) error
+}
 
 // Coordinator is the one seam between the broker and its metadata store.
 // Implementations are safe for concurrent use. Every method that can block on

@@ -160,6 +160,10 @@ type Config struct {
 	// Given holds every key set explicitly (file or --override) with its
 	// value as written, for DescribeConfigs' STATIC_BROKER_CONFIG source.
 	Given map[string]string
+	// Ignored holds the keys given that are Apache Kafka's but mean nothing
+	// to Sluice (num.network.threads), with their values: accepted, named
+	// in one warning at start (Warnings).
+	Ignored map[string]string
 }
 
 // Default returns the configuration with every key at its default.
@@ -192,7 +196,8 @@ func Load(path string, overrides []string) (*Config, error) {
 
 // ReadGiven reads the keys set by the properties file at path (none when
 // path is "") and by the overrides ("key=value", later ones win). An
-// unknown key is an error naming it (and its line in the file).
+// key that neither Sluice nor Kafka has is an error naming it (and its
+// line in the file) and the closest known key.
 func ReadGiven(path string, overrides []string) (map[string]string, error) {
 	given := map[string]string{}
 	if path != "" {
@@ -206,8 +211,8 @@ func ReadGiven(path string, overrides []string) (map[string]string, error) {
 			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
 		for _, p := range props {
-			if _, ok := Lookup(p.Key); !ok {
-				return nil, fmt.Errorf("config %s line %d: unknown key %q", path, p.Line, p.Key)
+			if !known(p.Key) {
+				return nil, fmt.Errorf("config %s line %d: %w", path, p.Line, unknownKeyError(p.Key))
 			}
 			given[p.Key] = p.Value
 		}
@@ -218,8 +223,8 @@ func ReadGiven(path string, overrides []string) (map[string]string, error) {
 		if !ok || k == "" {
 			return nil, fmt.Errorf("config: --override %q: want key=value", o)
 		}
-		if _, ok := Lookup(k); !ok {
-			return nil, fmt.Errorf("config: --override: unknown key %q", k)
+		if !known(k) {
+			return nil, fmt.Errorf("config: --override: %w", unknownKeyError(k))
 		}
 		given[k] = strings.TrimSpace(v)
 	}
@@ -227,15 +232,23 @@ func ReadGiven(path string, overrides []string) (map[string]string, error) {
 }
 
 // Parse builds the configuration from the keys given explicitly (the
-// others take their defaults), without the range checks of Validate. An
-// unknown key or a value that does not parse is an error naming the key.
+// others take their defaults), without the range checks of Validate. A
+// key of Kafka's that Sluice does not use goes to Ignored. A key unknown to
+// both, or a value that does not parse, is an error naming the key.
 func Parse(given map[string]string) (*Config, error) {
 	c := &Config{Given: map[string]string{}}
 	for k, v := range given {
-		if _, ok := Lookup(k); !ok {
-			return nil, fmt.Errorf("config: unknown key %q", k)
+		if _, ok := Lookup(k); ok {
+			c.Given[k] = v
+			continue
 		}
-		c.Given[k] = v
+		if _, ok := KafkaBrokerKey(k); !ok {
+			return nil, fmt.Errorf("config: %w", unknownKeyError(k))
+		}
+		if c.Ignored == nil {
+			c.Ignored = map[string]string{}
+		}
+		c.Ignored[k] = v
 	}
 	for i := range keys {
 		k := &keys[i]
@@ -449,9 +462,13 @@ func advertisedHost() string {
 }
 
 // Warnings lists what in the configuration is accepted but probably not
-// meant, for the log at start: values that hold a trailing comment.
+// meant, for the log at start: Kafka's keys that Sluice ignores (one
+// warning naming them all) and values that hold a trailing comment.
 func (c *Config) Warnings() []string {
 	var out []string
+	if w := ignoredWarning(c.Ignored); w != "" {
+		out = append(out, w)
+	}
 	for i := range keys {
 		k := &keys[i]
 		v, ok := c.Given[k.Name]

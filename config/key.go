@@ -49,9 +49,8 @@ func (t Type) String() string {
 // Mode is how Kafka lets a broker key change while the broker runs (the
 // "Update Mode" of Kafka's reference): read-only keys need a restart;
 // per-broker keys change with AlterConfigs on one broker, cluster-wide keys
-// on one broker or on the cluster default. Sluice reads every key at start;
-// Mode records Kafka's behaviour for the reference and for dynamic broker
-// configs.
+// on one broker or on the cluster default. Key.Dynamic says which of them
+// Sluice changes at run time too (dynamic.go).
 type Mode int8
 
 const (
@@ -91,6 +90,10 @@ type Key struct {
 	Type    Type
 	Default string // Kafka's default as text, as the reference and DescribeConfigs show it; "" = none
 	Mode    Mode   // broker keys only
+	// Dynamic is set on the broker keys Sluice applies while it runs (a
+	// dynamic broker config, dynamic.go): derived, the broker keys that
+	// give a topic config's default. Mode says what Kafka allows.
+	Dynamic bool
 	Group   *Group // broker keys only
 	Doc     string
 	// Synonyms are the keys of lower precedence that give the same

@@ -444,9 +444,10 @@ func init() {
 		if b.norm != nil || b.syntax.Doc != "" || b.rule.Doc != "" || b.Mode != ReadOnly {
 			panic("config: " + b.Name + " gives the default of " + t.Name + " and takes its rules from it: declare them there")
 		}
-		b.Topic, b.Type, b.Mode = t.Name, t.Type, ClusterWide
+		b.Topic, b.Type, b.Mode, b.Dynamic = t.Name, t.Type, ClusterWide, true
 		b.norm, b.syntax, b.rule = t.norm, t.syntax, t.rule
 	}
+	initKafka()
 	d := Default()
 	for i := range topicKeys {
 		t := &topicKeys[i]

@@ -140,8 +140,9 @@ func (c *Coordinator) setStateSeq(seq int64) {
 }
 
 // processConfigLog applies /config/changes entries since the last one:
-// each "topics/<t>" entity re-reads that topic's config. Other entity types
-// (brokers, users, clients) are Kafka's and not used by Sluice.
+// each "topics/<t>" entity re-reads that topic's config, each
+// "brokers/<entity>" that entity's dynamic broker configs. Other entity
+// types (users, clients) are Kafka's and not used by Sluice.
 func (c *Coordinator) processConfigLog() (cluster.Change, error) {
 	c.configLogMu.Lock()
 	defer c.configLogMu.Unlock()
@@ -156,7 +157,7 @@ func (c *Coordinator) processConfigLog() (cluster.Change, error) {
 	if len(fresh) == 0 {
 		return 0, nil
 	}
-	var topics []string
+	var topics, brokerEntities []string
 	if gap {
 		c.mu.RLock()
 		topics = c.topicNames()
@@ -183,9 +184,23 @@ func (c *Coordinator) processConfigLog() (cluster.Change, error) {
 				seen[t] = true
 				topics = append(topics, t)
 			}
+			if e, ok := strings.CutPrefix(z.EntityPath, "brokers/"); ok && !seen["\x00"+e] {
+				seen["\x00"+e] = true
+				brokerEntities = append(brokerEntities, e)
+			}
 		}
 	}
 	changes, err := c.reloadConfigs(topics)
+	if err != nil {
+		return changes, err
+	}
+	var ch cluster.Change
+	if gap {
+		ch, err = c.loadBrokerConfigs()
+	} else if len(brokerEntities) > 0 {
+		ch, err = c.reloadBrokerConfigs(brokerEntities)
+	}
+	changes |= ch
 	if err != nil {
 		return changes, err
 	}
