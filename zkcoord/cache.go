@@ -110,7 +110,7 @@ func (c *Coordinator) loadAll() (cluster.Change, error) {
 		return 0, err
 	}
 	var changes cluster.Change
-	for _, fn := range []func() (cluster.Change, error){c.loadController, c.loadBrokers, c.loadDeletions, c.loadReassignments} {
+	for _, fn := range []func() (cluster.Change, error){c.loadController, c.loadBrokers, c.loadDeletions, c.loadReassignments, c.loadUsers} {
 		ch, err := fn()
 		changes |= ch
 		if err != nil {

@@ -140,8 +140,9 @@ func (c *Coordinator) setStateSeq(seq int64) {
 }
 
 // processConfigLog applies /config/changes entries since the last one:
-// each "topics/<t>" entity re-reads that topic's config. Other entity types
-// (brokers, users, clients) are Kafka's and not used by Sluice.
+// each "topics/<t>" entity re-reads that topic's config, each "users/<u>"
+// that user's SCRAM credentials (credentials.go). Other entity types
+// (brokers, clients) are Kafka's and not used by Sluice.
 func (c *Coordinator) processConfigLog() (cluster.Change, error) {
 	c.configLogMu.Lock()
 	defer c.configLogMu.Unlock()
@@ -156,11 +157,14 @@ func (c *Coordinator) processConfigLog() (cluster.Change, error) {
 	if len(fresh) == 0 {
 		return 0, nil
 	}
-	var topics []string
+	var topics, users []string
 	if gap {
 		c.mu.RLock()
 		topics = c.topicNames()
 		c.mu.RUnlock()
+		if _, err := c.loadUsers(); err != nil {
+			return 0, err
+		}
 	} else {
 		paths := make([]string, len(fresh))
 		for i, e := range fresh {
@@ -183,7 +187,14 @@ func (c *Coordinator) processConfigLog() (cluster.Change, error) {
 				seen[t] = true
 				topics = append(topics, t)
 			}
+			if u, ok := strings.CutPrefix(z.EntityPath, "users/"); ok && !seen[z.EntityPath] {
+				seen[z.EntityPath] = true
+				users = append(users, u)
+			}
 		}
+	}
+	if err := c.reloadUsers(users); err != nil {
+		return 0, err
 	}
 	changes, err := c.reloadConfigs(topics)
 	if err != nil {
