@@ -190,18 +190,27 @@ func (a *App) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("storage: %w", err)
 	}
 
-	listeners := make([]protocol.Listener, 0, len(cfg.Listeners))
-	for _, l := range cfg.Listeners {
-		listeners = append(listeners, protocol.Listener{Name: l.Name, Addr: l.Addr()})
+	listeners, err := protocolListeners(&cfg.Config, a.logger)
+	if err != nil {
+		return err
+	}
+	ibAuth, err := interBrokerAuth(&cfg.Config)
+	if err != nil {
+		return err
 	}
 	// The broker registers its endpoints, which need the bound ports: bind
 	// the listeners first, serve once the broker is up.
 	srvCfg := protocol.Config{
-		Listeners:       listeners,
-		Logger:          a.logger,
-		MaxRequestBytes: cfg.SocketRequestMaxBytes,
-		LogDirs:         cfg.LogDirs,
-		Metrics:         a.metrics,
+		Listeners:        listeners,
+		Logger:           a.logger,
+		MaxRequestBytes:  cfg.SocketRequestMaxBytes,
+		LogDirs:          cfg.LogDirs,
+		Metrics:          a.metrics,
+		Credentials:      a.coord,
+		AuthFailureDelay: time.Duration(cfg.ConnectionFailedAuthenticationDelayMs) * time.Millisecond,
+	}
+	if srvCfg.AuthFailureDelay == 0 {
+		srvCfg.AuthFailureDelay = -1 // connection.failed.authentication.delay.ms=0: no delay
 	}
 	if err := connectionLimits(ctx, cfg, &srvCfg); err != nil {
 		return err
@@ -218,7 +227,8 @@ func (a *App) Start(ctx context.Context) (err error) {
 	}
 	var endpoints []cluster.Endpoint
 	for _, l := range cfg.AdvertisedEndpoints(ports) {
-		endpoints = append(endpoints, cluster.Endpoint{Listener: l.Name, SecurityProtocol: "PLAINTEXT", Host: l.Host, Port: int32(l.Port)})
+		proto, _ := cfg.ListenerProtocol(l.Name)
+		endpoints = append(endpoints, cluster.Endpoint{Listener: l.Name, SecurityProtocol: proto, Host: l.Host, Port: int32(l.Port)})
 	}
 
 	a.brk, err = broker.New(broker.Config{
@@ -247,7 +257,8 @@ func (a *App) Start(ctx context.Context) (err error) {
 		ReplicaFetchResponseMaxBytes:  cfg.ReplicaFetchResponseMaxBytes,
 		ReplicaFetchBackoff:           time.Duration(cfg.ReplicaFetchBackoffMs) * time.Millisecond,
 		ReplicaSocketTimeout:          time.Duration(cfg.ReplicaSocketTimeoutMs) * time.Millisecond,
-		InterBrokerListener:           cfg.InterBrokerListenerName,
+		InterBrokerListener:           cfg.InterBrokerListener(),
+		InterBrokerAuth:               ibAuth,
 		Metrics:                       a.metrics,
 	})
 	if err != nil {

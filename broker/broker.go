@@ -109,6 +109,9 @@ type Config struct {
 	// InterBrokerListener (inter.broker.listener.name) is the listener
 	// followers fetch from; default: the first advertised listener.
 	InterBrokerListener string
+	// InterBrokerAuth is how this broker authenticates to the others on
+	// that listener (TLS, SASL); nil: plaintext.
+	InterBrokerAuth *InterBrokerAuth
 
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time

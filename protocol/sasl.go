@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/config"
 	"github.com/sluice-io/sluice/internal/kwire"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/security"
@@ -48,6 +49,10 @@ const (
 	DefaultAuthFailureDelay   = 100 * time.Millisecond // connection.failed.authentication.delay.ms
 	tlsHandshakeTimeout       = 10 * time.Second
 )
+
+// unknownMechanism labels the authentication metrics of a mechanism name
+// Sluice does not know (so that a client cannot add label values).
+const unknownMechanism = "UNKNOWN"
 
 // errSessionExpired closes a connection whose SASL session ended.
 var errSessionExpired = errors.New("SASL session expired (connections.max.reauth.ms) without re-authentication")
@@ -114,9 +119,12 @@ func checkListenerSecurity(cfg Config) error {
 func (s *Server) resolveAuthMetrics(reg *metrics.Registry, brokerID int32) {
 	s.authMx = map[string]*metrics.Authentication{}
 	for _, l := range s.cfg.Listeners {
-		mechs := l.Mechanisms
-		if !l.isSASL() {
-			mechs = nil
+		// A SASL listener counts every mechanism Sluice knows (a client
+		// may ask for one the listener does not enable) and, as
+		// "UNKNOWN", any other name a client sends.
+		var mechs []string
+		if l.isSASL() {
+			mechs = append(slices.Clone(config.SASLMechanisms), unknownMechanism)
 		}
 		if l.TLS != nil {
 			mechs = append([]string{"SSL"}, mechs...)
@@ -131,7 +139,9 @@ func (s *Server) resolveAuthMetrics(reg *metrics.Registry, brokerID int32) {
 func (c *conn) authOutcome(mechanism string, ok bool) {
 	mx := c.s.authMx[c.listener+"/"+mechanism]
 	if mx == nil {
-		return
+		if mx = c.s.authMx[c.listener+"/"+unknownMechanism]; mx == nil {
+			return
+		}
 	}
 	if ok {
 		mx.Succeeded()
@@ -211,6 +221,7 @@ func (c *conn) authenticate() error {
 				}
 				c.principal = p
 			}
+			c.s.log.Debug("authenticated", "listener", c.listener, "remote", c.remote, "principal", c.principal, "mechanism", "SSL")
 		}
 		c.authOutcome("SSL", true)
 	}

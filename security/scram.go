@@ -267,7 +267,8 @@ type ScramServer struct {
 	known           bool
 	clientFirstBare string
 	serverFirst     string
-	nonce           string
+	nonce           string // the client's nonce and the server's
+	cnonce          string // the client's
 }
 
 // NewScramServer starts a SCRAM exchange.
@@ -370,6 +371,7 @@ func (s *ScramServer) clientFirst(msg string) ([]byte, error) {
 	}
 	snonce := make([]byte, 18)
 	rand.Read(snonce)
+	s.cnonce = cnonce
 	s.nonce = cnonce + base64.RawURLEncoding.EncodeToString(snonce)
 	s.serverFirst = "r=" + s.nonce + ",s=" + base64.StdEncoding.EncodeToString(s.cred.Salt) + ",i=" + strconv.Itoa(s.cred.Iterations)
 	return []byte(s.serverFirst), nil
@@ -389,7 +391,11 @@ func (s *ScramServer) clientFinal(msg string) ([]byte, error) {
 	if err != nil || string(cb) != s.gs2Header {
 		return nil, authErr("SCRAM client-final message: channel binding does not match the client-first message")
 	}
-	if fields[1][2:] != s.nonce {
+	// librdkafka before 2.6.1 (Debian's 2.0.2 among them: kcat,
+	// confluent-kafka-python) sends its own nonce twice, before the whole
+	// nonce; Kafka up to 3.8 did not check the nonce at all. Both forms are
+	// accepted; the proof covers the message either way.
+	if n := fields[1][2:]; n != s.nonce && n != s.cnonce+s.nonce {
 		return nil, authErr("SCRAM client-final message: nonce does not match")
 	}
 	proof, err := base64.StdEncoding.DecodeString(proofB64)

@@ -6,6 +6,7 @@ import (
 	"encoding/asn1"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -468,5 +469,56 @@ func TestThrottle(t *testing.T) {
 	th.Succeeded(ip)
 	if w, _ := th.Admit(ip); w != 0 {
 		t.Fatal("success did not reset")
+	}
+}
+
+// librdkafka before 2.6.1 repeats its own nonce before the whole nonce in
+// the client-final message; the exchange still completes (its proof covers
+// that message), while a nonce that is neither form is refused.
+func TestScramLibrdkafkaDoubledNonce(t *testing.T) {
+	creds := memCreds{}
+	creds.add(t, "alice", "pw", ScramSHA512, 4096)
+	for _, tc := range []struct {
+		name   string
+		nonce  func(cnonce, full string) string
+		wantOK bool
+	}{
+		{"RFC", func(_, full string) string { return full }, true},
+		{"librdkafka 2.0", func(c, full string) string { return c + full }, true},
+		{"other", func(c, full string) string { return full + "x" }, false},
+	} {
+		srv := NewScramServer(ScramSHA512, creds)
+		cnonce := "cl13nt"
+		bare := "n=alice,r=" + cnonce
+		first, _, err := srv.Next([]byte("n,," + bare))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var full, saltB64 string
+		var iters int
+		for _, f := range strings.Split(string(first), ",") {
+			switch {
+			case strings.HasPrefix(f, "r="):
+				full = f[2:]
+			case strings.HasPrefix(f, "s="):
+				saltB64 = f[2:]
+			case strings.HasPrefix(f, "i="):
+				fmt.Sscan(f[2:], &iters)
+			}
+		}
+		salt, _ := base64.StdEncoding.DecodeString(saltB64)
+		salted, _ := ScramSHA512.SaltedPassword("pw", salt, iters)
+		clientKey := ScramSHA512.hmac(salted, "Client Key")
+		stored := ScramSHA512.sum(clientKey)
+		without := "c=biws,r=" + tc.nonce(cnonce, full)
+		sig := ScramSHA512.hmac(stored, bare+","+string(first)+","+without)
+		proof := make([]byte, len(clientKey))
+		for i := range proof {
+			proof[i] = clientKey[i] ^ sig[i]
+		}
+		_, done, err := srv.Next([]byte(without + ",p=" + base64.StdEncoding.EncodeToString(proof)))
+		if ok := err == nil && done; ok != tc.wantOK {
+			t.Errorf("%s nonce: done=%v err=%v, want ok=%v", tc.name, done, err, tc.wantOK)
+		}
 	}
 }
