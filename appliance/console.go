@@ -150,7 +150,7 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	// lazily, and the sampler that keeps recent lag and traffic for the
 	// pages and stores lag history while this console leads.
 	consoleLog := c.log.With("component", "console")
-	if c.kc, err = kafkaview.New(c.a.BootstrapAddrs(), consoleLog, kafkaview.Options{}); err != nil {
+	if c.kc, err = kafkaview.New(c.a.BootstrapAddrs(), consoleLog, kafkaview.Options{Extra: c.a.ClientOpts()}); err != nil {
 		return fmt.Errorf("console: %w", err)
 	}
 	c.sampler = sampler.New(sampler.Config{
@@ -167,9 +167,10 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("comparisons: %w", err)
 	}
 	c.mgr = migration.NewManager(store, migration.ManagerOptions{
-		Brokers: c.a.BootstrapAddrs(),
-		Logger:  c.log.With("component", "migration"),
-		Schemas: SchemaSource(c.a), // comparisons that decode read this host's schema registry
+		Brokers:    c.a.BootstrapAddrs(),
+		ClientOpts: c.a.ClientOpts(),
+		Logger:     c.log.With("component", "migration"),
+		Schemas:    SchemaSource(c.a), // comparisons that decode read this host's schema registry
 	})
 	col := migration.NewCollector(c.mgr)
 	if err := c.reg.Registerer().Register(col); err != nil {
@@ -208,6 +209,7 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 		TLSKey:            cfg.ConsoleTLSKey,
 		BaseURL:           cfg.ConsoleBaseURL,
 		Brokers:           c.a.BootstrapAddrs(),
+		KafkaOptions:      c.a.ClientOpts(),
 		Kafka:             c.kc,
 		Samples:           c.sampler,
 		Logger:            c.log,
