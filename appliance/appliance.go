@@ -153,12 +153,16 @@ func (a *App) ClientOpts() []kgo.Opt {
 	return a.client.Opts()
 }
 
-// clientSettings reads console.kafka.* and checks that a listener serves
-// its security protocol.
+// clientSettings reads console.kafka.* and, when the console or the
+// schema registry will use a client, checks that a listener serves its
+// security protocol.
 func clientSettings(cfg *config.Config) (*kclient.Settings, error) {
 	s, err := kclient.Parse(cfg.ConsoleKafka)
 	if err != nil {
 		return nil, fmt.Errorf("config: console.kafka.*: %w", err)
+	}
+	if cfg.ConsoleListen == "" && cfg.SchemaRegistryListen == "" {
+		return s, nil
 	}
 	for _, l := range cfg.Listeners {
 		if p, _ := cfg.ListenerProtocol(l.Name); p == s.Protocol {
@@ -227,11 +231,11 @@ func (a *App) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("storage: %w", err)
 	}
 
-	if a.client, err = clientSettings(&cfg.Config); err != nil {
-		return err
-	}
 	listeners, err := protocolListeners(&cfg.Config, a.logger)
 	if err != nil {
+		return err
+	}
+	if a.client, err = clientSettings(&cfg.Config); err != nil {
 		return err
 	}
 	ibAuth, err := interBrokerAuth(&cfg.Config)
