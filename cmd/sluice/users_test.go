@@ -120,4 +120,25 @@ ssl.truststore.location=`+ca.TrustPath+"\n"), 0o600)
 	if code, _, errs := runCLI(t, external, "", "users", "list", "--command-config", bad); code != 1 || !strings.Contains(errs, "needs sasl.mechanism") {
 		t.Fatalf("bad command config: %d %s", code, errs)
 	}
+
+	// sluice compare takes the same file.
+	s, err := kclient.Parse(map[string]string{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+		"sasl.username": "admin", "sasl.password": "admin-secret", "ssl.truststore.location": ca.TrustPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(append(s.Opts(), kgo.SeedBrokers(external), kgo.AllowAutoTopicCreation())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "left", Key: []byte("k"), Value: []byte("v")}, &kgo.Record{Topic: "right", Key: []byte("k"), Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := runCompareCmd(t, "--brokers", external, "--command-config", cmdConfig, "--left", "left", "--right", "right", "--until-end"); code != 0 {
+		t.Fatalf("compare over SASL_SSL: %d\n%s\n%s", code, out, errs)
+	}
+	if code, _, errs := runCompareCmd(t, "--brokers", external, "--command-config", bad, "--left", "left", "--right", "right", "--until-end"); code != 2 || !strings.Contains(errs, "needs sasl.mechanism") {
+		t.Fatalf("compare with a bad command config: %d %s", code, errs)
+	}
 }
