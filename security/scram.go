@@ -391,9 +391,8 @@ func (s *ScramServer) clientFinal(msg string) ([]byte, error) {
 	if err != nil || string(cb) != s.gs2Header {
 		return nil, authErr("SCRAM client-final message: channel binding does not match the client-first message")
 	}
-	// librdkafka before 2.6.1 (Debian's 2.0.2 among them: kcat,
-	// confluent-kafka-python) sends its own nonce twice, before the whole
-	// nonce; Kafka up to 3.8 did not check the nonce at all. Both forms are
+	// librdkafka as Debian ships it (2.0.2: kcat, confluent-kafka-python)
+	// sends its own nonce twice, before the whole nonce; Kafka up to 3.8 did not check the nonce at all. Both forms are
 	// accepted; the proof covers the message either way.
 	if n := fields[1][2:]; n != s.nonce && n != s.cnonce+s.nonce {
 		return nil, authErr("SCRAM client-final message: nonce does not match")

@@ -472,7 +472,7 @@ func TestThrottle(t *testing.T) {
 	}
 }
 
-// librdkafka before 2.6.1 repeats its own nonce before the whole nonce in
+// librdkafka 2.0 repeats its own nonce before the whole nonce in
 // the client-final message; the exchange still completes (its proof covers
 // that message), while a nonce that is neither form is refused.
 func TestScramLibrdkafkaDoubledNonce(t *testing.T) {
