@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,7 +42,10 @@ func TestClusterOverSASLSSL(t *testing.T) {
 			"connection.failed.authentication.delay.ms=0",
 			"group.initial.rebalance.delay.ms=0",
 			"replica.fetch.backoff.ms=200",
-		)}
+			// Sessions of 3 s: followers re-authenticate on their open
+			// connections (KIP-368) while they fetch.
+			"connections.max.reauth.ms=3000",
+		), testcluster.LogLevel(slog.LevelDebug)}
 	for i, a := range addrs {
 		opts = append(opts, testcluster.BrokerSettings(i, "listeners=SASL_SSL://"+a))
 	}
@@ -92,6 +97,18 @@ func TestClusterOverSASLSSL(t *testing.T) {
 		leader = pd.Leader
 		return nil
 	})
+
+	// The followers' sessions are renewed on their connections, and they
+	// stay in sync.
+	testutil.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
+		if !strings.Contains(c.Log(), "principal=User:broker mechanism=SCRAM-SHA-512 reauthentication=true") {
+			return errors.New("no follower re-authenticated")
+		}
+		return nil
+	})
+	if td, err := adm.ListTopics(ctx, "replicated"); err != nil || len(td["replicated"].Partitions[0].ISR) != 3 {
+		t.Fatalf("ISR after re-authentications: %v %+v", err, td["replicated"].Partitions[0])
+	}
 
 	// The leader stops (a controlled shutdown over the inter-broker
 	// listener); another broker leads and serves every acknowledged record.
