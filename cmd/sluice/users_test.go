@@ -36,6 +36,7 @@ func TestUsersCommand(t *testing.T) {
 		"ssl.keystore.location="+srv.KeystorePath,
 		"sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256",
 		"connection.failed.authentication.delay.ms=0",
+		"group.initial.rebalance.delay.ms=0",
 	))
 	// The first user, written into the store directly.
 	admin, _ := security.ScramMechanismNamed("SCRAM-SHA-512")
@@ -140,5 +141,16 @@ ssl.truststore.location=`+ca.TrustPath+"\n"), 0o600)
 	}
 	if code, _, errs := runCompareCmd(t, "--brokers", external, "--command-config", bad, "--left", "left", "--right", "right", "--until-end"); code != 2 || !strings.Contains(errs, "needs sasl.mechanism") {
 		t.Fatalf("compare with a bad command config: %d %s", code, errs)
+	}
+
+	// So does sluice perf.
+	if code, out, errs := perfRunEnv(t, external, "produce", "--command-config", cmdConfig, "--topic", "perf-sasl", "--num-records", "100", "--record-size", "100", "--progress", "0"); code != 0 {
+		t.Fatalf("perf produce over SASL_SSL: %d\n%s\n%s", code, out, errs)
+	}
+	if code, out, errs := perfRunEnv(t, external, "consume", "--command-config", cmdConfig, "--topic", "perf-sasl", "--num-records", "100", "--progress", "0"); code != 0 {
+		t.Fatalf("perf consume over SASL_SSL: %d\n%s\n%s", code, out, errs)
+	}
+	if code, _, errs := perfRunEnv(t, external, "produce", "--command-config", bad, "--num-records", "1"); code != 2 || !strings.Contains(errs, "needs sasl.mechanism") {
+		t.Fatalf("perf with a bad command config: %d %s", code, errs)
 	}
 }
