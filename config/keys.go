@@ -51,7 +51,7 @@ var keys = []Key{
 		Doc:   "Rack of this broker, shown in metadata. When every broker has one, new topics place each partition's replicas on different racks (Kafka's rack-aware assignment).",
 		field: func(c *Config) any { return &c.BrokerRack }},
 	{Name: "listeners", Type: String, Default: "PLAINTEXT://:9092", Mode: PerBroker, Group: groupBroker,
-		Doc:   "Comma-separated NAME://host:port to listen on for Kafka clients; an empty host means every interface. A name is a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or a name mapped to one by listener.security.protocol.map; see [Security](#security).",
+		Doc:   "Comma-separated NAME://host:port to listen on for Kafka clients; an empty host means every interface. A name is a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or a name mapped to one by listener.security.protocol.map; see [Security](#security-listeners-tls-and-sasl).",
 		field: func(c *Config) any { return &c.Listeners }},
 	{Name: "advertised.listeners", Type: String, Mode: PerBroker, Group: groupBroker,
 		Doc:   "NAME://host:port that clients are told to connect to; empty = listeners, with this machine's host name for an empty host. Set it when clients reach this host under another name or address.",
