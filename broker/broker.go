@@ -120,6 +120,9 @@ type Config struct {
 	// InterBrokerListener (inter.broker.listener.name) is the listener
 	// followers fetch from; default: the first advertised listener.
 	InterBrokerListener string
+	// InterBrokerAuth is how this broker authenticates to the others on
+	// that listener (TLS, SASL); nil: plaintext.
+	InterBrokerAuth *InterBrokerAuth
 
 	// Clock is the broker's time: follower fetch times, the ISR manager's
 	// checks and retries (nil = the real clock; tests pass a

@@ -20,6 +20,7 @@
 //	MarkTopicForDeletion,
 //	PendingDeletions, DeleteTopic /admin/delete_topics/<t>
 //	AllocateProducerIDs           /latest_producer_id_block (CAS loop)
+//	Credentials                   /config/users/<name> (SCRAM), /config/changes
 //	Watch                         ZooKeeper watches on the nodes above
 //
 // Optional interfaces: StateBatcher (many partition states per ZooKeeper
@@ -308,6 +309,9 @@ type Coordinator interface {
 	// Close ends the session (live registration and controllership go away)
 	// and releases resources.
 	Close() error
+
+	// SCRAM credentials: /config/users/<name> (credentials.go).
+	Credentials
 }
 
 // StateWrite is one partition state write of WriteStates.

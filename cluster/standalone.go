@@ -51,6 +51,7 @@ type standaloneState struct {
 	Deletions       []string                          `json:"delete_topics,omitempty"`
 	ProducerIDBlock *ProducerIDBlock                  `json:"latest_producer_id_block,omitempty"`
 	Configs         map[string]map[string]string      `json:"topic_configs,omitempty"`
+	Users           map[string]map[string]string      `json:"user_configs,omitempty"`     // user -> SCRAM mechanism -> credential text (standalone_credentials.go)
 	States          map[string]map[string]storedState `json:"partition_states,omitempty"` // topic -> partition -> state
 	BrokerConfigs   map[string]map[string]string      `json:"broker_configs,omitempty"`   // entity (id or <default>) -> dynamic configs
 }

@@ -27,9 +27,10 @@ import (
 )
 
 // Listener is one entry of listeners or advertised.listeners:
-// NAME://host:port. The security protocol is PLAINTEXT (the only one served).
+// NAME://host:port. Its security protocol is the name's in
+// listener.security.protocol.map (Config.ListenerProtocol).
 type Listener struct {
-	Name string // "PLAINTEXT"
+	Name string // "PLAINTEXT", "SASL_SSL", "INTERNAL", ...
 	Host string // "" = every interface (listeners) / the host name (advertised)
 	Port int
 }
@@ -156,6 +157,34 @@ type Config struct {
 	// The console's replicated state (__sluice_console, __sluice_console_lag).
 	ConsoleTopicReplicationFactor int16         // console.topic.replication.factor
 	ConsoleLagHistoryRetention    time.Duration // console.lag.history.retention.ms
+	// Security: listeners' protocols, TLS and SASL (security.go). The ssl.*,
+	// sasl.enabled.mechanisms, sasl.server.max.receive.size and
+	// connections.max.reauth.ms fields are the bare keys; ForListener
+	// applies a listener's overrides.
+	ListenerSecurityProtocolMap           map[string]string // listener.security.protocol.map: name -> protocol
+	SecurityInterBrokerProtocol           string            // security.inter.broker.protocol
+	SaslEnabledMechanisms                 []string          // sasl.enabled.mechanisms
+	SaslMechanismInterBrokerProtocol      string            // sasl.mechanism.inter.broker.protocol
+	SaslJaasConfig                        string            // sasl.jaas.config: the broker's own credentials
+	ConnectionsMaxReauthMs                int64             // connections.max.reauth.ms; 0 = sessions do not expire
+	SaslServerMaxReceiveSize              int32             // sasl.server.max.receive.size
+	ConnectionFailedAuthenticationDelayMs int32             // connection.failed.authentication.delay.ms
+	SSLKeystoreType                       string            // ssl.keystore.type
+	SSLKeystoreLocation                   string            // ssl.keystore.location
+	SSLKeystoreKey                        string            // ssl.keystore.key
+	SSLKeystoreCertificateChain           string            // ssl.keystore.certificate.chain
+	SSLKeyPassword                        string            // ssl.key.password
+	SSLTruststoreType                     string            // ssl.truststore.type
+	SSLTruststoreLocation                 string            // ssl.truststore.location
+	SSLTruststoreCertificates             string            // ssl.truststore.certificates
+	SSLClientAuth                         string            // ssl.client.auth
+	SSLEnabledProtocols                   []string          // ssl.enabled.protocols
+	SSLCipherSuites                       []string          // ssl.cipher.suites
+	SSLPrincipalMappingRules              string            // ssl.principal.mapping.rules
+	SSLEndpointIdentificationAlgorithm    string            // ssl.endpoint.identification.algorithm
+	// ConsoleKafka holds the console.kafka.<property> keys: the client
+	// settings of the console's own clients, by Kafka client property name.
+	ConsoleKafka map[string]string
 
 	// Given holds every key set explicitly (file or --override) with its
 	// value as written, for DescribeConfigs' STATIC_BROKER_CONFIG source.
@@ -266,6 +295,7 @@ func Parse(given map[string]string) (*Config, error) {
 			return nil, fmt.Errorf("config: %s=%q: %w", name, v, err)
 		}
 	}
+	c.ConsoleKafka = consoleKafka(c.Given)
 	return c, nil
 }
 
@@ -409,6 +439,7 @@ func (c *Config) Validate() error {
 	if c.InterBrokerListenerName != "" && !names[c.InterBrokerListenerName] {
 		bad("inter.broker.listener.name", "%q names no listener in listeners", c.InterBrokerListenerName)
 	}
+	errs = append(errs, c.validateSecurity()...)
 	if (c.ConsoleTLSCert == "") != (c.ConsoleTLSKey == "") {
 		bad("console.tls.cert", "console.tls.cert and console.tls.key must be set together")
 	}
@@ -507,8 +538,8 @@ func parseListeners(v string) ([]Listener, error) {
 		if err != nil || p < 0 || p > 65535 {
 			return nil, fmt.Errorf("%q: bad port", item)
 		}
-		if name != "PLAINTEXT" {
-			return nil, fmt.Errorf("%q: only PLAINTEXT listeners are supported", item)
+		if !listenerNameRE.MatchString(name) {
+			return nil, fmt.Errorf("%q: a listener name is letters, digits and _", item)
 		}
 		out = append(out, Listener{Name: name, Host: host, Port: p})
 	}

@@ -24,6 +24,10 @@ const (
 	Long    Type = 5
 	Double  Type = 6
 	List    Type = 7
+	// Password is a string that DescribeConfigs never shows (Kafka's
+	// PASSWORD, config type 9): its value is reported as null and
+	// sensitive.
+	Password Type = 9
 )
 
 func (t Type) String() string {
@@ -42,6 +46,8 @@ func (t Type) String() string {
 		return "double"
 	case List:
 		return "list"
+	case Password:
+		return "password"
 	}
 	return "unknown"
 }
@@ -127,7 +133,17 @@ type Key struct {
 	// replication marks a topic config the partition honours rather than
 	// its log (min.insync.replicas): Log.Validate skips it.
 	replication bool
+	// perListener: the key may also be given per listener, as
+	// listener.name.<listener>.<key> (security.go); perMechanism: per
+	// listener and SASL mechanism, listener.name.<listener>.<mechanism>.<key>.
+	// prefix marks the entry that documents a family of keys by their
+	// prefix (listener.name.<listener>.<key>, console.kafka.<property>).
+	perListener, perMechanism, prefix bool
 }
+
+// IsPrefix reports whether the entry documents a family of keys named by a
+// prefix rather than one key (it has no value of its own).
+func (k *Key) IsPrefix() bool { return k.prefix }
 
 // ValidValues says what the key accepts beyond its type, for the reference.
 func (k *Key) ValidValues() string {
@@ -247,6 +263,12 @@ func parseInto(p any, v string) error {
 			return err
 		}
 		*p = m
+	case *map[string]string:
+		m, err := parseProtocolMap(v)
+		if err != nil {
+			return err
+		}
+		*p = m
 	default:
 		panic(fmt.Sprintf("config: no parser for %T", p))
 	}
@@ -292,6 +314,13 @@ func format(p any) string {
 		s := make([]string, 0, len(v))
 		for host, n := range v {
 			s = append(s, net.JoinHostPort(host, strconv.Itoa(n)))
+		}
+		slices.Sort(s)
+		return strings.Join(s, ",")
+	case map[string]string:
+		s := make([]string, 0, len(v))
+		for k, val := range v {
+			s = append(s, k+":"+val)
 		}
 		slices.Sort(s)
 		return strings.Join(s, ",")
