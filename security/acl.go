@@ -400,7 +400,9 @@ func (f EntryFilter) Matches(e Entry) bool {
 }
 
 // Matches reports whether the filter selects a.
-func (f Filter) Matches(a ACL) bool { return f.Resource.Matches(a.Resource) && f.Entry.Matches(a.Entry) }
+func (f Filter) Matches(a ACL) bool {
+	return f.Resource.Matches(a.Resource) && f.Entry.Matches(a.Entry)
+}
 
 // CanonicalHost is the form a host is compared in: an IP address in Go's
 // canonical text (IPv4-mapped IPv6 as IPv4), so that an ACL written with
