@@ -3,6 +3,7 @@ package security
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // The ACLs of one resource pattern as Kafka's AclAuthorizer stores them in
@@ -68,3 +69,49 @@ func DecodeEntries(b []byte) ([]Entry, error) {
 	}
 	return out, nil
 }
+
+// Where Kafka's AclAuthorizer keeps a resource pattern's node in ZooKeeper:
+// literal patterns under /kafka-acl/<Type>/<name> (the pre-2.0 layout,
+// kept for them), prefixed ones under /kafka-acl-extended/prefixed/<Type>/<name>.
+const (
+	LiteralACLRoot  = "/kafka-acl"
+	PrefixedACLRoot = "/kafka-acl-extended/prefixed"
+)
+
+// ACLPath is the node of resource pattern r (a Validate-d one: its name
+// holds no '/').
+func ACLPath(r Resource) string {
+	root := LiteralACLRoot
+	if r.Pattern == PatternPrefixed {
+		root = PrefixedACLRoot
+	}
+	return root + "/" + r.Type.String() + "/" + r.Name
+}
+
+// ParseACLPath is the inverse of ACLPath.
+func ParseACLPath(p string) (Resource, error) {
+	var r Resource
+	var rest string
+	var ok bool
+	if rest, ok = strings.CutPrefix(p, PrefixedACLRoot+"/"); ok {
+		r.Pattern = PatternPrefixed
+	} else if rest, ok = strings.CutPrefix(p, LiteralACLRoot+"/"); ok {
+		r.Pattern = PatternLiteral
+	} else {
+		return r, fmt.Errorf("%q is not an ACL node", p)
+	}
+	typ, name, ok := strings.Cut(rest, "/")
+	if !ok || name == "" || strings.Contains(name, "/") {
+		return r, fmt.Errorf("%q is not an ACL node", p)
+	}
+	t, err := ParseResourceType(typ)
+	if err != nil || t <= ResourceAny {
+		return r, fmt.Errorf("%q is not an ACL node: resource type %q", p, typ)
+	}
+	r.Type, r.Name = t, name
+	return r, nil
+}
+
+// StoredResourceTypes are the resource types with a node directory under
+// each ACL root (Kafka's ZkAclStore creates one per type).
+var StoredResourceTypes = []ResourceType{ResourceTopic, ResourceGroup, ResourceCluster, ResourceTransactionalID, ResourceDelegationToken, ResourceUser}

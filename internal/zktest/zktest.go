@@ -50,12 +50,24 @@ type Options struct {
 	StartTimeout time.Duration
 	// Log receives the server's output (default: kept in memory, see Output).
 	Log io.Writer
+	// TLS, when set, adds a secureClientPort (SecureAddr) served with
+	// Netty, PEM key and trust stores, and x509 client identities (a
+	// client's certificate subject is its identity in znode ACLs).
+	TLS *TLSOptions
+}
+
+// TLSOptions configures the server's secureClientPort.
+type TLSOptions struct {
+	KeyStore   string // PEM file: the server's private key (PKCS#8) and certificate
+	TrustStore string // PEM file: the CA client certificates must chain to
+	ClientAuth string // need (default), want or none
 }
 
 // Server is one ZooKeeper server process.
 type Server struct {
 	opts    Options
 	port    int
+	tlsPort int // secureClientPort when Options.TLS is set
 	dir     string
 	ownsDir bool
 
@@ -154,6 +166,14 @@ func StartServer(opts Options) (*Server, error) {
 		s.port = l.Addr().(*net.TCPAddr).Port
 		l.Close()
 	}
+	if opts.TLS != nil {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("zktest: free port: %w", err)
+		}
+		s.tlsPort = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	}
 	if err := s.Start(); err != nil {
 		s.Close()
 		return nil, err
@@ -163,6 +183,9 @@ func StartServer(opts Options) (*Server, error) {
 
 // Addr is the server's client address, "127.0.0.1:port".
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// SecureAddr is the server's TLS client address (Options.TLS).
+func (s *Server) SecureAddr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.tlsPort)) }
 
 // Port is the server's client port.
 func (s *Server) Port() int { return s.port }
@@ -214,14 +237,35 @@ admin.enableServer=false
 forceSync=no
 `, s.opts.TickTime.Milliseconds(), filepath.Join(s.dir, "data"), s.port,
 		s.opts.MinSessionTimeout.Milliseconds(), s.opts.MaxSessionTimeout.Milliseconds())
+	if t := s.opts.TLS; t != nil {
+		auth := t.ClientAuth
+		if auth == "" {
+			auth = "need"
+		}
+		conf += fmt.Sprintf(`secureClientPort=%d
+secureClientPortAddress=127.0.0.1
+serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory
+ssl.keyStore.location=%s
+ssl.keyStore.type=PEM
+ssl.trustStore.location=%s
+ssl.trustStore.type=PEM
+ssl.clientAuth=%s
+authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider
+`, s.tlsPort, t.KeyStore, t.TrustStore, auth)
+	}
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		s.mu.Unlock()
 		return fmt.Errorf("zktest: %w", err)
 	}
+	classpath := jarPath() + ":/usr/share/java/slf4j-simple.jar"
+	if s.opts.TLS != nil {
+		// Netty's codec, which the zookeeper jar's manifest leaves out.
+		classpath += ":/usr/share/java/netty-codec.jar"
+	}
 	cmd := exec.Command(javaPath(),
 		"-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
 		"-Dzookeeper.jmx.log4j.disable=true", "-Dzookeeper.admin.enableServer=false",
-		"-cp", jarPath()+":/usr/share/java/slf4j-simple.jar", "org.apache.zookeeper.server.ZooKeeperServerMain", cfg)
+		"-cp", classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", cfg)
 	var w io.Writer = lockedWriter{&s.mu, &s.out}
 	if s.opts.Log != nil {
 		w = s.opts.Log
