@@ -47,10 +47,10 @@ var aclLogs = [2]string{aclChangesPath, extendedACLChangesPath}
 
 // aclState is the coordinator's ACL cache.
 type aclState struct {
-	mu    sync.Mutex                // held across a read from ZooKeeper and the cache update
-	ready bool                      // loaded, and followed by followACLs
-	nodes map[string]cachedACLNode  // ACL node path -> its entries
-	seq   [2]int64                  // the last notification applied, per log
+	mu    sync.Mutex               // held across a read from ZooKeeper and the cache update
+	ready bool                     // loaded, and followed by followACLs
+	nodes map[string]cachedACLNode // ACL node path -> its entries
+	seq   [2]int64                 // the last notification applied, per log
 }
 
 type cachedACLNode struct {
