@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/protocol"
 	"github.com/sluice-io/sluice/schemareg"
+	"github.com/sluice-io/sluice/security"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -42,6 +43,7 @@ type App struct {
 	controller *cluster.Controller
 	brokerID   int32
 	clusterID  string
+	authz      *security.Authorizer // nil without authorizer.class.name (authorizer.go)
 
 	groups      protocol.GroupCoordinator // package group's coordinator (groups.go)
 	groupsClose io.Closer
@@ -170,6 +172,10 @@ func (a *App) Start(ctx context.Context) (err error) {
 		return err
 	}
 
+	if a.authz, err = openAuthorizer(ctx, cfg, a.coord, a.logger); err != nil {
+		return err
+	}
+
 	defaults := cfg.TopicDefaults()
 	coord := a.coord
 	a.logs, err = storage.OpenManager(storage.ManagerConfig{
@@ -249,6 +255,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		ReplicaSocketTimeout:          time.Duration(cfg.ReplicaSocketTimeoutMs) * time.Millisecond,
 		InterBrokerListener:           cfg.InterBrokerListenerName,
 		Metrics:                       a.metrics,
+		Authorizer:                    a.authz,
 	})
 	if err != nil {
 		bound.Close()
@@ -376,6 +383,9 @@ func (a *App) Close() error {
 			if err := a.logs.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("storage: %w", err))
 			}
+		}
+		if a.authz != nil {
+			a.authz.Close()
 		}
 		if a.coord != nil {
 			if err := a.coord.Close(); err != nil {

@@ -124,6 +124,11 @@ type Config struct {
 	LeaderImbalanceCheckIntervalSecs   int64  // leader.imbalance.check.interval.seconds
 	LeaderImbalancePerBrokerPercentage int32  // leader.imbalance.per.broker.percentage
 
+	// Authorization.
+	AuthorizerClassName       string // authorizer.class.name; "" = no authorizer
+	SuperUsers                string // super.users
+	AllowEveryoneIfNoACLFound bool   // allow.everyone.if.no.acl.found
+
 	// Console and metrics.
 	ConsoleListen  string // console.listen; "" disables the console
 	ConsoleDataDir string // console.data.dir

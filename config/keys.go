@@ -20,6 +20,8 @@ var (
 		Intro: "The group coordinator and `__consumer_offsets`, where groups keep their assignments and committed offsets."}
 	groupCluster = &Group{Title: "Cluster mode: ZooKeeper and replication",
 		Intro: "The keys of a broker that is one of a cluster (`zookeeper.connect` set); a single node uses none of the others."}
+	groupAuthorization = &Group{Title: "Authorization (ACLs)",
+		Intro: "Kafka's ACLs, kept in ZooKeeper's /kafka-acl nodes (or the single node's metadata file) and managed with `sluice acls`, kafka-acls.sh or any admin client; see [ACLs](acls.md)."}
 	groupConsole = &Group{Title: "Web console",
 		Intro: "The console runs in the broker's process. In a cluster, the background work (lag sampling, alert evaluation, comparisons) is done by one console at a time, the leader."}
 	groupAlerting = &Group{Title: "Alerting",
@@ -259,6 +261,19 @@ var keys = []Key{
 	{Name: "controlled.shutdown.retry.backoff.ms", Default: "5000", Group: groupCluster,
 		Doc:  "Pause between controlled shutdown attempts.",
 		rule: atLeast(0), field: func(c *Config) any { return &c.ControlledShutdownRetryBackoffMs }},
+
+	// Authorization.
+	{Name: "authorizer.class.name", Group: groupAuthorization,
+		Doc:   "The authorizer: empty = none (every request is allowed, and the ACL APIs answer SECURITY_DISABLED); kafka.security.authorizer.AclAuthorizer (or its old name kafka.security.auth.SimpleAclAuthorizer) = Kafka's ACLs, checked on every request.",
+		rule:  Rule{Doc: "empty or kafka.security.authorizer.AclAuthorizer"}, // checked at start (security.AuthorizerEnabled)
+		field: func(c *Config) any { return &c.AuthorizerClassName }},
+	{Name: "super.users", Group: groupAuthorization,
+		Doc:   "Principals that may do everything whatever the ACLs say, separated by semicolons: User:admin;User:CN=broker1,O=example. The brokers' own principal belongs here (or holds ClusterAction on the cluster).",
+		rule:  Rule{Doc: "Type:name;Type:name..."}, // checked at start (security.ParseSuperUsers)
+		field: func(c *Config) any { return &c.SuperUsers }},
+	{Name: "allow.everyone.if.no.acl.found", Default: "false", Group: groupAuthorization,
+		Doc:   "A resource that no ACL names is open to everyone; false (Kafka's default) closes it to all but super.users.",
+		field: func(c *Config) any { return &c.AllowEveryoneIfNoACLFound }},
 
 	// Web console.
 	{Name: "console.listen", Default: ":8080", Group: groupConsole,

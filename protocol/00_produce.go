@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/security"
 )
 
 // Produce: v0-9
@@ -30,6 +31,10 @@ import (
 //   - Internal topics (__consumer_offsets) are refused
 //     (INVALID_TOPIC_EXCEPTION), as Kafka refuses client appends to them
 //     even without ACLs: only the group coordinator writes them.
+//   - Authorization: Write on each topic (else TOPIC_AUTHORIZATION_FAILED
+//     on its partitions, nothing appended); a request with a
+//     transactional id needs Write on it (else
+//     TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition).
 //   - Transactional batches are refused (INVALID_TXN_STATE): transactions
 //     are not implemented, and no transactional producer id is ever issued.
 //   - The request's partitions are appended in order, each on its own: one
@@ -58,9 +63,19 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (kmsg.Response, e
 		MessageSets: req.Version < 3,
 		Partitions:  one[:0],
 	}
+	// A transactional producer needs Write on its transactional id, else
+	// the whole request fails; every producer needs Write on each topic.
+	txnDenied := req.TransactionID != nil && !s.allowed(r, security.OpWrite, security.ResourceTransactionalID, *req.TransactionID)
 	for _, rt := range req.Topics {
+		var refused error
+		switch {
+		case txnDenied:
+			refused = errTxnIDAuthorization
+		case !s.allowedTopic(r, security.OpWrite, rt.Topic):
+			refused = errTopicAuthorization
+		}
 		for _, rp := range rt.Partitions {
-			pr.Partitions = append(pr.Partitions, broker.ProducePartition{Topic: rt.Topic, Partition: rp.Partition, Records: rp.Records})
+			pr.Partitions = append(pr.Partitions, broker.ProducePartition{Topic: rt.Topic, Partition: rp.Partition, Records: rp.Records, Refused: refused})
 		}
 	}
 	s.cfg.Broker.Produce(ctx, &pr, r)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/security"
 )
 
 // IncrementalAlterConfigs: v0-1
@@ -52,8 +53,12 @@ func handleIncrementalAlterConfigs(ctx context.Context, s *Server, r *Request) (
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
 		var err error
-		switch rr.ResourceType {
-		case resourceTopic:
+		switch {
+		case rr.ResourceType == resourceTopic && !s.allowedTopic(r, security.OpAlterConfigs, rr.ResourceName):
+			err = errTopicAuthorization
+		case rr.ResourceType == resourceBroker && !s.allowedCluster(r, security.OpAlterConfigs):
+			err = errClusterAuthorization
+		case rr.ResourceType == resourceTopic:
 			ops := make([]broker.ConfigOp, 0, len(rr.Configs))
 			for _, c := range rr.Configs {
 				op := broker.ConfigOp{Name: c.Name, Op: int8(c.Op)}
@@ -63,7 +68,7 @@ func handleIncrementalAlterConfigs(ctx context.Context, s *Server, r *Request) (
 				ops = append(ops, op)
 			}
 			err = s.cfg.Broker.IncrementalAlterTopicConfigs(ctx, rr.ResourceName, ops, req.ValidateOnly)
-		case resourceBroker:
+		case rr.ResourceType == resourceBroker:
 			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "broker configs are static: edit the config file and restart"}
 		default:
 			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "unsupported resource type " + strconv.Itoa(int(rr.ResourceType))}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/kwire"
 	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/security"
 )
 
 // Request is one decoded request handed to a HandlerFunc.
@@ -35,6 +36,9 @@ type Request struct {
 	Listener string
 	// Remote is the client's address.
 	Remote string
+	// Principal is who the connection authenticated as
+	// (security.Anonymous until it does).
+	Principal security.Principal
 
 	c     *conn
 	state atomic.Int32 // reqInline, reqDetached, reqReturned
@@ -440,7 +444,7 @@ func decodeFrameID(frame []byte, lastID string) (*Request, *api, *slot, error) {
 	if err := msg.ReadFrom(rest); err != nil {
 		return nil, nil, nil, fmt.Errorf("%s v%d from client %q does not decode: %w", kmsg.NameForKey(key), version, clientID, err)
 	}
-	r := &Request{Key: key, Version: version, CorrelationID: corr, ClientID: clientID, Msg: msg}
+	r := &Request{Key: key, Version: version, CorrelationID: corr, ClientID: clientID, Msg: msg, Principal: security.Anonymous}
 	r.slot.corr, r.slot.key = corr, key
 	return r, a, &r.slot, nil
 }
