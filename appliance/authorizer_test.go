@@ -3,11 +3,14 @@ package appliance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -136,5 +139,144 @@ func TestAuthorizerConfigRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: start: %v, want an error naming %s", c.setting, err, c.want)
 		}
+	}
+}
+
+// TestACLAPIsWithKadm: CreateAcls, DescribeAcls and DeleteAcls through
+// kadm as Kafka answers them: bindings stored and listed with Kafka's
+// filters (a literal name, any pattern of a name, every pattern that
+// applies to a name), removed by a filter, their effect on the next
+// request at once; a broker without an authorizer answers
+// SECURITY_DISABLED.
+func TestACLAPIsWithKadm(t *testing.T) {
+	app := startAppliance(t, "console.listen=", "schema.registry.listen=",
+		"authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+		"super.users=User:ANONYMOUS;User:CN=broker,O=example")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(app.BootstrapAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+
+	created, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").Topics("orders-").
+		ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpRead, kadm.OpDescribe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := adm.CreateACLs(ctx, kadm.NewACLs().Deny("User:alice").Topics("orders-secret").Operations(kadm.OpRead).
+		ResourcePatternType(kadm.ACLPatternLiteral))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range append(created, more...) {
+		if r.Err != nil {
+			t.Fatalf("create %s %s %s: %v %s", r.Principal, r.Name, r.Operation, r.Err, r.ErrMessage)
+		}
+	}
+	// A cluster resource must be called kafka-cluster.
+	bad := kmsg.NewPtrCreateACLsRequest()
+	c := kmsg.NewCreateACLsRequestCreation()
+	c.ResourceType, c.ResourceName, c.ResourcePatternType = kmsg.ACLResourceTypeCluster, "other", kmsg.ACLResourcePatternTypeLiteral
+	c.Principal, c.Host, c.Operation, c.PermissionType = "User:alice", "*", kmsg.ACLOperationAlter, kmsg.ACLPermissionTypeAllow
+	bad.Creations = append(bad.Creations, c)
+	badResp, err := bad.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := badResp.Results[0].ErrorCode; code != kerr.InvalidRequest.Code {
+		t.Fatalf("a cluster resource named other: %v, want INVALID_REQUEST", kerr.ErrorForCode(code))
+	}
+
+	describe := func(b *kadm.ACLBuilder) []string {
+		t.Helper()
+		res, err := adm.DescribeACLs(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatalf("describe: %v", r.Err)
+			}
+			for _, d := range r.Described {
+				out = append(out, fmt.Sprintf("%s:%s:%s:%s:%s", d.Name, d.Pattern, d.Principal, d.Operation, d.Permission))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	every := kadm.NewACLs().AnyResource().Allow().Deny().AllowHosts().DenyHosts().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny)
+	if got := describe(every); len(got) != 3 {
+		t.Fatalf("every ACL: %v", got)
+	}
+	// MATCH: the ACLs that apply to orders-secret: the prefix and the literal.
+	match := kadm.NewACLs().Topics("orders-secret").Allow().Deny().AllowHosts().DenyHosts().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternMatch)
+	if got := describe(match); len(got) != 3 {
+		t.Fatalf("ACLs that apply to orders-secret: %v", got)
+	}
+	// A literal filter on orders- does not see the prefixed ACLs.
+	lit := kadm.NewACLs().Topics("orders-").Allow().Deny().AllowHosts().DenyHosts().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternLiteral)
+	if got := describe(lit); len(got) != 0 {
+		t.Fatalf("literal orders-: %v", got)
+	}
+	anyPattern := kadm.NewACLs().Topics("orders-").Allow().Deny().AllowHosts().DenyHosts().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny)
+	if got := describe(anyPattern); len(got) != 2 {
+		t.Fatalf("any pattern of orders-: %v", got)
+	}
+
+	// The authorizer reads its own writes: alice may read orders-a now.
+	az := app.authz
+	alice := security.Principal{Type: "User", Name: "alice"}
+	if !az.Authorize(alice, "10.0.0.1", security.OpRead, security.ResourceTopic, "orders-a") {
+		t.Fatal("alice may not read orders-a after CreateAcls")
+	}
+	if az.Authorize(alice, "10.0.0.1", security.OpRead, security.ResourceTopic, "orders-secret") {
+		t.Fatal("the Deny on orders-secret does not deny")
+	}
+
+	deleted, err := adm.DeleteACLs(ctx, kadm.NewACLs().Topics("orders-").ResourcePatternType(kadm.ACLPatternPrefixed).
+		Allow("User:alice").AllowHosts().Operations(kadm.OpRead))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(deleted) != 1 || deleted[0].Err != nil || len(deleted[0].Deleted) != 1 || deleted[0].Deleted[0].Operation != kadm.OpRead {
+		t.Fatalf("delete: %+v", deleted)
+	}
+	if got := describe(every); len(got) != 2 {
+		t.Fatalf("after the delete: %v", got)
+	}
+	if az.Authorize(alice, "10.0.0.1", security.OpRead, security.ResourceTopic, "orders-a") {
+		t.Fatal("alice may still read orders-a after DeleteAcls")
+	}
+}
+
+// TestACLAPIsWithoutAuthorizer: the ACL APIs answer SECURITY_DISABLED.
+func TestACLAPIsWithoutAuthorizer(t *testing.T) {
+	app := startAppliance(t, "console.listen=", "schema.registry.listen=")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(app.BootstrapAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	res, err := kadm.NewClient(cl).CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").Topics("t").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || !errors.Is(res[0].Err, kerr.SecurityDisabled) {
+		t.Fatalf("create without an authorizer: %+v", res)
+	}
+	d := kmsg.NewPtrDescribeACLsRequest()
+	d.ResourceType, d.ResourcePatternType, d.Operation, d.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	dr, err := d.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dr.ErrorCode != kerr.SecurityDisabled.Code {
+		t.Fatalf("describe without an authorizer: %v", kerr.ErrorForCode(dr.ErrorCode))
 	}
 }

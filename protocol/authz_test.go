@@ -398,6 +398,28 @@ func TestAuthorizeAdmin(t *testing.T) {
 		t.Errorf("bob sees log dirs %v", ldr.Dirs)
 	}
 
+	// The ACL APIs: Describe on the cluster to list, Alter to change.
+	da := kmsg.NewPtrDescribeACLsRequest()
+	da.Version = 3
+	da.ResourceType, da.ResourcePatternType, da.Operation, da.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	code(t, "carol describe ACLs", n.as(t, carol, da).(*kmsg.DescribeACLsResponse).ErrorCode, kerr.ClusterAuthorizationFailed)
+	if dar := n.as(t, admin, da).(*kmsg.DescribeACLsResponse); dar.ErrorCode != 0 || len(dar.Resources) != 4 {
+		t.Errorf("admin describe ACLs: %v, %d resources, want 4", kerr.ErrorForCode(dar.ErrorCode), len(dar.Resources))
+	}
+	ca := kmsg.NewPtrCreateACLsRequest()
+	ca.Version = 3
+	cc := kmsg.NewCreateACLsRequestCreation()
+	cc.ResourceType, cc.ResourceName, cc.Principal, cc.Host = kmsg.ACLResourceTypeTopic, "fuzz", carol.String(), "*"
+	cc.Operation, cc.PermissionType = kmsg.ACLOperationAll, kmsg.ACLPermissionTypeAllow
+	ca.Creations = append(ca.Creations, cc)
+	code(t, "carol create ACLs", n.as(t, carol, ca).(*kmsg.CreateACLsResponse).Results[0].ErrorCode, kerr.ClusterAuthorizationFailed)
+	dl := kmsg.NewPtrDeleteACLsRequest()
+	dl.Version = 3
+	df := kmsg.NewDeleteACLsRequestFilter()
+	df.ResourceType, df.ResourcePatternType, df.Operation, df.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	dl.Filters = append(dl.Filters, df)
+	code(t, "carol delete ACLs", n.as(t, carol, dl).(*kmsg.DeleteACLsResponse).Results[0].ErrorCode, kerr.ClusterAuthorizationFailed)
+
 	// ClusterAction: with an authorizer, the principal decides, not the
 	// address (192.0.2.1 registered nothing, yet admin may).
 	cs := kmsg.NewPtrControlledShutdownRequest()

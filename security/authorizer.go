@@ -137,8 +137,12 @@ func (a *Authorizer) Close() {
 }
 
 // Reload reads the source's ACLs now and swaps them in (after a change
-// this broker made: CreateAcls, DeleteAcls read their own writes).
+// this broker made: CreateAcls, DeleteAcls read their own writes). Without
+// a source (SetACLs only) there is nothing to read.
 func (a *Authorizer) Reload(ctx context.Context) error {
+	if a.src == nil {
+		return nil
+	}
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	acls, err := a.src.ACLs(ctx)
