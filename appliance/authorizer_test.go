@@ -113,17 +113,23 @@ func TestAuthorizerOverKafkaClient(t *testing.T) {
 	}
 }
 
-// TestAuthorizerConfigRefused: an authorizer Sluice does not have, or a
-// malformed super.users, stops the start with the key named.
+// TestAuthorizerConfigRefused: an authorizer Sluice does not have, a
+// malformed super.users, zookeeper.set.acl without a client identity or a
+// ZooKeeper truststore that cannot be read stop the start with the key
+// named.
 func TestAuthorizerConfigRefused(t *testing.T) {
 	for _, c := range []struct{ setting, want string }{
 		{"authorizer.class.name=org.example.Custom", "authorizer.class.name"},
 		{"super.users=alice", "super.users"},
+		// Checked before ZooKeeper is dialled (nothing listens on port 1).
+		{"zookeeper.connect=127.0.0.1:1\nzookeeper.set.acl=true", "zookeeper.ssl.keystore.location"},
+		{"zookeeper.connect=127.0.0.1:1\nzookeeper.ssl.client.enable=true\nzookeeper.ssl.truststore.location=/nonexistent/ca.pem", "zookeeper.ssl.truststore.location"},
 	} {
 		dir := t.TempDir()
 		settings := []string{"listeners=PLAINTEXT://" + testutil.FreeAddr(t), "log.dirs=" + filepath.Join(dir, "kafka"),
 			"console.data.dir=" + filepath.Join(dir, "console"), "console.listen=", "schema.registry.listen=",
-			"authorizer.class.name=kafka.security.authorizer.AclAuthorizer", c.setting}
+			"authorizer.class.name=kafka.security.authorizer.AclAuthorizer"}
+		settings = append(settings, strings.Split(c.setting, "\n")...)
 		cfg, err := Load("", settings)
 		if err != nil {
 			t.Fatal(err)

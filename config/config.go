@@ -110,6 +110,18 @@ type Config struct {
 	UncleanLeaderElectionEnable  bool   // unclean.leader.election.enable
 	AutoLeaderRebalanceEnable    bool   // auto.leader.rebalance.enable
 
+	// ZooKeeper security: zookeeper.set.acl and zookeeper.ssl.*.
+	ZookeeperSetACL                             bool
+	ZookeeperSSLClientEnable                    bool
+	ZookeeperSSLKeystoreLocation                string
+	ZookeeperSSLKeystoreType                    string
+	ZookeeperSSLTruststoreLocation              string
+	ZookeeperSSLTruststoreType                  string
+	ZookeeperSSLProtocol                        string
+	ZookeeperSSLEnabledProtocols                []string
+	ZookeeperSSLCipherSuites                    []string
+	ZookeeperSSLEndpointIdentificationAlgorithm string
+
 	// Replication and controller (cluster mode).
 	ReplicaFetchWaitMaxMs              int32  // replica.fetch.wait.max.ms
 	ReplicaFetchMinBytes               int32  // replica.fetch.min.bytes

@@ -52,9 +52,8 @@ func (cfg *Config) checkIdentity() error {
 	if cfg.TLS != nil && (len(cfg.TLS.Certificates) > 0 || cfg.TLS.GetClientCertificate != nil) {
 		return nil
 	}
-	return errors.New("zookeeper.set.acl=true needs an identity for the ZooKeeper client: digest credentials " +
-		"(zookeeper.digest.username and zookeeper.digest.password, or the Client section of the JAAS file " +
-		"java.security.auth.login.config) or a TLS client certificate (zookeeper.ssl.client.enable with zookeeper.ssl.keystore.location)")
+	return errors.New("zookeeper.set.acl=true needs an identity for the ZooKeeper client: " +
+		"a TLS client certificate (zookeeper.ssl.client.enable with zookeeper.ssl.keystore.location) or digest credentials")
 }
 
 // authenticate adds the digest credentials to the session (the client

@@ -28,7 +28,7 @@ func TestDefaultACL(t *testing.T) {
 	if a := defaultACL(true, "/config/usersx"); len(a) != 2 {
 		t.Errorf("/config/usersx: %v", a)
 	}
-	if err := (&Config{SetACL: true}).checkIdentity(); err == nil || !strings.Contains(err.Error(), "zookeeper.digest.username") {
+	if err := (&Config{SetACL: true}).checkIdentity(); err == nil || !strings.Contains(err.Error(), "zookeeper.ssl.keystore.location") {
 		t.Errorf("set.acl without an identity: %v", err)
 	}
 	if err := (&Config{SetACL: true, Digest: "nouser"}).checkIdentity(); err == nil {
