@@ -110,7 +110,13 @@ func TestTLSEnsemble(t *testing.T) {
 	tlsCfg, err := TLSOptions{KeystoreLocation: clientStore, TruststoreLocation: ca.caFile(), EndpointIdentification: "HTTPS"}.TLSConfig()
 	mustOK(t, err)
 	chroot := "/tls"
-	c := open(t, srv.SecureAddr(), chroot, func(c *Config) { c.TLS, c.SetACL = tlsCfg, true })
+	// The first handshake with a JVM that has just started (Netty's TLS
+	// set-up, on a busy machine) can take seconds: a generous wait for
+	// the session, which asserts nothing about speed.
+	c := open(t, srv.SecureAddr(), chroot, func(c *Config) {
+		c.TLS, c.SetACL = tlsCfg, true
+		c.ConnectionTimeout = 30 * time.Second
+	})
 	setupTopic(t, c)
 	writesRefused(t, rawConn(t, srv.Addr()), chroot)
 

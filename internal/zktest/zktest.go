@@ -158,27 +158,41 @@ func StartServer(opts Options) (*Server, error) {
 		}
 		s.dir, s.ownsDir = d, true
 	}
-	if s.port == 0 {
+	freePort := func() (int, error) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, fmt.Errorf("zktest: free port: %w", err)
+			return 0, fmt.Errorf("zktest: free port: %w", err)
 		}
-		s.port = l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port, nil
 	}
-	if opts.TLS != nil {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("zktest: free port: %w", err)
+	// A port found free may be taken by another test's process before
+	// ZooKeeper binds it: ports chosen here are chosen again then.
+	for attempt := 1; ; attempt++ {
+		var err error
+		if opts.Port == 0 {
+			if s.port, err = freePort(); err != nil {
+				return nil, err
+			}
 		}
-		s.tlsPort = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-	}
-	if err := s.Start(); err != nil {
+		if opts.TLS != nil {
+			if s.tlsPort, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		err = s.Start()
+		if err == nil {
+			return s, nil
+		}
+		if attempt < 3 && opts.Port == 0 && strings.Contains(err.Error(), "BindException") {
+			s.mu.Lock()
+			s.out.Reset()
+			s.mu.Unlock()
+			continue
+		}
 		s.Close()
 		return nil, err
 	}
-	return s, nil
 }
 
 // Addr is the server's client address, "127.0.0.1:port".
