@@ -185,6 +185,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 			return broker.TopicLogConfig(defaults, overrides)
 		},
 		MaxDecompressedBatchBytes: cfg.MessageDecompressedMaxBytes,
+		ProducerIDExpiration:      cfg.ProducerIDExpiration,
 	})
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
