@@ -21,7 +21,7 @@ KAFKAJS_DIR ?= $(HOME)/.cache/sluice-test/kafkajs-$(KAFKAJS_VERSION)
 TEST_TIMEOUT ?= 14m
 FUZZTIME ?= 4s
 
-.PHONY: all build run test test-short test-deps test-go test-fuzz fuzz generate check-generated docs vet fmt package bench clean
+.PHONY: all build run test test-short test-deps test-go test-fuzz fuzz generate check-generated docs vet fmt package bench soak clean
 
 all: build
 
@@ -97,6 +97,18 @@ package: build
 
 bench: build
 	./scripts/bench.sh
+
+# The soak test (internal/soak, build tag soak): mixed load on a three-broker
+# ZooKeeper cluster for SOAK_DURATION, failing when a broker's RSS, goroutines
+# or open files grow after warm-up. 5 minutes by default; the hour-long
+# version is `make soak SOAK_DURATION=60m`. Every SOAK_* variable of
+# internal/soak (SOAK_RATE, SOAK_PARTITIONS, SOAK_INTERVAL, SOAK_OUT, ...)
+# can be given the same way.
+SOAK_DURATION ?= 5m
+SOAK_TIMEOUT ?= 3h
+soak: build
+	SLUICE_BIN=$(CURDIR)/bin/sluice SOAK_DURATION=$(SOAK_DURATION) \
+		$(GO) test -tags soak -count=1 -run TestSoak -v -timeout $(SOAK_TIMEOUT) ./internal/soak
 
 clean:
 	rm -rf bin dist
