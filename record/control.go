@@ -79,7 +79,8 @@ func ParseEndTxnMarker(h *BatchHeader, batch []byte) (m EndTxnMarker, ok bool, e
 		return m, false, nil
 	}
 	found := false
-	err = WalkRecords(h, batch, func(_ *BatchHeader, r *Record) error {
+	hc := *h // a copy: WalkRecords' callback makes its argument escape, and h is the append path's
+	err = WalkRecords(&hc, batch, func(_ *BatchHeader, r *Record) error {
 		if found {
 			return nil
 		}
