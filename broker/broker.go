@@ -180,7 +180,7 @@ func (im *Image) Broker(id int32) (cluster.Broker, bool) {
 
 // IsInternalTopic reports whether name is one of Kafka's internal topics.
 func IsInternalTopic(name string) bool {
-	return name == OffsetsTopic || name == "__transaction_state"
+	return name == OffsetsTopic || name == TransactionStateTopic
 }
 
 // OffsetsTopic is the consumer offsets topic.
@@ -218,6 +218,7 @@ type Broker struct {
 	mu         sync.RWMutex
 	partitions map[storage.TopicPartition]*Partition
 	listeners  map[int]func(PartitionChange)
+	txnL       txnListeners
 	nextListen int
 
 	pidMu    sync.Mutex

@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -15,8 +16,9 @@ import (
 //     on.
 //   - The first lookup creates __consumer_offsets (compacted) and waits
 //     briefly for its leaders; COORDINATOR_NOT_AVAILABLE while there is none.
-//   - Key type 1 (transactions) is INVALID_REQUEST: Sluice has no
-//     transaction coordinator.
+//   - Key type 1: a transactional id's coordinator, the leader of its
+//     __transaction_state partition (the transaction coordinator creates
+//     the topic on first use). Other key types are INVALID_REQUEST.
 //
 // Version notes:
 //   - v1: key type, error message, throttle. v3: flexible.
@@ -26,6 +28,12 @@ func init() { register(10, 0, 4, handleFindCoordinator) }
 
 func handleFindCoordinator(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.FindCoordinatorRequest)
+	if req.CoordinatorType == 1 {
+		if s.cfg.Txn == nil {
+			return groupErrorResponse(req, kerr.CoordinatorNotAvailable.Code), nil
+		}
+		return s.cfg.Txn.FindCoordinator(ctx, r.Listener, req), nil
+	}
 	return groupCall(ctx, s, req, func(g GroupCoordinator) (*kmsg.FindCoordinatorResponse, error) {
 		return g.FindCoordinator(ctx, r.Listener, req)
 	})
