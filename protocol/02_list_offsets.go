@@ -13,8 +13,9 @@ import (
 //
 // Behaviour (as leader of each partition):
 //   - timestamp -2: the log start offset (earliest).
-//   - timestamp -1: the high watermark (latest); for read_committed the last
-//     stable offset, which is the same here (no transactions).
+//   - timestamp -1: the high watermark (latest); for read_committed (v2+)
+//     the last stable offset, the first offset of the earliest open
+//     transaction; timestamp lookups answer only below it.
 //   - timestamp -3 (v7+): the offset and timestamp of the record with the
 //     largest timestamp (KIP-734).
 //   - timestamp >= 0: the first offset whose timestamp is at or after it
@@ -41,7 +42,7 @@ func handleListOffsets(ctx context.Context, s *Server, r *Request) (kmsg.Respons
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			offset, ts, epoch, err := listOffset(b, req.Version, rt.Topic, rp)
+			offset, ts, epoch, err := listOffset(b, req.Version, req.IsolationLevel == 1 && req.Version >= 2, rt.Topic, rp)
 			if err != nil {
 				sp.ErrorCode, _ = broker.ErrorCode(err)
 			} else if req.Version == 0 {
@@ -60,7 +61,7 @@ func handleListOffsets(ctx context.Context, s *Server, r *Request) (kmsg.Respons
 	return resp, nil
 }
 
-func listOffset(b *broker.Broker, version int16, topic string, rp kmsg.ListOffsetsRequestTopicPartition) (offset, ts int64, epoch int32, err error) {
+func listOffset(b *broker.Broker, version int16, readCommitted bool, topic string, rp kmsg.ListOffsetsRequestTopicPartition) (offset, ts int64, epoch int32, err error) {
 	if rp.Timestamp == -3 && version < 7 {
 		return 0, 0, 0, &broker.Error{Code: kerr.UnsupportedVersion, Msg: "max timestamp needs ListOffsets v7"}
 	}
@@ -72,7 +73,7 @@ func listOffset(b *broker.Broker, version int16, topic string, rp kmsg.ListOffse
 	if version < 4 {
 		current = -1
 	}
-	offset, ts, epoch, err = p.ListOffset(rp.Timestamp, current)
+	offset, ts, epoch, err = p.ListOffsetIsolated(rp.Timestamp, current, readCommitted)
 	if version < 4 {
 		epoch = -1
 	}
