@@ -410,6 +410,7 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 		if code := c.write(ctx, ps, md, n); code != 0 {
 			return -1, -1, code
 		}
+		c.log.Debug("InitProducerId", "transactional_id", id, "producer_id", n.producerID, "epoch", n.epoch, "expected_producer_id", producerID, "expected_epoch", epoch)
 		return n.producerID, n.epoch, 0
 	}
 }
@@ -665,7 +666,11 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, e
 	default:
 		code = kerr.InvalidTxnState.Code
 	}
+	state := md.state
 	c.mu.Unlock()
+	if code != 0 {
+		c.log.Debug("EndTxn refused", "transactional_id", id, "state", state, "commit", commit, "code", code)
+	}
 	if n == nil || code != 0 {
 		return code
 	}
