@@ -33,6 +33,7 @@ import (
 	"github.com/sluice-io/sluice/schemareg"
 	"github.com/sluice-io/sluice/security"
 	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/txn"
 )
 
 // App is one running Sluice process.
@@ -55,6 +56,7 @@ type App struct {
 
 	groups      protocol.GroupCoordinator // package group's coordinator (groups.go)
 	groupsClose io.Closer
+	txns        *txn.ForBroker
 
 	ctlCancel context.CancelFunc
 	ctlDone   chan struct{}
@@ -105,6 +107,9 @@ func (a *App) Broker() *broker.Broker { return a.brk }
 // Groups is the consumer-group coordinator (after Start): package group's
 // *group.ForBroker.
 func (a *App) Groups() protocol.GroupCoordinator { return a.groups }
+
+// Transactions is the transaction coordinator (after Start).
+func (a *App) Transactions() *txn.ForBroker { return a.txns }
 
 // Coordinator is the metadata coordinator (after Start).
 func (a *App) Coordinator() cluster.Coordinator { return a.coord }
@@ -233,6 +238,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 			return broker.TopicLogConfig(defaults, overrides)
 		},
 		MaxDecompressedBatchBytes: cfg.MessageDecompressedMaxBytes,
+		ProducerIDExpiration:      cfg.ProducerIDExpiration,
 	})
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
@@ -328,6 +334,11 @@ func (a *App) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("group coordinator: %w", err)
 	}
 	bound.SetGroups(a.groups)
+	if a.txns, err = newTxnCoordinator(a, a.brk); err != nil {
+		bound.Close()
+		return fmt.Errorf("transaction coordinator: %w", err)
+	}
+	bound.SetTxn(a.txns)
 	a.controller = cluster.NewController(cluster.ControllerConfig{
 		Coordinator:                        a.coord,
 		BrokerID:                           a.brokerID,
@@ -422,6 +433,11 @@ func (a *App) Close() error {
 				errs = append(errs, fmt.Errorf("protocol: %w", err))
 			}
 			cancel()
+		}
+		if a.txns != nil {
+			if err := a.txns.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("transaction coordinator: %w", err))
+			}
 		}
 		if a.groupsClose != nil {
 			if err := a.groupsClose.Close(); err != nil {

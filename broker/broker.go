@@ -208,7 +208,7 @@ func (im *Image) Broker(id int32) (cluster.Broker, bool) {
 // IsInternalTopic reports whether name is one of Kafka's internal topics,
 // or one of the console's (IsConsoleTopic).
 func IsInternalTopic(name string) bool {
-	return name == OffsetsTopic || name == "__transaction_state" || IsConsoleTopic(name)
+	return name == OffsetsTopic || name == TransactionStateTopic || IsConsoleTopic(name)
 }
 
 // ConsoleTopicPrefix starts the names of the console's internal topics:
@@ -257,6 +257,7 @@ type Broker struct {
 	mu         sync.RWMutex
 	partitions map[storage.TopicPartition]*Partition
 	listeners  map[int]func(PartitionChange)
+	txnL       txnListeners
 	nextListen int
 
 	pidMu    sync.Mutex

@@ -37,6 +37,17 @@ func produceOne(t *testing.T, b *Broker, topic string, records []byte) ProducePa
 	return req.Partitions[0]
 }
 
+// plainOf is an idempotent, non-transactional batch of producer pid.
+func plainOf(t *testing.T, pid int64, seq int32) []byte {
+	t.Helper()
+	b, err := record.BuildBatch(record.BatchOptions{ProducerID: pid, ProducerEpoch: 0, BaseSequence: seq,
+		BaseTimestamp: time.Now().UnixMilli()}, []record.Record{{Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func transactional(t *testing.T) []byte {
 	t.Helper()
 	b, err := record.BuildBatch(record.BatchOptions{Transactional: true, ProducerID: 7, ProducerEpoch: 0, BaseSequence: 0,
@@ -66,8 +77,8 @@ func TestProduceRefusals(t *testing.T) {
 		{"internal topic", OffsetsTopic, 1, false, batchOf(t, 1), kerr.InvalidTopicException},
 		{"unknown topic", "nope", 1, false, batchOf(t, 1), kerr.UnknownTopicOrPartition},
 		{"no records", "t", 1, false, nil, kerr.CorruptMessage},
-		{"transactional", "t", 1, false, transactional(t), kerr.InvalidTxnState},
-		{"transactional after a plain batch", "t", 1, false, cat(batchOf(t, 1), transactional(t)), kerr.InvalidTxnState},
+		{"transactional: opens the producer's transaction", "t", 1, false, transactional(t), nil},
+		{"plain batch of a producer in a transaction", "t", 1, false, cat(batchOf(t, 1), plainOf(t, 7, 1)), kerr.InvalidTxnState},
 		{"message set where v2 is due", "t", 1, false, recordtest.Capture(t, "kcat-v1-none.bin"), kerr.InvalidRecord},
 		{"v2 where a message set is due", "t", 1, true, batchOf(t, 1), kerr.InvalidRecord},
 		{"corrupt message set", "t", 1, true, recordtest.Capture(t, "kcat-v1-none.bin")[:20], kerr.CorruptMessage},
@@ -88,8 +99,8 @@ func TestProduceRefusals(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(got.Err, tc.want) {
-				t.Fatalf("err %v, want %s", got.Err, tc.want.Message)
+			if code, _ := ErrorCode(got.Err); code != tc.want.Code {
+				t.Fatalf("err %v (code %d), want %s", got.Err, code, tc.want.Message)
 			}
 			if got.BaseOffset != -1 || got.LogAppendTime != -1 || got.LogStartOffset != -1 {
 				t.Fatalf("a failed partition has offsets: %+v", got)

@@ -55,6 +55,8 @@ var errorTable = []struct {
 	{storage.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{storage.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
 	{storage.ErrUnknownProducerID, kerr.UnknownProducerID},
+	{storage.ErrInvalidTxnState, kerr.InvalidTxnState},
+	{storage.ErrTransactionCoordinatorFenced, kerr.TransactionCoordinatorFenced},
 	{storage.ErrLogClosed, kerr.NotLeaderForPartition},
 	{storage.ErrLogDeleted, kerr.NotLeaderForPartition},
 	// Waits that ended, and a metadata store out of reach (transient:

@@ -81,6 +81,10 @@ type FetchPartition struct {
 	// encoded and its errors counted without mapping again).
 	Err       error
 	ErrorCode int16
+	// AbortedTxns are, for a read_committed fetch, the aborted
+	// transactions overlapping the records (from the partition's
+	// .txnindex), so that the client drops their batches; nil otherwise.
+	AbortedTxns []storage.AbortedTxn
 	// HighWatermark, LastStableOffset and LogStartOffset are the
 	// partition's (-1 when unknown: an error before the partition was
 	// read). The last stable offset is the high watermark while there are
@@ -106,6 +110,7 @@ func (fp *FetchPartition) reset() {
 	fp.Records.Release()
 	fp.Err, fp.ErrorCode, fp.p = nil, 0, nil
 	fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset = -1, -1, -1
+	fp.AbortedTxns = nil
 	fp.DivergingEpoch, fp.DivergingEndOffset = -1, -1
 	fp.LeaderID, fp.LeaderEpoch = -1, -1
 }
@@ -122,7 +127,7 @@ func (fp *FetchPartition) Fail(err error) {
 // setOffsets records the partition's offsets when nothing was read.
 func (fp *FetchPartition) setOffsets(p *Partition) {
 	fp.HighWatermark, fp.LogStartOffset = p.HighWatermark(), p.LogStartOffset()
-	fp.LastStableOffset = fp.HighWatermark
+	fp.LastStableOffset = p.LastStableOffset()
 }
 
 // Records are the batches a fetch answers one partition with, never decoded:
@@ -346,6 +351,9 @@ func (f *fetchRead) readPartition(p *Partition, fp *FetchPartition, remaining *i
 	// enough whatever min_bytes (at most max_bytes) says, as Kafka counts
 	// the bytes available rather than those that fit.
 	readable := p.HighWatermark()
+	if opts.ReadCommitted {
+		readable = p.LastStableOffset()
+	}
 	if opts.ReplicaID >= 0 {
 		readable = p.LogEndOffset()
 	}
@@ -365,8 +373,12 @@ func (f *fetchRead) readPartition(p *Partition, fp *FetchPartition, remaining *i
 			f.full = true
 		}
 	}
-	// read_committed: the last stable offset once transactions exist.
-	fp.LastStableOffset = fp.HighWatermark
+	fp.LastStableOffset = p.LastStableOffset()
+	if opts.ReadCommitted && info.Region.Len > 0 {
+		// Only the transaction index is read (nothing when the log has
+		// no aborted transaction); the records stay a file region.
+		fp.AbortedTxns = p.log.AbortedTransactions(info.FirstOffset, info.NextOffset)
+	}
 	return nil
 }
 

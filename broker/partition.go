@@ -492,11 +492,12 @@ type ReadOptions struct {
 	MinOneBatch        bool  // return the first batch even when larger than MaxBytes (KIP-74)
 	ReplicaID          int32 // -1 for consumers; a follower's broker id
 	CurrentLeaderEpoch int32 // -1 = no fencing
-	ReadCommitted      bool  // isolation level 1 (no transactions: same bound as uncommitted)
+	ReadCommitted      bool  // isolation level 1: consumers read up to the last stable offset
 }
 
 // Read returns whole batches from opts.Offset as a file region, bounded by
-// the high watermark for consumers and the log end for followers. The
+// the high watermark for consumers (the last stable offset with
+// ReadCommitted) and the log end for followers. The
 // caller must Release the result. A follower's read also records its fetch
 // offset.
 func (p *Partition) Read(opts ReadOptions) (storage.ReadInfo, error) {
@@ -504,6 +505,9 @@ func (p *Partition) Read(opts ReadOptions) (storage.ReadInfo, error) {
 		return storage.ReadInfo{}, err
 	}
 	maxOffset := p.log.HighWatermark()
+	if opts.ReadCommitted {
+		maxOffset = p.log.LastStableOffset()
+	}
 	if opts.ReplicaID >= 0 {
 		if err := p.UpdateFollower(opts.ReplicaID, opts.Offset); err != nil {
 			return storage.ReadInfo{}, err
@@ -535,6 +539,11 @@ func (p *Partition) ReadBatches(offset int64, maxBytes int32, dst []byte) ([]byt
 	return dst, nil
 }
 
+// LastStableOffset is the offset up to which read_committed consumers may
+// read: the first offset of the earliest open transaction, else the high
+// watermark.
+func (p *Partition) LastStableOffset() int64 { return p.log.LastStableOffset() }
+
 // HighWatermark is the offset up to which consumers may read.
 func (p *Partition) HighWatermark() int64 { return p.log.HighWatermark() }
 
@@ -545,13 +554,20 @@ func (p *Partition) LogStartOffset() int64 { return p.log.LogStartOffset() }
 func (p *Partition) LogEndOffset() int64 { return p.log.LogEndOffset() }
 
 // ListOffset answers ListOffsets for one partition as leader: timestamp -2
-// is the log start, -1 the high watermark (the last stable offset for
-// read_committed: the same here, there are no transactions), -3 the record
-// with the largest timestamp, and any other value the first offset whose
-// timestamp is at or after it (-1, -1 when there is none below the high
-// watermark). It returns the offset, the timestamp (-1 where Kafka gives
-// none) and the leader epoch of the answer.
+// is the log start, -1 the high watermark, -3 the record with the largest
+// timestamp, and any other value the first offset whose timestamp is at or
+// after it (-1, -1 when there is none below the high watermark). It returns
+// the offset, the timestamp (-1 where Kafka gives none) and the leader
+// epoch of the answer.
 func (p *Partition) ListOffset(timestamp int64, currentLeaderEpoch int32) (offset, ts int64, epoch int32, err error) {
+	return p.ListOffsetIsolated(timestamp, currentLeaderEpoch, false)
+}
+
+// ListOffsetIsolated is ListOffset with an isolation level: for
+// read_committed the last stable offset takes the high watermark's place
+// (latest is the LSO; no answer at or above it), as Kafka's
+// fetchOffsetForTimestamp.
+func (p *Partition) ListOffsetIsolated(timestamp int64, currentLeaderEpoch int32, readCommitted bool) (offset, ts int64, epoch int32, err error) {
 	p.mu.RLock()
 	if p.leader != p.b.cfg.BrokerID {
 		p.mu.RUnlock()
@@ -571,14 +587,18 @@ func (p *Partition) ListOffset(timestamp int64, currentLeaderEpoch int32) (offse
 		// would answer with an offset below records already committed.
 		return 0, 0, 0, errorf(kerr.OffsetNotAvailable, "the leader's high watermark %d has not reached the start of its epoch %d", hw, epochStart)
 	}
+	limit := hw
+	if readCommitted {
+		limit = p.log.LastStableOffset()
+	}
 	switch timestamp {
 	case -2:
 		return p.log.LogStartOffset(), -1, epoch, nil
 	case -1:
-		return hw, -1, epoch, nil
+		return limit, -1, epoch, nil
 	case -3:
 		ts, off := p.log.MaxTimestampAndOffset()
-		if off < 0 || off >= hw {
+		if off < 0 || off >= limit {
 			return -1, -1, epoch, nil
 		}
 		return off, ts, p.epochOf(off, epoch), nil
@@ -590,7 +610,7 @@ func (p *Partition) ListOffset(timestamp int64, currentLeaderEpoch int32) (offse
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	if !found || off >= hw {
+	if !found || off >= limit {
 		return -1, -1, -1, nil
 	}
 	return off, ts, p.epochOf(off, epoch), nil

@@ -34,11 +34,10 @@ type ProduceRequest struct {
 	// says.
 	ConsoleWriter bool
 
-	// Later work lands here: the transactional id (transactions: the
-	// batches of an ongoing transaction are then admitted rather than
-	// refused, see admitProduced) and the client's quota (the result's
-	// throttle time). Authorisation is the caller's, per partition
-	// (ProducePartition.Refused).
+	// Later work lands here: the client's quota (the result's throttle
+	// time). Authorisation is the caller's, per partition
+	// (ProducePartition.Refused); storage's producer state decides what a
+	// transactional batch may do.
 }
 
 // ProducePartition is one partition of a ProduceRequest and its outcome.
@@ -89,20 +88,6 @@ type WaitHook interface {
 	BeforeWait()
 }
 
-var errTransactions = &Error{Code: kerr.InvalidTxnState, Msg: "transactions are not supported"}
-
-// admitProduced is the broker's say on each batch a client produces, asked
-// by the log with the header it parsed (storage.Admit). Transactional
-// batches are refused: transactions are not implemented, and no
-// transactional producer id is ever issued. Transactions (their
-// verification, KIP-890) land here.
-func admitProduced(h record.BatchHeader) error {
-	if h.Transactional() {
-		return errTransactions
-	}
-	return nil
-}
-
 // Produce appends each partition's records as its leader and, with
 // acks=-1, waits until the high watermark passes them (every ISR member has
 // them) or req.Timeout ends. Each partition's outcome is written beside its
@@ -115,8 +100,8 @@ func admitProduced(h record.BatchHeader) error {
 // broker must lead the partition; message sets are converted to record
 // batch v2, and v2 batches must not be message sets; then storage validates the batches (CRC, sizes,
 // max.message.bytes, records, compressed records within
-// message.decompressed.max.bytes), admitProduced refuses transactional
-// ones, idempotent sequences are checked (a retried duplicate succeeds with
+// message.decompressed.max.bytes), transactional batches open or continue
+// their producer's transaction, idempotent sequences are checked (a retried duplicate succeeds with
 // its original offsets), offsets are assigned in place and the batches are
 // appended. acks=-1 also needs min.insync.replicas members in the ISR
 // (NOT_ENOUGH_REPLICAS) before the append.
@@ -207,7 +192,7 @@ func (b *Broker) produceTo(pp *ProducePartition, req *ProduceRequest) error {
 	if err != nil {
 		return err
 	}
-	info, err := p.appendRecords(records, req.Acks, admitProduced)
+	info, err := p.appendRecords(records, req.Acks, nil)
 	if err != nil {
 		return err
 	}

@@ -256,29 +256,15 @@ func (b *Broker) existsAfter(name string, err error) error {
 // box), cleanup.policy=compact, segment.bytes=offsets.topic.segment.bytes.
 // It waits for the partitions' leaders until ctx is done.
 func (b *Broker) EnsureOffsetsTopic(ctx context.Context) error {
-	if t, ok := b.Image().Topics[OffsetsTopic]; ok {
-		return b.waitLeaders(ctx, untilDeadline(ctx), OffsetsTopic, t.ID, len(t.Partitions))
-	}
 	rf := min(int(b.cfg.OffsetsTopicReplicationFactor), len(b.liveBrokerIDs()))
-	spec := TopicSpec{
+	return b.ensureInternalTopic(ctx, TopicSpec{
 		Name: OffsetsTopic, Partitions: b.cfg.OffsetsTopicPartitions, ReplicationFactor: int16(rf),
 		Configs: map[string]string{
 			"cleanup.policy":   "compact",
 			"segment.bytes":    strconv.FormatInt(b.cfg.OffsetsTopicSegmentBytes, 10),
 			"compression.type": "producer",
 		},
-	}
-	// Created: wait for this topic's leaders. Someone else created it
-	// meanwhile: wait for theirs, once the image shows it.
-	_, err := b.CreateTopic(ctx, spec, false, untilDeadline(ctx))
-	if !errors.Is(err, kerr.TopicAlreadyExists) {
-		return err
-	}
-	var t *TopicImage
-	if err := b.waitImage(ctx, func(img *Image) bool { t = img.Topics[OffsetsTopic]; return t != nil }); err != nil {
-		return errorf(kerr.CoordinatorNotAvailable, "%s is being created", OffsetsTopic)
-	}
-	return b.waitLeaders(ctx, untilDeadline(ctx), OffsetsTopic, t.ID, len(t.Partitions))
+	})
 }
 
 // DeleteTopic marks a topic for deletion and waits up to wait (0: not at

@@ -103,6 +103,18 @@ type Config struct {
 	OffsetMetadataMaxBytes        int32         // offset.metadata.max.bytes
 	OffsetsLoadBufferSize         int32         // offsets.load.buffer.size
 
+	// Transactions (the transaction coordinator: txn.NewConfig).
+	TransactionStateLogNumPartitions     int32         // transaction.state.log.num.partitions
+	TransactionStateLogReplicationFactor int16         // transaction.state.log.replication.factor
+	TransactionStateLogMinISR            int32         // transaction.state.log.min.isr
+	TransactionStateLogSegmentBytes      int64         // transaction.state.log.segment.bytes
+	TransactionStateLogLoadBufferSize    int32         // transaction.state.log.load.buffer.size
+	TransactionMaxTimeout                time.Duration // transaction.max.timeout.ms
+	TransactionalIDExpiration            time.Duration // transactional.id.expiration.ms
+	TransactionAbortTimedOutInterval     time.Duration // transaction.abort.timed.out.transaction.cleanup.interval.ms
+	TransactionRemoveExpiredInterval     time.Duration // transaction.remove.expired.transaction.cleanup.interval.ms
+	ProducerIDExpiration                 time.Duration // producer.id.expiration.ms
+
 	// Cluster mode (ZooKeeper); empty zookeeper.connect = single node.
 	ZookeeperConnect             string // zookeeper.connect
 	ZookeeperSessionTimeoutMs    int32  // zookeeper.session.timeout.ms

@@ -18,6 +18,8 @@ var (
 		Intro: "Defaults of new topics, the broker-level defaults of the topic configs (a config set on a topic wins over its broker key; see [Topic configs](#topic-configs)), and the log's background work."}
 	groupGroups = &Group{Title: "Consumer groups",
 		Intro: "The group coordinator and `__consumer_offsets`, where groups keep their assignments and committed offsets."}
+	groupTransactions = &Group{Title: "Transactions",
+		Intro: "The transaction coordinator and `__transaction_state`, where transactional producers (exactly-once) keep their transactions; and how long the log remembers a producer."}
 	groupCluster = &Group{Title: "Cluster mode: ZooKeeper and replication",
 		Intro: "The keys of a broker that is one of a cluster (`zookeeper.connect` set); a single node uses none of the others."}
 	groupSecurity = &Group{Title: "Security: listeners, TLS and SASL",
@@ -206,6 +208,38 @@ var keys = []Key{
 	{Name: "offsets.load.buffer.size", Default: "5242880", Group: groupGroups,
 		Doc:  "Bytes read at a time when loading __consumer_offsets after becoming a group coordinator.",
 		rule: atLeast(1), field: func(c *Config) any { return &c.OffsetsLoadBufferSize }},
+
+	// Transactions.
+	{Name: "transaction.state.log.num.partitions", Default: "50", Group: groupTransactions,
+		Doc:  "Partitions of __transaction_state. They decide which broker coordinates each transactional id: do not change it once transactions exist.",
+		rule: between(1, maxRecordsPerRequest-4), field: func(c *Config) any { return &c.TransactionStateLogNumPartitions }},
+	{Name: "transaction.state.log.replication.factor", Type: Short, Default: "3", Group: groupTransactions,
+		Doc:  "Replication factor of __transaction_state, capped at the number of live brokers when it is created.",
+		rule: atLeast(1), field: func(c *Config) any { return &c.TransactionStateLogReplicationFactor }},
+	{Name: "transaction.state.log.min.isr", Default: "2", Group: groupTransactions,
+		Doc:  "min.insync.replicas of __transaction_state, capped at its replication factor when it is created (so a single node works).",
+		rule: atLeast(1), field: func(c *Config) any { return &c.TransactionStateLogMinISR }},
+	{Name: "transaction.state.log.segment.bytes", Type: Int, Default: "104857600", Group: groupTransactions,
+		Doc:  "Segment size of __transaction_state (a compacted topic).",
+		rule: atLeast(14), field: func(c *Config) any { return &c.TransactionStateLogSegmentBytes }},
+	{Name: "transaction.state.log.load.buffer.size", Default: "5242880", Group: groupTransactions,
+		Doc:  "Bytes read at a time when loading __transaction_state after becoming a transaction coordinator.",
+		rule: atLeast(1), field: func(c *Config) any { return &c.TransactionStateLogLoadBufferSize }},
+	{Name: "transaction.max.timeout.ms", Type: Int, Default: "900000", Group: groupTransactions,
+		Doc:  "Largest transaction.timeout.ms a producer may ask for; a larger one gets INVALID_TRANSACTION_TIMEOUT.",
+		rule: atLeast(1), field: func(c *Config) any { return &c.TransactionMaxTimeout }},
+	{Name: "transactional.id.expiration.ms", Type: Int, Default: "604800000", Group: groupTransactions,
+		Doc:  "A transactional id with no transaction and no request for this long is forgotten (its producer id is not fenced any more).",
+		rule: atLeast(1), field: func(c *Config) any { return &c.TransactionalIDExpiration }},
+	{Name: "transaction.abort.timed.out.transaction.cleanup.interval.ms", Type: Int, Default: "10000", Group: groupTransactions,
+		Doc:  "How often the coordinator aborts transactions open longer than their transaction.timeout.ms.",
+		rule: atLeast(1), field: func(c *Config) any { return &c.TransactionAbortTimedOutInterval }},
+	{Name: "transaction.remove.expired.transaction.cleanup.interval.ms", Type: Int, Default: "3600000", Group: groupTransactions,
+		Doc:  "How often the coordinator forgets transactional ids idle for transactional.id.expiration.ms.",
+		rule: atLeast(1), field: func(c *Config) any { return &c.TransactionRemoveExpiredInterval }},
+	{Name: "producer.id.expiration.ms", Type: Int, Default: "86400000", Group: groupTransactions,
+		Doc:  "A partition forgets an idempotent producer that wrote nothing for this long (one with an open transaction is kept).",
+		rule: atLeast(1), field: func(c *Config) any { return &c.ProducerIDExpiration }},
 
 	// Cluster mode.
 	{Name: "zookeeper.connect", Group: groupCluster,

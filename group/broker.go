@@ -59,7 +59,9 @@ func (bb *BrokerBackend) Append(ctx context.Context, partition, leaderEpoch int3
 	if _, epoch := p.Leader(); epoch != leaderEpoch {
 		return fmt.Errorf("%s-%d: leader epoch %d, coordinating %d: %w", OffsetsTopic, partition, epoch, leaderEpoch, kerr.NotCoordinator)
 	}
-	info, err := p.AppendRecords(batches, -1)
+	// As coordinator: transactional offset commits carry their producer,
+	// whose epoch (not sequence) is checked.
+	info, err := p.AppendAsCoordinator(batches)
 	if err != nil {
 		return err
 	}
@@ -148,6 +150,11 @@ func NewForBroker(b *broker.Broker, cfg Config, logger *slog.Logger) (*ForBroker
 		logger.Warn("__consumer_offsets has a different partition count than offsets.topic.num.partitions; groups are placed by the configured count, as Kafka does",
 			"partitions", len(t.Partitions), "offsets.topic.num.partitions", cfg.NumPartitions)
 	}
+	b.OnTxnMarker(func(topic string, partition int32, producerID int64, commit bool) {
+		if topic == OffsetsTopic {
+			c.TxnMarker(partition, producerID, commit)
+		}
+	})
 	return &ForBroker{Coordinator: c, detach: Attach(b, c)}, nil
 }
 

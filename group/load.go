@@ -22,6 +22,11 @@ import (
 type loadResult struct {
 	offsets map[string]map[topicPartition]offsetCommit
 	groups  map[string]*storedGroup
+	// pos is the log offset of each committed offset's record; pending
+	// holds transactional commits by producer until their marker.
+	pos     map[string]map[topicPartition]int64
+	pending map[int64]map[string]map[topicPartition]loadedPending
+	maxPos  int64
 	records int
 	skipped int   // records of unknown key versions
 	corrupt int   // records whose key or value did not decode (skipped)
@@ -32,11 +37,92 @@ func newLoadResult() *loadResult {
 	return &loadResult{
 		offsets: make(map[string]map[topicPartition]offsetCommit),
 		groups:  make(map[string]*storedGroup),
+		pos:     make(map[string]map[topicPartition]int64),
+		pending: make(map[int64]map[string]map[topicPartition]loadedPending),
 	}
+}
+
+// loadedPending is a transactional commit read from the log, waiting for
+// its marker.
+type loadedPending struct {
+	c   offsetCommit
+	pos int64
+}
+
+// applyTxn holds a transactional offset commit of producer pid until its
+// marker.
+func (lr *loadResult) applyTxn(pid int64, key, value []byte, pos int64) error {
+	k, err := decodeKey(key)
+	if err != nil {
+		return err
+	}
+	lr.records++
+	if k.kind != kindOffset || value == nil {
+		lr.skipped++
+		return nil
+	}
+	c, err := decodeOffsetValue(value)
+	if err != nil {
+		return err
+	}
+	byGroup := lr.pending[pid]
+	if byGroup == nil {
+		byGroup = make(map[string]map[topicPartition]loadedPending)
+		lr.pending[pid] = byGroup
+	}
+	m := byGroup[k.group]
+	if m == nil {
+		m = make(map[topicPartition]loadedPending)
+		byGroup[k.group] = m
+	}
+	m[topicPartition{k.topic, k.partition}] = loadedPending{c: c, pos: pos}
+	return nil
+}
+
+// applyMarker ends producer pid's transaction: its commits become the
+// committed offsets unless a plain commit is later in the log, or are
+// dropped.
+func (lr *loadResult) applyMarker(pid int64, commit bool) {
+	byGroup, ok := lr.pending[pid]
+	if !ok {
+		return
+	}
+	delete(lr.pending, pid)
+	if !commit {
+		return
+	}
+	for name, m := range byGroup {
+		for tp, p := range m {
+			if lr.pos[name][tp] > p.pos {
+				continue
+			}
+			lr.setOffset(name, tp, p.c, p.pos)
+		}
+	}
+}
+
+func (lr *loadResult) setOffset(name string, tp topicPartition, c offsetCommit, pos int64) {
+	m, ok := lr.offsets[name]
+	if !ok {
+		m = make(map[topicPartition]offsetCommit)
+		lr.offsets[name] = m
+	}
+	m[tp] = c
+	pm, ok := lr.pos[name]
+	if !ok {
+		pm = make(map[topicPartition]int64)
+		lr.pos[name] = pm
+	}
+	pm[tp] = pos
 }
 
 // apply folds one record into the result.
 func (lr *loadResult) apply(key, value []byte) error {
+	return lr.applyAt(key, value, 0)
+}
+
+// applyAt folds one record at log offset pos into the result.
+func (lr *loadResult) applyAt(key, value []byte, pos int64) error {
 	k, err := decodeKey(key)
 	if err != nil {
 		return err
@@ -58,12 +144,7 @@ func (lr *loadResult) apply(key, value []byte) error {
 		if err != nil {
 			return err
 		}
-		m, ok := lr.offsets[k.group]
-		if !ok {
-			m = make(map[topicPartition]offsetCommit)
-			lr.offsets[k.group] = m
-		}
-		m[tp] = c
+		lr.setOffset(k.group, tp, c, pos)
 	case kindGroup:
 		if value == nil {
 			delete(lr.groups, k.group)
@@ -81,25 +162,46 @@ func (lr *loadResult) apply(key, value []byte) error {
 }
 
 // applyBatches folds every record of the concatenated batches that lies at
-// or after from (a read may start inside the first batch). Control batches
-// and aborted transactions do not occur in a log Sluice wrote; control
-// records are skipped. It returns the offset after the last batch.
+// or after from (a read may start inside the first batch): transactional
+// batches are held per producer until their end-transaction marker (a
+// control batch) commits or drops them. It returns the offset after the
+// last batch.
 func (lr *loadResult) applyBatches(b []byte, from int64) (next int64, err error) {
 	next = from
 	err = record.ForEachBatch(b, func(h *record.BatchHeader, batch []byte) error {
 		if h.NextOffset() > next {
 			next = h.NextOffset()
 		}
+		lr.maxPos = max(lr.maxPos, h.NextOffset())
 		if h.Control() {
+			if h.NextOffset() <= from {
+				return nil
+			}
+			m, ok, err := record.ParseEndTxnMarker(h, batch)
+			if err != nil {
+				lr.corrupt++
+				lr.lastErr = fmt.Errorf("offset %d: %w", h.BaseOffset, err)
+				return nil
+			}
+			if ok {
+				lr.applyMarker(m.ProducerID, m.Commit)
+			}
 			return nil
 		}
 		return record.Records(batch, func(h *record.BatchHeader, r *record.Record) error {
-			if h.BaseOffset+int64(r.OffsetDelta) < from {
+			pos := h.BaseOffset + int64(r.OffsetDelta)
+			if pos < from {
 				return nil
 			}
 			// A record that does not decode is skipped, not fatal: one bad
 			// record must not keep every group of the partition away.
-			if err := lr.apply(r.Key, r.Value); err != nil {
+			var err error
+			if h.Transactional() {
+				err = lr.applyTxn(h.ProducerID, r.Key, r.Value, pos)
+			} else {
+				err = lr.applyAt(r.Key, r.Value, pos)
+			}
+			if err != nil {
 				lr.corrupt++
 				lr.lastErr = fmt.Errorf("offset %d: %w", h.BaseOffset+int64(r.OffsetDelta), err)
 			}
@@ -169,6 +271,11 @@ func (st *state) installLoad(p, epoch int32, lr *loadResult) {
 	for name := range lr.offsets {
 		names[name] = true
 	}
+	for _, byGroup := range lr.pending {
+		for name := range byGroup {
+			names[name] = true
+		}
+	}
 	for name := range lr.groups {
 		names[name] = true
 	}
@@ -182,12 +289,27 @@ func (st *state) installLoad(p, epoch int32, lr *loadResult) {
 		if offs, ok := lr.offsets[name]; ok {
 			g.offsets = offs
 		}
+		for tp, pos := range lr.pos[name] {
+			g.setSeq(tp, uint64(pos))
+		}
+		for pid, byGroup := range lr.pending {
+			for tp, p := range byGroup[name] {
+				if g.pendingTxn == nil {
+					g.pendingTxn = make(map[int64]map[topicPartition]pendingOffset)
+				}
+				if g.pendingTxn[pid] == nil {
+					g.pendingTxn[pid] = make(map[topicPartition]pendingOffset)
+				}
+				g.pendingTxn[pid][tp] = pendingOffset{c: p.c, seq: uint64(p.pos)}
+			}
+		}
 		if sg, ok := lr.groups[name]; ok {
 			st.restoreGroup(g, sg)
 		}
 		st.groups[name] = g
 		ps.groups[name] = g
 	}
+	st.seq = max(st.seq, uint64(lr.maxPos)+1)
 	ps.loaded = true
 	st.log.Info("group coordinator loaded partition", "partition", p, "epoch", epoch,
 		"groups", len(ps.groups), "records", lr.records, "skipped", lr.skipped)

@@ -224,11 +224,13 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("leave of unknown members: %v %+v", err, resp)
 	}
 
+	// Key type 2 (share groups) is not served; type 1 (transactions) is
+	// the transaction coordinator's.
 	find := kmsg.NewPtrFindCoordinatorRequest()
-	find.CoordinatorType = 1
-	find.CoordinatorKeys = []string{"some-transactional-id"}
+	find.CoordinatorType = 2
+	find.CoordinatorKeys = []string{"some-share-group"}
 	if resp, err := find.RequestWith(ctx, raw); err != nil || len(resp.Coordinators) != 1 || resp.Coordinators[0].ErrorCode != kerr.InvalidRequest.Code {
-		t.Errorf("find a transaction coordinator: %v %+v", err, resp)
+		t.Errorf("find a share coordinator: %v %+v", err, resp)
 	}
 
 	// After all that, the member is still in its generation, unbothered.

@@ -207,10 +207,12 @@ func (st *state) commit(req *kmsg.OffsetCommitRequest, unknown map[topicPartitio
 			code = commitErrorCode(err)
 			st.log.Warn("storing offsets failed", "group", g.name, "err", err)
 		}
+		seq := st.nextSeq()
 		for tp, c := range commits {
 			codes[tp] = code
 			if err == nil && st.groups[g.name] == g {
 				g.offsets[tp] = c
+				g.setSeq(tp, seq)
 			}
 		}
 		if st.groups[g.name] == g {
@@ -235,7 +237,7 @@ func (st *state) fetchOffsets(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRes
 					topics = addTopicParts(topics, parts, t.Topic, t.Partitions)
 				}
 			}
-			code, offs := st.groupOffsets(rg.Group, rg.Topics != nil, topics, parts)
+			code, offs := st.groupOffsets(rg.Group, rg.Topics != nil, topics, parts, req.RequireStable)
 			out.ErrorCode = code
 			for _, t := range offs {
 				ot := kmsg.NewOffsetFetchResponseGroupTopic()
@@ -246,6 +248,7 @@ func (st *state) fetchOffsets(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRes
 					op.Offset = p.c.offset
 					op.LeaderEpoch = p.c.leaderEpoch
 					op.Metadata = kmsg.StringPtr(p.c.metadata)
+					op.ErrorCode = p.code
 					ot.Partitions = append(ot.Partitions, op)
 				}
 				out.Topics = append(out.Topics, ot)
@@ -263,7 +266,7 @@ func (st *state) fetchOffsets(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRes
 			topics = addTopicParts(topics, parts, t.Topic, t.Partitions)
 		}
 	}
-	code, offs := st.groupOffsets(req.Group, requested, topics, parts)
+	code, offs := st.groupOffsets(req.Group, requested, topics, parts, req.Version >= 7 && req.RequireStable)
 	if code != 0 && req.Version < 2 {
 		// No top-level error before v2: every partition carries it.
 		offs = offs[:0]
@@ -322,7 +325,10 @@ func addTopicParts(topics []string, parts map[string][]int32, topic string, part
 	return topics
 }
 
-func (st *state) groupOffsets(name string, requested bool, topics []string, parts map[string][]int32) (int16, []fetchedTopic) {
+// With stable (OffsetFetch v7+ require_stable), a partition with a
+// transactional commit waiting for its marker answers
+// UNSTABLE_OFFSET_COMMIT and offset -1 (Kafka's per-partition answer).
+func (st *state) groupOffsets(name string, requested bool, topics []string, parts map[string][]int32, stable bool) (int16, []fetchedTopic) {
 	if code := st.coordinatorError(name); code != 0 {
 		return code, nil
 	}
@@ -332,13 +338,17 @@ func (st *state) groupOffsets(name string, requested bool, topics []string, part
 		for _, t := range topics {
 			ft := fetchedTopic{topic: t}
 			for _, p := range parts[t] {
-				c := noCommit
+				c, code := noCommit, int16(0)
 				if g != nil {
-					if have, ok := g.offsets[topicPartition{t, p}]; ok {
+					tp := topicPartition{t, p}
+					if have, ok := g.offsets[tp]; ok {
 						c = have
 					}
+					if stable && g.hasPending(tp) {
+						c, code = noCommit, kerr.UnstableOffsetCommit.Code
+					}
 				}
-				ft.partitions = append(ft.partitions, fetchedPartition{partition: p, c: c})
+				ft.partitions = append(ft.partitions, fetchedPartition{partition: p, c: c, code: code})
 			}
 			out = append(out, ft)
 		}
@@ -349,7 +359,11 @@ func (st *state) groupOffsets(name string, requested bool, topics []string, part
 	}
 	byTopic := make(map[string][]fetchedPartition)
 	for tp, c := range g.offsets {
-		byTopic[tp.topic] = append(byTopic[tp.topic], fetchedPartition{partition: tp.partition, c: c})
+		fp := fetchedPartition{partition: tp.partition, c: c}
+		if stable && g.hasPending(tp) {
+			fp.c, fp.code = noCommit, kerr.UnstableOffsetCommit.Code
+		}
+		byTopic[tp.topic] = append(byTopic[tp.topic], fp)
 	}
 	for _, t := range sortedKeys(byTopic) {
 		ps := byTopic[t]
@@ -499,7 +513,7 @@ func (st *state) expireOffsets() {
 				}
 			}
 		}
-		dead := g.state == stateEmpty && len(g.offsets) == 0 && len(g.pending) == 0
+		dead := g.state == stateEmpty && len(g.offsets) == 0 && len(g.pending) == 0 && len(g.pendingTxn) == 0
 		if dead {
 			recs = append(recs, offsetsRecord{key: encodeGroupKey(nil, g.name)})
 			st.removeGroup(g)

@@ -129,6 +129,11 @@ type group struct {
 	pending map[string]time.Time // member ids handed out with MEMBER_ID_REQUIRED -> expiry
 
 	offsets map[topicPartition]offsetCommit
+	// Transactional commits waiting for their marker, by producer id,
+	// and the store order of each committed offset (a plain commit
+	// written after a pending one wins over it).
+	pendingTxn map[int64]map[topicPartition]pendingOffset
+	offsetSeq  map[topicPartition]uint64
 
 	// Rebalance bookkeeping. seq invalidates the timers of earlier phases.
 	seq              uint64
@@ -282,6 +287,7 @@ type state struct {
 	timers     timerHeap
 	appends    []appendOp
 	nextExpiry time.Time // next offset-retention check
+	seq        uint64    // store order of commits (nextSeq)
 }
 
 func newState(cfg Config, log *slog.Logger, now time.Time, newID func() string) *state {
@@ -337,7 +343,7 @@ func (st *state) removeGroup(g *group) {
 // maybeDropUnused removes a group a failed request created: Empty, without
 // members, pending members or offsets.
 func (st *state) maybeDropUnused(g *group) {
-	if g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0 && g.generation == 0 {
+	if g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0 && len(g.pendingTxn) == 0 && g.generation == 0 {
 		st.removeGroup(g)
 	}
 }
@@ -354,6 +360,17 @@ func (st *state) appendRecords(partition int32, records []offsetsRecord, done fu
 	batch, err := buildBatch(records, st.now.UnixMilli())
 	if err != nil {
 		done(err)
+		return
+	}
+	st.appends = append(st.appends, appendOp{partition: partition, epoch: p.epoch, batch: batch, done: done})
+}
+
+// appendBatch queues a built batch for a partition (transactional offset
+// commits, whose batch carries the producer).
+func (st *state) appendBatch(partition int32, batch []byte, done func(error)) {
+	p, ok := st.partitions[partition]
+	if !ok {
+		done(kerr.NotCoordinator)
 		return
 	}
 	st.appends = append(st.appends, appendOp{partition: partition, epoch: p.epoch, batch: batch, done: done})

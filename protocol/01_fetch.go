@@ -46,8 +46,10 @@ import (
 //     FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (v9+ current leader epoch).
 //
 // Version notes:
-//   - v4: isolation level, last stable offset, aborted transactions (none:
-//     no transactions; read_committed sees the high watermark).
+//   - v4: isolation level, last stable offset, aborted transactions:
+//     read_committed reads up to the last stable offset and gets the
+//     aborted transactions overlapping its records from the .txnindex
+//     (the records themselves are never decoded).
 //   - v5: log start offset. v7: sessions (see above). v9: current leader
 //     epoch fencing. v11: rack id (ignored), preferred read replica -1.
 //   - v12: flexible; last fetched epoch: a log that diverged from it answers

@@ -14,8 +14,9 @@ import (
 //
 // Behaviour (as leader of each partition):
 //   - timestamp -2: the log start offset (earliest).
-//   - timestamp -1: the high watermark (latest); for read_committed the last
-//     stable offset, which is the same here (no transactions).
+//   - timestamp -1: the high watermark (latest); for read_committed (v2+)
+//     the last stable offset, the first offset of the earliest open
+//     transaction; timestamp lookups answer only below it.
 //   - timestamp -3 (v7+): the offset and timestamp of the record with the
 //     largest timestamp (KIP-734).
 //   - timestamp >= 0: the first offset whose timestamp is at or after it
@@ -48,7 +49,7 @@ func handleListOffsets(ctx context.Context, s *Server, r *Request) (kmsg.Respons
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			offset, ts, epoch, err := listOffset(b, req.Version, rt.Topic, rp)
+			offset, ts, epoch, err := listOffset(b, req.Version, req.IsolationLevel == 1 && req.Version >= 2, rt.Topic, rp)
 			if err != nil {
 				sp.ErrorCode, _ = broker.ErrorCode(err)
 			} else if req.Version == 0 {
@@ -67,7 +68,7 @@ func handleListOffsets(ctx context.Context, s *Server, r *Request) (kmsg.Respons
 	return resp, nil
 }
 
-func listOffset(b *broker.Broker, version int16, topic string, rp kmsg.ListOffsetsRequestTopicPartition) (offset, ts int64, epoch int32, err error) {
+func listOffset(b *broker.Broker, version int16, readCommitted bool, topic string, rp kmsg.ListOffsetsRequestTopicPartition) (offset, ts int64, epoch int32, err error) {
 	if rp.Timestamp == -3 && version < 7 {
 		return 0, 0, 0, &broker.Error{Code: kerr.UnsupportedVersion, Msg: "max timestamp needs ListOffsets v7"}
 	}
@@ -79,7 +80,7 @@ func listOffset(b *broker.Broker, version int16, topic string, rp kmsg.ListOffse
 	if version < 4 {
 		current = -1
 	}
-	offset, ts, epoch, err = p.ListOffset(rp.Timestamp, current)
+	offset, ts, epoch, err = p.ListOffsetIsolated(rp.Timestamp, current, readCommitted)
 	if version < 4 {
 		epoch = -1
 	}

@@ -18,8 +18,9 @@ import (
 //     on.
 //   - The first lookup creates __consumer_offsets (compacted) and waits
 //     briefly for its leaders; COORDINATOR_NOT_AVAILABLE while there is none.
-//   - Key type 1 (transactions) is INVALID_REQUEST: Sluice has no
-//     transaction coordinator.
+//   - Key type 1: a transactional id's coordinator, the leader of its
+//     __transaction_state partition (the transaction coordinator creates
+//     the topic on first use). Other key types are INVALID_REQUEST.
 //
 // Version notes:
 //   - v1: key type, error message, throttle. v3: flexible.
@@ -58,9 +59,19 @@ func handleFindCoordinator(ctx context.Context, s *Server, r *Request) (kmsg.Res
 			req.CoordinatorKeys = kept
 		}
 	}
-	resp, err := groupCall(ctx, s, req, func(g GroupCoordinator) (*kmsg.FindCoordinatorResponse, error) {
-		return g.FindCoordinator(ctx, r.Listener, req)
-	})
+	var resp kmsg.Response
+	var err error
+	if req.CoordinatorType == 1 {
+		if s.cfg.Txn == nil {
+			resp = groupErrorResponse(req, kerr.CoordinatorNotAvailable.Code)
+		} else {
+			resp = s.cfg.Txn.FindCoordinator(ctx, r.Listener, req)
+		}
+	} else {
+		resp, err = groupCall(ctx, s, req, func(g GroupCoordinator) (*kmsg.FindCoordinatorResponse, error) {
+			return g.FindCoordinator(ctx, r.Listener, req)
+		})
+	}
 	if fc, ok := resp.(*kmsg.FindCoordinatorResponse); ok && denied != nil {
 		fc.Coordinators = append(fc.Coordinators, denied...)
 	}

@@ -38,17 +38,17 @@ func deny(p security.Principal, op security.Operation, rt security.ResourceType,
 // super user; alice may read the topics starting with "fuzz" but not
 // "fuzz-wide" (Deny beats Allow) and read the group; bob may write
 // "fuzz"; carol has nothing.
-func newAuthzNode(t *testing.T) *fuzzNode {
+func newAuthzNode(t *testing.T, extra ...security.ACL) *fuzzNode {
 	t.Helper()
 	az := security.NewAuthorizer(security.AuthorizerConfig{SuperUsers: []security.Principal{admin}}, nil)
 	n := newFuzzNode(t, func(c *broker.Config) { c.Authorizer = az })
 	t.Cleanup(n.close)
-	az.SetACLs([]security.ACL{
+	az.SetACLs(append(extra,
 		allow(alice, security.OpRead, security.ResourceTopic, security.PatternPrefixed, "fuzz"),
 		deny(alice, security.OpRead, security.ResourceTopic, security.PatternLiteral, "fuzz-wide"),
 		allow(alice, security.OpRead, security.ResourceGroup, security.PatternLiteral, "fuzz-group"),
 		allow(bob, security.OpWrite, security.ResourceTopic, security.PatternLiteral, "fuzz"),
-	})
+	))
 	return n
 }
 
@@ -485,4 +485,68 @@ func TestAuthorizeScramAndLoggers(t *testing.T) {
 		Configs: []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "broker", Op: 0, Value: kmsg.StringPtr("DEBUG")}}}}
 	lg.ValidateOnly = true
 	code(t, "bob set a log level", n.as(t, bob, lg).(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode, kerr.ClusterAuthorizationFailed)
+}
+
+// TestAuthorizeTransactions: the transaction APIs check Write on the
+// transactional id, Write on each topic added, Read on the group and its
+// topics, ClusterAction for the brokers' requests and Describe to see a
+// transaction, with Kafka's error codes; nothing refused reaches the
+// coordinators.
+func TestAuthorizeTransactions(t *testing.T) {
+	n := newAuthzNode(t, allow(bob, security.OpWrite, security.ResourceTransactionalID, security.PatternLiteral, "bob-txn"))
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.Version, ip.TransactionalID, ip.TransactionTimeoutMillis = 4, kmsg.StringPtr("alice-txn"), 60000
+	code(t, "carol init alice-txn", n.as(t, carol, ip).(*kmsg.InitProducerIDResponse).ErrorCode, kerr.TransactionalIDAuthorizationFailed)
+	ip.TransactionalID = kmsg.StringPtr("bob-txn")
+	if c := n.as(t, bob, ip).(*kmsg.InitProducerIDResponse).ErrorCode; c == kerr.TransactionalIDAuthorizationFailed.Code {
+		t.Fatal("bob was refused his own transactional id")
+	}
+
+	ap := kmsg.NewPtrAddPartitionsToTxnRequest()
+	ap.Version, ap.TransactionalID, ap.ProducerID, ap.ProducerEpoch = 3, "bob-txn", 1, 0
+	ap.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "fuzz", Partitions: []int32{0}}, {Topic: "fuzz-wide", Partitions: []int32{0}}}
+	got := map[string]int16{}
+	for _, rt := range n.as(t, bob, ap).(*kmsg.AddPartitionsToTxnResponse).Topics {
+		got[rt.Topic] = rt.Partitions[0].ErrorCode
+	}
+	code(t, "bob adds fuzz-wide", got["fuzz-wide"], kerr.TopicAuthorizationFailed)
+	code(t, "bob adds fuzz beside a refused topic", got["fuzz"], kerr.OperationNotAttempted)
+	for _, rt := range n.as(t, carol, ap).(*kmsg.AddPartitionsToTxnResponse).Topics {
+		code(t, "carol adds to bob-txn", rt.Partitions[0].ErrorCode, kerr.TransactionalIDAuthorizationFailed)
+	}
+	ap4 := kmsg.NewPtrAddPartitionsToTxnRequest()
+	ap4.Version = 4
+	ap4.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{{TransactionalID: "bob-txn", ProducerID: 1, VerifyOnly: true}}
+	code(t, "bob sends the brokers' batched AddPartitionsToTxn", n.as(t, bob, ap4).(*kmsg.AddPartitionsToTxnResponse).ErrorCode, kerr.ClusterAuthorizationFailed)
+
+	ao := kmsg.NewPtrAddOffsetsToTxnRequest()
+	ao.TransactionalID, ao.Group = "bob-txn", "fuzz-group"
+	code(t, "bob adds a group he may not read", n.as(t, bob, ao).(*kmsg.AddOffsetsToTxnResponse).ErrorCode, kerr.GroupAuthorizationFailed)
+	ao.TransactionalID = "alice-txn"
+	code(t, "alice adds offsets to a transactional id she may not write", n.as(t, alice, ao).(*kmsg.AddOffsetsToTxnResponse).ErrorCode, kerr.TransactionalIDAuthorizationFailed)
+
+	et := kmsg.NewPtrEndTxnRequest()
+	et.TransactionalID, et.Commit = "bob-txn", true
+	code(t, "carol ends bob-txn", n.as(t, carol, et).(*kmsg.EndTxnResponse).ErrorCode, kerr.TransactionalIDAuthorizationFailed)
+
+	to := kmsg.NewPtrTxnOffsetCommitRequest()
+	to.Version, to.TransactionalID, to.Group = 3, "bob-txn", "fuzz-group"
+	to.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "fuzz", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+	for _, rt := range n.as(t, bob, to).(*kmsg.TxnOffsetCommitResponse).Topics {
+		code(t, "bob commits for a group he may not read", rt.Partitions[0].ErrorCode, kerr.GroupAuthorizationFailed)
+	}
+
+	wm := kmsg.NewPtrWriteTxnMarkersRequest()
+	wm.Markers = []kmsg.WriteTxnMarkersRequestMarker{{ProducerID: 1, Committed: true, Topics: []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "fuzz", Partitions: []int32{0}}}}}
+	code(t, "bob writes a marker", n.as(t, bob, wm).(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode, kerr.ClusterAuthorizationFailed)
+
+	dt := kmsg.NewPtrDescribeTransactionsRequest()
+	dt.TransactionalIDs = []string{"alice-txn"}
+	for _, st := range n.as(t, carol, dt).(*kmsg.DescribeTransactionsResponse).TransactionStates {
+		code(t, "carol describes alice-txn", st.ErrorCode, kerr.TransactionalIDAuthorizationFailed)
+	}
+
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "fuzz", Partitions: []int32{0}}}
+	code(t, "carol describes fuzz's producers", n.as(t, carol, dp).(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ErrorCode, kerr.TopicAuthorizationFailed)
 }

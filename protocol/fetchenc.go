@@ -281,7 +281,16 @@ func (f *fetchResponse) body(fw *fetchWriter) {
 				fw.int64(p.LogStartOffset)
 			}
 			if f.abortedEmpty {
-				fw.arrayLen(0)
+				// read_committed: the aborted transactions overlapping
+				// the records (none: an empty array).
+				fw.arrayLen(len(p.AbortedTxns))
+				for _, a := range p.AbortedTxns {
+					fw.int64(a.ProducerID)
+					fw.int64(a.FirstOffset)
+					if fw.flex {
+						fw.uvarint(0)
+					}
+				}
 			} else {
 				fw.nullArrayLen()
 			}

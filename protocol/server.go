@@ -49,6 +49,9 @@ type Config struct {
 	// Groups is the consumer-group coordinator the group handlers call; nil
 	// until it is wired (see groups.go).
 	Groups GroupCoordinator
+	// Txn is the transaction coordinator (see txn.go); nil answers the
+	// transaction APIs COORDINATOR_NOT_AVAILABLE.
+	Txn TxnCoordinator
 	// Controller is this broker's controller role, which the
 	// controller-only APIs (ControlledShutdown, ElectLeaders,
 	// AlterPartitionReassignments) call; nil answers them NOT_CONTROLLER.

@@ -10,6 +10,8 @@
 //   - Records (varints, headers): Records and WalkRecords decode them,
 //     AppendRecord and BuildBatch encode them, CheckUncompressedRecords
 //     checks a producer's without allocating.
+//   - End-transaction markers (control.go): the 78-byte control batch of a
+//     commit or abort (AppendEndTxnMarker) and its parser (ParseEndTxnMarker).
 //   - Message sets v0/v1 (Produce v0-v2) and their conversion to one batch
 //     v2 (ConvertMessageSet), as Kafka's LogValidator converts them.
 //   - Compression (gzip, snappy raw and xerial-framed, lz4, zstd) with

@@ -1,12 +1,14 @@
 package storage
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/sluice-io/sluice/record"
 )
@@ -35,9 +37,16 @@ import (
 //     producer the log still tracks, which stays as an empty batch so the
 //     producer's sequence survives (Kafka does the same), and the last batch
 //     of each group, so the output's offset range covers what it replaces.
-//
-// Not done: aborted transactional data is not removed and control batches
-// are kept (transactions are the broker's business; markers are small).
+//   - Transactions (Kafka's CleanedTransactionMetadata): cleaning never
+//     passes the last stable offset; the batches of aborted transactions
+//     (from the transaction index) are dropped whatever their keys and
+//     never enter the offset map; an ABORT marker stays, and is written to
+//     the cleaned segment's transaction index, while data of its
+//     transaction survives in what is cleaned; a COMMIT marker whose
+//     transaction has no data left, or an ABORT marker whose aborted data
+//     is gone, is stamped with a delete horizon and removed once it passed
+//     (delete.retention.ms), as tombstones are; a producer's last marker
+//     stays (empty) while the producer has no data batch, for its epoch.
 
 // CleanResult reports one cleaning.
 type CleanResult struct {
@@ -112,12 +121,16 @@ func (l *Log) Clean(force bool) (CleanResult, error) {
 	if firstDirty < lso {
 		firstDirty = lso
 	}
-	uncleanable := min(segs[len(segs)-1].base, l.hw.Load())
-	producerLast := make(map[int64]int64, len(l.producers.producers))
+	// Never past the last stable offset: what an open transaction wrote
+	// may still be aborted.
+	uncleanable := min(segs[len(segs)-1].base, l.hw.Load(), l.producers.firstUnstable())
+	producerLast := make(map[int64]lastRecord, len(l.producers.producers))
 	for id, st := range l.producers.producers {
+		lr := lastRecord{dataOffset: -1, epoch: st.epoch}
 		if b := st.last(); b != nil {
-			producerLast[id] = b.lastOffset
+			lr.dataOffset = b.lastOffset
 		}
+		producerLast[id] = lr
 	}
 	l.mu.Unlock()
 
@@ -151,14 +164,24 @@ func (l *Log) Clean(force bool) (CleanResult, error) {
 		return res, nil
 	}
 
-	// The offset map: newest offset of each key in the dirty part.
+	// The offset map: newest offset of each key in the dirty part, but
+	// for aborted transactions' records.
 	offsets := make(map[string]int64)
+	mapTxns := newCleanTxns()
+	mapTxns.add(l.AbortedTransactions(firstDirty, endDirty))
 	for i, s := range group {
 		if segs[i+1].base <= firstDirty {
 			continue
 		}
 		err := l.scanSegment(s, func(h *record.BatchHeader, batch []byte) error {
-			if h.Control() || h.NextOffset() <= firstDirty {
+			if h.NextOffset() <= firstDirty {
+				return nil
+			}
+			if h.Control() {
+				mapTxns.onControl(h, batch)
+				return nil
+			}
+			if mapTxns.onData(h) {
 				return nil
 			}
 			return record.WalkRecords(h, batch, func(h *record.BatchHeader, r *record.Record) error {
@@ -174,7 +197,7 @@ func (l *Log) Clean(force bool) (CleanResult, error) {
 	}
 
 	// Rewrite, group by group.
-	c := &cleaner{l: l, cfg: cfg, now: now, offsets: offsets, producerLast: producerLast}
+	c := &cleaner{l: l, cfg: cfg, now: now, offsets: offsets, producerLast: producerLast, txns: newCleanTxns()}
 	res.SegmentsBefore = len(group)
 	for start := 0; start < len(group); {
 		stop := start + 1
@@ -201,6 +224,7 @@ func (l *Log) Clean(force bool) (CleanResult, error) {
 	if l.firstDirty.Load() < endDirty {
 		l.firstDirty.Store(endDirty)
 	}
+	l.recountAbortedLocked()
 	l.mu.Unlock()
 	return res, nil
 }
@@ -232,8 +256,17 @@ type cleaner struct {
 	cfg          *logConfig
 	now          int64
 	offsets      map[string]int64
-	producerLast map[int64]int64
+	producerLast map[int64]lastRecord
+	txns         *cleanTxns // carried from group to group
 	body, out    []byte
+}
+
+// lastRecord is what the cleaner keeps of a producer the log tracks (Kafka's
+// LastRecord): the batch holding its last sequence, or, when it has written
+// only markers, its last marker (which carries its epoch).
+type lastRecord struct {
+	dataOffset int64 // last offset of its last data batch, -1: none
+	epoch      int16
 }
 
 // cleanGroup writes the retained batches of group into one new segment and
@@ -247,12 +280,14 @@ func (c *cleaner) cleanGroup(group []*segment, next int64) (size, removed int64,
 	}
 	fail := func(err error) (int64, int64, error) {
 		ns.close()
-		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		for _, suf := range segmentFileSuffixes {
 			os.Remove(ns.path(suf))
 		}
 		return 0, 0, fmt.Errorf("%s: cleaner: %w", l.tp, err)
 	}
 	interval := int64(c.cfg.IndexIntervalBytes)
+	c.txns.add(l.AbortedTransactions(base, next))
+	c.txns.index = c.txns.index[:0]
 	// The group's last batch always stays, emptied if need be: the output's
 	// end offset then covers every segment it replaces, which is how a
 	// crash-interrupted swap finds the old segments to remove at load.
@@ -284,6 +319,10 @@ func (c *cleaner) cleanGroup(group []*segment, next int64) (size, removed int64,
 		}
 	}
 	ns.next.Store(next)
+	// The aborted transactions whose marker stayed in the output.
+	if err := ns.txn.replace(append([]AbortedTxn(nil), c.txns.index...)); err != nil {
+		return fail(err)
+	}
 	if err := ns.deactivate(); err != nil {
 		return fail(err)
 	}
@@ -296,16 +335,13 @@ func (c *cleaner) cleanGroup(group []*segment, next int64) (size, removed int64,
 	swapName := func(suf string) string {
 		return filepath.Join(l.dir, offsetFileName(base, suf)+swapSuffix)
 	}
-	for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+	for _, suf := range segmentFileSuffixes {
 		if err := os.Rename(ns.path(suf), swapName(suf)); err != nil {
 			return fail(err)
 		}
 	}
 	hook("swap")
-	ns.mu.Lock()
-	ns.ext = swapSuffix
-	ns.oi.path, ns.ti.path = ns.path(indexSuffix), ns.path(timeIndexSuffix)
-	ns.mu.Unlock()
+	ns.setExt(swapSuffix)
 	if err := syncDir(l.dir); err != nil {
 		return fail(err)
 	}
@@ -342,17 +378,14 @@ func (c *cleaner) cleanGroup(group []*segment, next int64) (size, removed int64,
 		}
 	}
 	hook("retired")
-	for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+	for _, suf := range segmentFileSuffixes {
 		final := (&segment{dir: l.dir, base: base}).path(suf)
 		if err := os.Rename(ns.path(suf), final); err != nil {
 			return 0, 0, fmt.Errorf("%s: cleaner: %w", l.tp, err)
 		}
 		hook("renamed" + suf)
 	}
-	ns.mu.Lock()
-	ns.ext = ""
-	ns.oi.path, ns.ti.path = ns.path(indexSuffix), ns.path(timeIndexSuffix)
-	ns.mu.Unlock()
+	ns.setExt("")
 	if err := syncDir(l.dir); err != nil {
 		return 0, 0, err
 	}
@@ -368,11 +401,53 @@ func (c *cleaner) cleanGroup(group []*segment, next int64) (size, removed int64,
 	return ns.size.Load(), removed, nil
 }
 
+// retainEmpty reports whether a batch whose records all go stays as an
+// empty batch: the batch of a producer the log tracks that holds its last
+// sequence, or, for a producer with only markers, its marker at its epoch
+// (Kafka's isBatchLastRecordOfProducer).
+func (c *cleaner) retainEmpty(h *record.BatchHeader) bool {
+	if h.ProducerID < 0 {
+		return false
+	}
+	last, ok := c.producerLast[h.ProducerID]
+	if !ok {
+		return false
+	}
+	if last.dataOffset >= 0 {
+		return last.dataOffset == h.LastOffset()
+	}
+	return h.Control() && h.ProducerEpoch == last.epoch
+}
+
+// drop is the outcome of a batch whose records all go.
+func (c *cleaner) drop(h *record.BatchHeader, batch []byte) ([]byte, int64, error) {
+	if c.retainEmpty(h) {
+		c.out = append(c.out[:0], batch[:record.BatchHeaderSize]...)
+		return c.emptyBatch(h), int64(h.RecordCount), nil
+	}
+	return nil, int64(h.RecordCount), nil
+}
+
 // filterBatch returns the batch as it should be after cleaning (the input
 // itself when nothing changes; nil when it goes) and how many records it lost.
 func (c *cleaner) filterBatch(h *record.BatchHeader, batch []byte) ([]byte, int64, error) {
 	if h.Control() {
-		return batch, 0, nil
+		if !c.txns.onControl(h, batch) {
+			return batch, 0, nil
+		}
+		// A marker whose transaction left nothing here: like a
+		// tombstone, stamped with a delete horizon, then gone.
+		if h.HasDeleteHorizon() && c.now >= h.BaseTimestamp {
+			return c.drop(h, batch)
+		}
+		if h.HasDeleteHorizon() || h.RecordCount == 0 {
+			return batch, 0, nil
+		}
+		return c.rebuild(h, batch, func(*record.BatchHeader, *record.Record) bool { return true }, h.RecordCount, true)
+	}
+	if c.txns.onData(h) {
+		// An aborted transaction's records go whatever their keys.
+		return c.drop(h, batch)
 	}
 	horizonPassed := h.HasDeleteHorizon() && c.now >= h.BaseTimestamp
 	kept, tombstones := int32(0), false
@@ -392,13 +467,15 @@ func (c *cleaner) filterBatch(h *record.BatchHeader, batch []byte) ([]byte, int6
 		return batch, 0, nil
 	}
 	if kept == 0 {
-		if last, ok := c.producerLast[h.ProducerID]; ok && h.ProducerID >= 0 && last == h.LastOffset() {
-			c.out = c.out[:0]
-			c.out = append(c.out, batch[:record.BatchHeaderSize]...)
-			return c.emptyBatch(h), removed, nil
-		}
-		return nil, removed, nil
+		return c.drop(h, batch)
 	}
+	out, _, err := c.rebuild(h, batch, func(h *record.BatchHeader, r *record.Record) bool { return c.retain(h, r, horizonPassed) }, kept, needHorizon)
+	return out, removed, err
+}
+
+// rebuild re-encodes the records of h that keep says stay (kept of them),
+// stamping a delete horizon when needHorizon.
+func (c *cleaner) rebuild(h *record.BatchHeader, batch []byte, keep func(*record.BatchHeader, *record.Record) bool, kept int32, needHorizon bool) ([]byte, int64, error) {
 	// Rebuild: same base offset, producer fields, last offset delta and
 	// codec; timestamps re-based when a delete horizon is stamped.
 	newBase := h.BaseTimestamp
@@ -407,8 +484,8 @@ func (c *cleaner) filterBatch(h *record.BatchHeader, batch []byte) ([]byte, int6
 	}
 	maxTS := int64(-1)
 	c.body = c.body[:0]
-	err = record.WalkRecords(h, batch, func(h *record.BatchHeader, r *record.Record) error {
-		if !c.retain(h, r, horizonPassed) {
+	err := record.WalkRecords(h, batch, func(h *record.BatchHeader, r *record.Record) error {
+		if !keep(h, r) {
 			return nil
 		}
 		ts := h.BaseTimestamp + r.TimestampDelta
@@ -438,7 +515,7 @@ func (c *cleaner) filterBatch(h *record.BatchHeader, batch []byte) ([]byte, int6
 	}
 	record.PutHeader(c.out, &nh)
 	binary.BigEndian.PutUint32(c.out[record.OffCRC:], record.BatchCRC(c.out))
-	return c.out, removed, nil
+	return c.out, int64(h.RecordCount - kept), nil
 }
 
 // emptyBatch turns c.out (a copy of h's header) into a batch with no records.
@@ -465,4 +542,103 @@ func (c *cleaner) retain(h *record.BatchHeader, r *record.Record, horizonPassed 
 		return false
 	}
 	return true
+}
+
+// cleanTxns follows transactions through the batches a cleaning reads, in
+// offset order (Kafka's CleanedTransactionMetadata): which data batches
+// belong to aborted transactions, which markers may go, and the index
+// entries of the abort markers that stay.
+type cleanTxns struct {
+	aborted   []AbortedTxn // from the transaction index, by first offset
+	next      int          // aborted[next:] are not reached yet
+	abortedBy map[int64]*cleanAborted
+	committed map[int64]bool // producers with committed data read since their last marker
+	index     []AbortedTxn   // abort markers kept in the current output
+}
+
+type cleanAborted struct {
+	txn      AbortedTxn
+	observed bool // data of the transaction was read (and dropped)
+}
+
+func newCleanTxns() *cleanTxns {
+	return &cleanTxns{abortedBy: map[int64]*cleanAborted{}, committed: map[int64]bool{}}
+}
+
+// add takes aborted transactions of a range about to be read (ranges are
+// added in offset order; an entry already known is skipped).
+func (t *cleanTxns) add(es []AbortedTxn) {
+	rest := t.aborted[t.next:]
+	for _, a := range es {
+		dup := false
+		for _, b := range rest {
+			if b == a {
+				dup = true
+				break
+			}
+		}
+		for _, b := range t.abortedBy {
+			if b.txn == a {
+				dup = true
+			}
+		}
+		if !dup {
+			rest = append(rest, a)
+		}
+	}
+	slices.SortFunc(rest, func(a, b AbortedTxn) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
+	t.aborted, t.next = rest, 0
+}
+
+// reach starts the aborted transactions whose first offset is at or below
+// offset.
+func (t *cleanTxns) reach(offset int64) {
+	for t.next < len(t.aborted) && t.aborted[t.next].FirstOffset <= offset {
+		a := t.aborted[t.next]
+		t.next++
+		if _, ok := t.abortedBy[a.ProducerID]; !ok {
+			t.abortedBy[a.ProducerID] = &cleanAborted{txn: a}
+		}
+	}
+}
+
+// onData reports whether a data batch belongs to an aborted transaction.
+func (t *cleanTxns) onData(h *record.BatchHeader) bool {
+	t.reach(h.LastOffset())
+	if !h.Transactional() {
+		return false
+	}
+	if a, ok := t.abortedBy[h.ProducerID]; ok {
+		a.observed = true
+		return true
+	}
+	t.committed[h.ProducerID] = true
+	return false
+}
+
+// onControl reports whether a control batch may go: an abort marker once no
+// data of its transaction is in what was read (else it stays, indexed), a
+// commit marker once none of its transaction's data was read, an empty
+// control batch always; other control records stay.
+func (t *cleanTxns) onControl(h *record.BatchHeader, batch []byte) bool {
+	t.reach(h.LastOffset())
+	m, ok, err := record.ParseEndTxnMarker(h, batch)
+	if err != nil {
+		return false
+	}
+	if !ok {
+		return h.RecordCount == 0
+	}
+	if !m.Commit {
+		a, found := t.abortedBy[h.ProducerID]
+		delete(t.abortedBy, h.ProducerID)
+		if found && a.observed {
+			t.index = append(t.index, a.txn)
+			return false
+		}
+		return true
+	}
+	had := t.committed[h.ProducerID]
+	delete(t.committed, h.ProducerID)
+	return !had
 }

@@ -12,8 +12,10 @@
 // zero-padded to 20 digits: <base>.log (the batches, byte for byte as the
 // producer sent them, with the base offset and partition leader epoch set by
 // the broker), <base>.index (8-byte entries: relative offset, position),
-// <base>.timeindex (12-byte entries: timestamp, relative offset) and
-// <base>.snapshot (idempotent producer state). The folder also holds
+// <base>.timeindex (12-byte entries: timestamp, relative offset),
+// <base>.txnindex (34-byte entries: the aborted transactions whose marker
+// is in the segment, txnindex.go) and <base>.snapshot (producer state, with
+// each producer's open transaction). The folder also holds
 // leader-epoch-checkpoint. The log directory itself holds Kafka's text
 // checkpoints: recovery-point-offset-checkpoint, log-start-offset-checkpoint,
 // replication-offset-checkpoint and cleaner-offset-checkpoint, and
@@ -29,5 +31,20 @@
 // reader refers to them (reference counted), so deletion by retention or
 // compaction never closes a file under an in-flight sendfile.
 //
-// Lock order: Manager.mu, then Log.cleanMu, then Log.mu, then segment.mu.
+// # Transactions
+//
+// Producer state (producerstate.go) follows each producer's open
+// transaction: a transactional batch opens it, an end-transaction marker
+// (a control batch, appended with OriginCoordinator) ends it. The last
+// stable offset (Log.LastStableOffset) is the first offset of the earliest
+// transaction open or ended above the high watermark, else the high
+// watermark; read_committed fetches read up to it and drop the aborted
+// transactions Log.AbortedTransactions finds in the .txnindex files.
+// Snapshots keep open transactions across restarts; a recovered segment,
+// or one whose .txnindex is missing, has its index rebuilt by replaying the
+// log with the producer state. Compaction stops at the last stable offset
+// and drops aborted data (cleaner.go).
+//
+// Lock order: Manager.mu, then Log.cleanMu, then Log.mu, then segment.mu
+// (txnIndex.mu is taken alone).
 package storage

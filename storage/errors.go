@@ -20,6 +20,13 @@ var (
 	// ErrUnknownProducerID: a non-zero sequence from a producer the log does
 	// not know (its state was removed by retention).
 	ErrUnknownProducerID = errors.New("unknown producer id")
+	// ErrInvalidTxnState: a producer with an open transaction wrote a
+	// non-transactional batch (INVALID_TXN_STATE).
+	ErrInvalidTxnState = errors.New("invalid transaction state")
+	// ErrTransactionCoordinatorFenced: an end-transaction marker from a
+	// coordinator epoch older than the producer's last marker's
+	// (TRANSACTION_COORDINATOR_FENCED).
+	ErrTransactionCoordinatorFenced = errors.New("transaction coordinator fenced")
 	// ErrLogClosed: the log (or its manager) was closed.
 	ErrLogClosed = errors.New("log closed")
 	// ErrLogDeleted: the log was deleted.

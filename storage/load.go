@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -57,19 +58,37 @@ func openLog(p logLoad) (*Log, error) {
 	l.lastFlushMs = p.env.nowMs()
 
 	// Producer state: the newest snapshot at or below the log end, then the
-	// batches after it.
+	// batches after it. Segments whose transaction index must be rebuilt
+	// (recovered, or the file missing or unreadable) are replayed from
+	// the newest snapshot at or below the first of them, which rebuilds
+	// their indexes on the way; with no snapshot left, from the log start.
 	warn := func(path string, err error) {
 		p.env.logger.Warn("unreadable producer snapshot, rebuilding from the log", "file", path, "err", err)
 	}
+	rebuildFrom := leo
+	for _, s := range segs {
+		if s.txn.rebuild {
+			rebuildFrom = min(rebuildFrom, s.base)
+			break
+		}
+	}
 	l.producers.deleteSnapshots(-1, leo)
-	from := l.producers.loadLatest(leo, warn)
+	from := l.producers.loadLatest(rebuildFrom, warn)
 	if from < 0 {
 		from = l.logStart.Load()
+		// Every segment replayed gets its index rebuilt: with the
+		// snapshots gone, nothing says the indexes are complete.
+		for _, s := range segs {
+			s.txn.rebuild = true
+		}
 	}
-	if err := l.replayProducers(from, leo); err != nil {
+	if err := l.replayProducers(from, leo, true); err != nil {
 		return nil, err
 	}
 	l.producers.truncateHead(l.logStart.Load())
+	l.producers.replicated(l.hw.Load())
+	l.publishUnstableLocked()
+	l.recountAbortedLocked()
 	if err := l.epochs.truncateFromEnd(leo); err != nil {
 		return nil, err
 	}
@@ -79,12 +98,21 @@ func openLog(p logLoad) (*Log, error) {
 	return l, nil
 }
 
-// replayProducers applies the headers of the batches in [from, to) to the
-// producer state. It reads only headers.
-func (l *Log) replayProducers(from, to int64) error {
+// replayProducers applies the batches in [from, to) to the producer state:
+// the headers of data batches, and the end-transaction markers of control
+// batches (read whole: 78 bytes). With rebuild, the segments marked for it
+// get their transaction index from the aborts replayed (they must lie
+// wholly at or after from), and are marked done. Lock l.mu (or own the log
+// alone, at load).
+func (l *Log) replayProducers(from, to int64, rebuild bool) error {
 	var hb [record.BatchHeaderSize]byte
 	var h record.BatchHeader
+	var ctl []byte
+	rebuilt := map[*segment][]AbortedTxn{}
 	for _, s := range l.segments() {
+		if rebuild && s.txn.rebuild {
+			rebuilt[s] = []AbortedTxn{}
+		}
 		if s.next.Load() <= from || s.base >= to {
 			continue
 		}
@@ -106,11 +134,34 @@ func (l *Log) replayProducers(from, to int64) error {
 				return fmt.Errorf("%s: producer state: %w", f.Name(), err)
 			}
 			if h.LastOffset() >= from && h.BaseOffset < to && h.ProducerID >= 0 {
-				l.producers.update(&h)
+				if !h.Control() {
+					l.producers.update(&h)
+				} else {
+					ctl = slices.Grow(ctl[:0], h.Size())[:h.Size()]
+					if _, err := f.ReadAt(ctl, pos); err != nil {
+						s.release()
+						return fmt.Errorf("%s: control batch at %d: %w", f.Name(), pos, err)
+					}
+					if a, ok := l.applyMarker(&h, ctl); ok {
+						if es, ok := rebuilt[s]; ok {
+							rebuilt[s] = append(es, a)
+						}
+					}
+				}
 			}
 			pos += int64(h.Size())
 		}
 		s.release()
+	}
+	for s, es := range rebuilt {
+		if err := s.txn.replace(es); err != nil {
+			return fmt.Errorf("%s: rebuild transaction index: %w", l.tp, err)
+		}
+		s.txn.rebuild = false
+		if len(es) > 0 {
+			l.env.logger.Info("rebuilt transaction index from the log", "partition", l.tp.String(),
+				"segment", s.base, "aborted_transactions", len(es))
+		}
 	}
 	return nil
 }
@@ -151,7 +202,8 @@ func (l *Log) loadSegments(p logLoad) ([]*segment, error) {
 				return nil, fmt.Errorf("%s: not a segment name (want <20 digits>.log)", path)
 			}
 			bases = append(bases, base)
-		case strings.HasSuffix(name, indexSuffix), strings.HasSuffix(name, timeIndexSuffix), strings.HasSuffix(name, snapshotSuffix):
+		case strings.HasSuffix(name, indexSuffix), strings.HasSuffix(name, timeIndexSuffix), strings.HasSuffix(name, snapshotSuffix),
+			strings.HasSuffix(name, txnIndexSuffix):
 			suf := filepath.Ext(name)
 			if _, ok := parseOffsetFileName(name, suf); !ok {
 				return nil, fmt.Errorf("%s: not a segment file name (want <20 digits>%s)", path, suf)
@@ -170,7 +222,7 @@ func (l *Log) loadSegments(p logLoad) ([]*segment, error) {
 	// deletion: remove them.
 	for _, e := range ents {
 		name := e.Name()
-		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			if b, ok := parseOffsetFileName(name, suf); ok && !containsInt64(bases, b) {
 				os.Remove(filepath.Join(p.dir, name))
 			}
@@ -196,6 +248,7 @@ func (l *Log) loadSegments(p logLoad) ([]*segment, error) {
 	for i, base := range bases {
 		last := i == len(bases)-1
 		s := &segment{dir: p.dir, base: base}
+		s.txn = newTxnIndex(s.path(txnIndexSuffix), base)
 		s.maxTS.Store(-1)
 		s.offsetOfMaxTS.Store(base)
 		st, err := os.Stat(s.path(logSuffix))
@@ -211,6 +264,9 @@ func (l *Log) loadSegments(p logLoad) ([]*segment, error) {
 			}
 		}
 		if needRecover {
+			// Its aborted transactions are replayed from the log with
+			// the producer state (openLog).
+			s.txn.rebuild = true
 			truncated, err := l.recoverSegment(p, s, last)
 			if err != nil {
 				return nil, err
@@ -225,6 +281,11 @@ func (l *Log) loadSegments(p logLoad) ([]*segment, error) {
 				break
 			}
 			continue
+		}
+		if err := s.txn.open(); err != nil {
+			p.env.logger.Warn("unreadable transaction index, rebuilding it from the log", "file", s.txn.path, "err", err)
+		} else if s.txn.rebuild {
+			p.env.logger.Warn("missing transaction index, rebuilding it from the log", "file", s.txn.path)
 		}
 		segs = append(segs, s)
 	}
@@ -259,6 +320,7 @@ func (l *Log) setAside(p logLoad, base int64) {
 	}
 	os.Remove(s.path(indexSuffix))
 	os.Remove(s.path(timeIndexSuffix))
+	os.Remove(s.path(txnIndexSuffix))
 	p.env.logger.Error("segment follows a corrupt batch and was set aside; it is no longer part of the log",
 		"partition", p.tp.String(), "file", to)
 }
@@ -498,7 +560,7 @@ func (l *Log) completeSwaps(p logLoad, swaps []string, bases []int64) ([]int64, 
 		for _, b := range bases {
 			if b >= base && b < next {
 				s := &segment{dir: p.dir, base: b}
-				for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+				for _, suf := range segmentFileSuffixes {
 					if err := removeIfExists(s.path(suf)); err != nil {
 						return nil, err
 					}
@@ -511,7 +573,7 @@ func (l *Log) completeSwaps(p logLoad, swaps []string, bases []int64) ([]int64, 
 		if err := os.Rename(swapPath, filepath.Join(p.dir, final)); err != nil {
 			return nil, err
 		}
-		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			ip := filepath.Join(p.dir, offsetFileName(base, suf))
 			if fileExists(ip + swapSuffix) {
 				if err := os.Rename(ip+swapSuffix, ip); err != nil {

@@ -52,8 +52,17 @@ type Log struct {
 	cfg     atomic.Pointer[logConfig]
 	segs    atomic.Pointer[[]*segment] // ascending base offsets; copy on write under mu
 
-	logStart      atomic.Int64
-	hw            atomic.Int64
+	logStart atomic.Int64
+	hw       atomic.Int64
+	// firstUnstable is the first offset of the earliest open or
+	// unreplicated transaction (math.MaxInt64: none), published by the
+	// writer for LastStableOffset; unreplicated is how many ended
+	// transactions wait for the high watermark (SetHighWatermark takes mu
+	// only then). aborted counts the entries of every segment's
+	// transaction index (0: fetches skip the lookup).
+	firstUnstable atomic.Int64
+	unreplicated  atomic.Int32
+	aborted       atomic.Int64
 	recoveryPoint atomic.Int64 // everything below is fsynced
 	firstDirty    atomic.Int64 // cleaner checkpoint; -1 = log start
 	lastUse       atomic.Int64 // unix nanos
@@ -98,6 +107,27 @@ func newLogConfig(c LogConfig) (*logConfig, error) {
 	lc.compact, lc.deletes, _ = parseCleanupPolicy(c.Cleanup)
 	lc.maxIdx = max(int(c.SegmentIndexBytes), minSegmentIndexBytes)
 	return lc, nil
+}
+
+// AppendOrigin says who appends as leader, which decides what is checked
+// (Kafka's AppendOrigin).
+type AppendOrigin int8
+
+const (
+	// OriginClient: a producer. Sequences and duplicates are checked, and
+	// control batches are refused.
+	OriginClient AppendOrigin = iota
+	// OriginCoordinator: the group coordinator (transactional offset
+	// commits, whose batches all start at sequence 0) and end-transaction
+	// markers. Only producer and coordinator epochs are checked.
+	OriginCoordinator
+)
+
+// AppendOptions are a leader append's options.
+type AppendOptions struct {
+	Origin AppendOrigin
+	// Admit (nil: none) is asked about every batch; see Admit.
+	Admit Admit
 }
 
 // AppendInfo describes an append.
@@ -158,9 +188,103 @@ func (l *Log) HighWatermark() int64 { return l.hw.Load() }
 func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
 
 // SetHighWatermark sets the high watermark, clamped to [LogStartOffset,
-// LogEndOffset]. The caller (the broker) decides it.
+// LogEndOffset]. The caller (the broker) decides it. Ended transactions
+// whose marker it passes stop holding the last stable offset.
 func (l *Log) SetHighWatermark(hw int64) {
 	l.hw.Store(min(max(hw, l.LogStartOffset()), l.LogEndOffset()))
+	if l.unreplicated.Load() > 0 {
+		l.mu.Lock()
+		l.producers.replicated(l.hw.Load())
+		l.publishUnstableLocked()
+		l.mu.Unlock()
+	}
+}
+
+// LastStableOffset is the offset up to which read_committed consumers may
+// read (KIP-98): the first offset of the earliest transaction that is open,
+// or ended but with its marker not yet below the high watermark; the high
+// watermark when there is none (always, without transactions).
+func (l *Log) LastStableOffset() int64 {
+	hw := l.hw.Load()
+	if fu := l.firstUnstable.Load(); fu < hw {
+		return max(fu, l.logStart.Load())
+	}
+	return hw
+}
+
+// FirstUnstableOffset is the first offset of the earliest open or
+// unreplicated transaction, -1 when there is none.
+func (l *Log) FirstUnstableOffset() int64 {
+	if fu := l.firstUnstable.Load(); fu != math.MaxInt64 {
+		return fu
+	}
+	return -1
+}
+
+// publishUnstableLocked publishes what LastStableOffset and
+// SetHighWatermark read of the producer state. Lock l.mu.
+func (l *Log) publishUnstableLocked() {
+	l.firstUnstable.Store(l.producers.firstUnstable())
+	l.unreplicated.Store(int32(len(l.producers.unreplicated)))
+}
+
+// recountAbortedLocked recounts the transaction index entries (after
+// segments were added, removed or rebuilt). Lock l.mu.
+func (l *Log) recountAbortedLocked() {
+	var n int64
+	for _, s := range l.segments() {
+		n += int64(len(s.txn.load()))
+	}
+	l.aborted.Store(n)
+}
+
+// AbortedTransactions returns the aborted transactions that overlap the
+// offsets [from, upTo): those whose abort marker is at or after from and
+// whose first batch is before upTo, from the transaction indexes of the
+// segment holding from and the segments after it, stopping at the first
+// entry whose last stable offset reached upTo (Kafka's
+// LocalLog.collectAbortedTransactions). A fetch with read_committed answers
+// with them. Nil when the log has none, without looking.
+func (l *Log) AbortedTransactions(from, upTo int64) []AbortedTxn {
+	if l.aborted.Load() == 0 {
+		return nil
+	}
+	segs := l.segments()
+	i := max(sort.Search(len(segs), func(i int) bool { return segs[i].base > from })-1, 0)
+	var out []AbortedTxn
+	for ; i < len(segs); i++ {
+		var done bool
+		if out, done = collectAborted(segs[i].txn.load(), from, upTo, out); done {
+			break
+		}
+	}
+	return out
+}
+
+// applyMarker applies an end-transaction marker (a control batch appended
+// or replayed) to the producer state: the producer's transaction, if one is
+// open, ends. For an abort it returns the transaction index entry, which
+// the caller writes to the segment holding the marker. Lock l.mu.
+func (l *Log) applyMarker(h *record.BatchHeader, batch []byte) (AbortedTxn, bool) {
+	m, ok, err := record.ParseEndTxnMarker(h, batch)
+	if err != nil {
+		l.env.logger.Warn("unreadable control batch", "partition", l.tp.String(), "offset", h.BaseOffset, "err", err)
+		return AbortedTxn{}, false
+	}
+	if !ok {
+		return AbortedTxn{}, false
+	}
+	ct, ended := l.producers.endTxn(h, m)
+	if !ended {
+		return AbortedTxn{}, false
+	}
+	var a AbortedTxn
+	if ct.abort {
+		a = AbortedTxn{ProducerID: ct.pid, FirstOffset: ct.first, LastOffset: ct.last,
+			LastStableOffset: l.producers.lastStableOffsetAt(ct)}
+	}
+	l.producers.finish(ct)
+	return a, ct.abort
 }
 
 // Size is the total size of the segments in bytes.
@@ -215,18 +339,25 @@ func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, err
 type Admit func(h record.BatchHeader) error
 
 // AppendAsLeaderAdmit is AppendAsLeader with admit (nil: none) asked about
-// every batch: the broker refuses a client's transactional batches this way.
+// every batch.
 func (l *Log) AppendAsLeaderAdmit(records []byte, leaderEpoch int32, admit Admit) (AppendInfo, error) {
+	return l.AppendAsLeaderWith(records, leaderEpoch, AppendOptions{Admit: admit})
+}
+
+// AppendAsLeaderWith is AppendAsLeader with options: who appends (a
+// client, or a coordinator whose batches are checked for epochs only) and
+// the caller's admission of each batch.
+func (l *Log) AppendAsLeaderWith(records []byte, leaderEpoch int32, opts AppendOptions) (AppendInfo, error) {
 	// The records of compressed batches are checked before the writer
 	// lock: the check needs only the bytes and the topic's config, and
 	// decompressing a gzip batch takes milliseconds that other appends to
 	// the partition need not wait for.
 	cfg := l.cfg.Load()
-	if err := checkCompressedBatches(records, cfg, l.env.decompressLimit(), admit); err != nil {
+	if err := checkCompressedBatches(records, cfg, l.env.decompressLimit(), opts.Admit); err != nil {
 		return AppendInfo{LogAppendTime: -1, FirstOffset: -1, LastOffset: -1}, fmt.Errorf("%s: %w", l.tp, err)
 	}
 	l.mu.Lock()
-	info, needSync, err := l.appendAsLeaderLocked(records, leaderEpoch, cfg, admit)
+	info, needSync, err := l.appendAsLeaderLocked(records, leaderEpoch, cfg, opts)
 	l.mu.Unlock()
 	if err == nil && needSync {
 		err = l.syncTo(info.LastOffset + 1)
@@ -236,7 +367,8 @@ func (l *Log) AppendAsLeaderAdmit(records []byte, leaderEpoch int32, admit Admit
 
 // appendAsLeaderLocked is AppendAsLeaderAdmit once checkCompressedBatches
 // passed with cfg. Lock l.mu.
-func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32, cfg *logConfig, admit Admit) (info AppendInfo, needSync bool, err error) {
+func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32, cfg *logConfig, opts AppendOptions) (info AppendInfo, needSync bool, err error) {
+	admit := opts.Admit
 	if err := l.checkOpen(); err != nil {
 		return AppendInfo{}, false, err
 	}
@@ -289,8 +421,21 @@ func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32, cfg *logCo
 				}
 			}
 		}
+		if h.Control() && opts.Origin == OriginClient {
+			return info, false, fmt.Errorf("%s: %w: clients are not allowed to write control records", l.tp, record.ErrInvalidRecord)
+		}
 		if h.ProducerID >= 0 {
-			dup, err := l.producers.check(&h, &l.pend)
+			var marker *record.EndTxnMarker
+			if h.Control() {
+				m, ok, err := record.ParseEndTxnMarker(&h, b)
+				if err != nil {
+					return info, false, fmt.Errorf("%s: %w", l.tp, err)
+				}
+				if ok {
+					marker = &m
+				}
+			}
+			dup, err := l.producers.check(&h, marker, opts.Origin, &l.pend)
 			if err != nil {
 				return info, false, fmt.Errorf("%s: %w", l.tp, err)
 			}
@@ -503,11 +648,30 @@ func (l *Log) appendLocked(cfg *logConfig, buf []byte, first, last int64, now in
 		return fmt.Errorf("%s: %w", l.tp, err)
 	}
 	var h record.BatchHeader
+	txns := false
 	for pos := 0; pos < len(buf); pos += h.Size() {
 		record.DecodeHeader(buf[pos:], &h)
-		if h.ProducerID >= 0 {
-			l.producers.update(&h)
+		if h.ProducerID < 0 {
+			continue
 		}
+		if !h.Control() {
+			l.producers.update(&h)
+			txns = txns || h.Transactional()
+			continue
+		}
+		txns = true
+		if a, abort := l.applyMarker(&h, buf[pos:pos+h.Size()]); abort {
+			// Into the segment holding the marker; a failed write
+			// leaves the entry in memory and the file gone, rebuilt at
+			// the next start.
+			if err := seg.txn.append(a); err != nil {
+				l.env.logger.Error("transaction index", "partition", l.tp.String(), "err", err)
+			}
+			l.aborted.Add(1)
+		}
+	}
+	if txns {
+		l.publishUnstableLocked()
 	}
 	l.touch()
 	return nil

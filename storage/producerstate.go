@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -32,10 +33,12 @@ type producerState struct {
 	batches       [producerBatchesRemembered]batchMeta // ring, oldest at head
 	head, n       int
 	lastTimestamp int64
-	// coordinatorEpoch and txnFirstOffset are carried for Kafka's snapshot
-	// format; transactions themselves are the broker's business.
+	// coordinatorEpoch is that of the last end-transaction marker (-1:
+	// none): a marker from an older coordinator is fenced.
 	coordinatorEpoch int32
-	txnFirstOffset   int64
+	// txnFirstOffset is the first offset of the producer's open
+	// transaction, -1 when none is open.
+	txnFirstOffset int64
 }
 
 func (p *producerState) last() *batchMeta {
@@ -57,26 +60,62 @@ func (p *producerState) add(b batchMeta) {
 }
 
 func (p *producerState) entry() ProducerEntry {
-	e := ProducerEntry{ProducerID: p.id, Epoch: p.epoch, LastSequence: -1, LastOffset: -1, LastTimestamp: p.lastTimestamp}
+	e := ProducerEntry{ProducerID: p.id, Epoch: p.epoch, LastSequence: -1, LastOffset: -1, LastTimestamp: p.lastTimestamp,
+		CoordinatorEpoch: p.coordinatorEpoch, CurrentTxnStartOffset: p.txnFirstOffset}
 	if b := p.last(); b != nil {
 		e.LastSequence, e.LastOffset = b.lastSeq, b.lastOffset
 	}
 	return e
 }
 
-// ProducerEntry is the public view of one idempotent producer's state.
+// ProducerEntry is the public view of one producer's state (what
+// DescribeProducers answers).
 type ProducerEntry struct {
 	ProducerID    int64
 	Epoch         int16
 	LastSequence  int32
 	LastOffset    int64
 	LastTimestamp int64
+	// CoordinatorEpoch is the coordinator epoch of the producer's last
+	// end-transaction marker (-1: none).
+	CoordinatorEpoch int32
+	// CurrentTxnStartOffset is the first offset of the producer's open
+	// transaction (-1: none open).
+	CurrentTxnStartOffset int64
 }
 
-// producerStates holds every producer of a log. Writer only (Log.mu).
+// openTxn is a transaction open on the partition: its producer and the
+// offset of its first batch.
+type openTxn struct {
+	first int64
+	pid   int64
+}
+
+// doneTxn is a transaction whose marker is in the log but not yet below the
+// high watermark (Kafka's unreplicated transactions): it still holds the
+// last stable offset at its first offset.
+type doneTxn struct {
+	pid         int64
+	first, last int64 // first batch, marker
+}
+
+// completedTxn is a transaction a marker just ended (Kafka's CompletedTxn).
+type completedTxn struct {
+	pid         int64
+	first, last int64 // first batch, marker
+	abort       bool
+}
+
+// producerStates holds every producer of a log, the transactions open on
+// it and those ended but not yet replicated. Writer only (Log.mu).
 type producerStates struct {
 	dir       string
 	producers map[int64]*producerState
+	// open are the open transactions, by first offset (ascending).
+	open []openTxn
+	// unreplicated are ended transactions whose marker the high watermark
+	// has not passed, by first offset (ascending).
+	unreplicated []doneTxn
 }
 
 func newProducerStates(dir string) *producerStates {
@@ -86,10 +125,12 @@ func newProducerStates(dir string) *producerStates {
 // pendingProducer tracks a producer's state across the batches of one
 // append before they are written.
 type pendingProducer struct {
-	id      int64
-	epoch   int16
-	lastSeq int32
-	known   bool
+	id         int64
+	epoch      int16
+	lastSeq    int32
+	known      bool
+	inTxn      bool  // a transaction is open (stored, or opened earlier in the append)
+	coordEpoch int32 // coordinator epoch of the last marker
 }
 
 func inSequence(last, next int32) bool {
@@ -100,7 +141,13 @@ func inSequence(last, next int32) bool {
 // ProducerAppendInfo does for a leader append, against the stored state and
 // the earlier batches of the same append (pend). It returns the original
 // batch when h repeats one of the producer's last 5 batches.
-func (ps *producerStates) check(h *record.BatchHeader, pend *[]pendingProducer) (*batchMeta, error) {
+//
+// A control batch (marker is its end-transaction marker) is checked for its
+// epoch and coordinator epoch only. origin says how much is checked: a
+// client's batches have their sequences checked and may not be control
+// batches; the coordinators' (transactional offset commits, markers) have
+// their epochs checked only.
+func (ps *producerStates) check(h *record.BatchHeader, marker *record.EndTxnMarker, origin AppendOrigin, pend *[]pendingProducer) (*batchMeta, error) {
 	var p *pendingProducer
 	for i := range *pend {
 		if (*pend)[i].id == h.ProducerID {
@@ -109,17 +156,51 @@ func (ps *producerStates) check(h *record.BatchHeader, pend *[]pendingProducer) 
 	}
 	st := ps.producers[h.ProducerID]
 	if p == nil {
-		*pend = append(*pend, pendingProducer{id: h.ProducerID, epoch: -1, lastSeq: -1})
+		*pend = append(*pend, pendingProducer{id: h.ProducerID, epoch: -1, lastSeq: -1, coordEpoch: -1})
 		p = &(*pend)[len(*pend)-1]
 		if st != nil {
 			p.epoch, p.known = st.epoch, true
+			p.inTxn, p.coordEpoch = st.txnFirstOffset >= 0, st.coordinatorEpoch
 			if b := st.last(); b != nil {
 				p.lastSeq = b.lastSeq
 			}
 		}
 	}
+	if h.Control() {
+		if origin == OriginClient {
+			return nil, fmt.Errorf("%w: clients are not allowed to write control records", record.ErrInvalidRecord)
+		}
+		if p.known && h.ProducerEpoch < p.epoch {
+			return nil, fmt.Errorf("%w: marker for producer %d at epoch %d, older than %d", ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, p.epoch)
+		}
+		if marker != nil {
+			if p.coordEpoch > marker.CoordinatorEpoch {
+				return nil, fmt.Errorf("%w: marker for producer %d from coordinator epoch %d, older than %d",
+					ErrTransactionCoordinatorFenced, h.ProducerID, marker.CoordinatorEpoch, p.coordEpoch)
+			}
+			p.coordEpoch = marker.CoordinatorEpoch
+			p.inTxn = false
+		}
+		if h.ProducerEpoch != p.epoch {
+			p.lastSeq = -1
+		}
+		p.epoch, p.known = h.ProducerEpoch, true
+		return nil, nil
+	}
 	if p.known && h.ProducerEpoch < p.epoch {
 		return nil, fmt.Errorf("%w: producer %d epoch %d is older than %d", ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, p.epoch)
+	}
+	// A transaction's batches must all be transactional (Kafka's
+	// appendDataBatch); the first transactional batch opens it.
+	if p.inTxn && !h.Transactional() {
+		return nil, fmt.Errorf("%w: producer %d wrote a non-transactional batch while its transaction is open", ErrInvalidTxnState, h.ProducerID)
+	}
+	p.inTxn = p.inTxn || h.Transactional()
+	if origin == OriginCoordinator {
+		// The coordinators' own writes carry no sequence to check (a
+		// transactional offset commit starts every batch at 0).
+		p.epoch, p.known = h.ProducerEpoch, true
+		return nil, nil
 	}
 	if h.BaseSequence < 0 {
 		// Transactional markers and non-idempotent batches with a
@@ -151,11 +232,8 @@ func (ps *producerStates) check(h *record.BatchHeader, pend *[]pendingProducer) 
 	return nil, nil
 }
 
-// update records an appended batch (leader, follower, recovery).
-func (ps *producerStates) update(h *record.BatchHeader) {
-	if h.ProducerID < 0 {
-		return
-	}
+// state returns the producer's state, created when new.
+func (ps *producerStates) state(h *record.BatchHeader) *producerState {
 	st := ps.producers[h.ProducerID]
 	if st == nil {
 		st = &producerState{id: h.ProducerID, epoch: h.ProducerEpoch, coordinatorEpoch: -1, txnFirstOffset: -1}
@@ -164,27 +242,136 @@ func (ps *producerStates) update(h *record.BatchHeader) {
 	if h.ProducerEpoch != st.epoch {
 		st.epoch, st.head, st.n = h.ProducerEpoch, 0, 0
 	}
+	return st
+}
+
+// update records an appended data batch (leader, follower, recovery): its
+// sequence, and the transaction it opens.
+func (ps *producerStates) update(h *record.BatchHeader) {
+	if h.ProducerID < 0 {
+		return
+	}
+	st := ps.state(h)
 	if h.BaseSequence >= 0 {
 		st.add(batchMeta{firstSeq: h.BaseSequence, lastSeq: h.LastSequence(),
 			firstOffset: h.BaseOffset, lastOffset: h.LastOffset(), timestamp: h.MaxTimestamp})
 	} else {
 		st.lastTimestamp = max(st.lastTimestamp, h.MaxTimestamp)
 	}
-}
-
-// truncateHead forgets producers whose last batch is below the log start.
-func (ps *producerStates) truncateHead(logStart int64) {
-	for id, st := range ps.producers {
-		if b := st.last(); b == nil || b.lastOffset < logStart {
-			delete(ps.producers, id)
-		}
+	if h.Transactional() && st.txnFirstOffset < 0 {
+		st.txnFirstOffset = h.BaseOffset
+		ps.addOpen(openTxn{first: h.BaseOffset, pid: h.ProducerID})
 	}
 }
 
-// expire forgets producers idle since before cutoff (producer.id.expiration.ms).
+// endTxn records an appended end-transaction marker at offset, with its
+// batch's timestamp: the producer takes the marker's epoch and coordinator
+// epoch, and its open transaction, if any, ends (returned). A marker for a
+// producer with nothing open changes nothing else (a marker written twice).
+// The caller indexes an abort and then calls finish.
+func (ps *producerStates) endTxn(h *record.BatchHeader, m record.EndTxnMarker) (completedTxn, bool) {
+	st := ps.state(h)
+	st.coordinatorEpoch = m.CoordinatorEpoch
+	st.lastTimestamp = max(st.lastTimestamp, h.MaxTimestamp)
+	if st.txnFirstOffset < 0 {
+		return completedTxn{}, false
+	}
+	ct := completedTxn{pid: st.id, first: st.txnFirstOffset, last: h.BaseOffset, abort: !m.Commit}
+	st.txnFirstOffset = -1
+	return ct, true
+}
+
+// lastStableOffsetAt is the last stable offset an ended transaction's index
+// entry records: the first offset of the earliest transaction still open
+// of another producer, else the offset after the marker (Kafka's
+// ProducerStateManager.lastStableOffset).
+func (ps *producerStates) lastStableOffsetAt(ct completedTxn) int64 {
+	for _, o := range ps.open {
+		if o.pid != ct.pid {
+			return o.first
+		}
+	}
+	return ct.last + 1
+}
+
+// finish moves an ended transaction from open to unreplicated.
+func (ps *producerStates) finish(ct completedTxn) {
+	ps.removeOpen(ct.first)
+	i := sort.Search(len(ps.unreplicated), func(i int) bool { return ps.unreplicated[i].first >= ct.first })
+	ps.unreplicated = slices.Insert(ps.unreplicated, i, doneTxn{pid: ct.pid, first: ct.first, last: ct.last})
+}
+
+func (ps *producerStates) addOpen(o openTxn) {
+	i := sort.Search(len(ps.open), func(i int) bool { return ps.open[i].first >= o.first })
+	if i < len(ps.open) && ps.open[i].first == o.first {
+		ps.open[i] = o
+		return
+	}
+	ps.open = slices.Insert(ps.open, i, o)
+}
+
+func (ps *producerStates) removeOpen(first int64) {
+	i := sort.Search(len(ps.open), func(i int) bool { return ps.open[i].first >= first })
+	if i < len(ps.open) && ps.open[i].first == first {
+		ps.open = slices.Delete(ps.open, i, i+1)
+	}
+}
+
+// replicated drops the ended transactions whose marker is below hw: they
+// no longer hold the last stable offset.
+func (ps *producerStates) replicated(hw int64) {
+	ps.unreplicated = slices.DeleteFunc(ps.unreplicated, func(d doneTxn) bool { return d.last < hw })
+}
+
+// firstUnstable is the first offset of the earliest open or unreplicated
+// transaction, math.MaxInt64 when there is none.
+func (ps *producerStates) firstUnstable() int64 {
+	first := int64(math.MaxInt64)
+	if len(ps.open) > 0 {
+		first = ps.open[0].first
+	}
+	if len(ps.unreplicated) > 0 {
+		first = min(first, ps.unreplicated[0].first)
+	}
+	return first
+}
+
+// rebuildOpen recomputes the open transactions from the producers (after
+// loading a snapshot, which has no list of them) and forgets the
+// unreplicated ones (a reload happens at or below the high watermark).
+func (ps *producerStates) rebuildOpen() {
+	ps.open = ps.open[:0]
+	for _, st := range ps.producers {
+		if st.txnFirstOffset >= 0 {
+			ps.addOpen(openTxn{first: st.txnFirstOffset, pid: st.id})
+		}
+	}
+	ps.unreplicated = nil
+}
+
+// reset forgets everything (a log truncated fully).
+func (ps *producerStates) reset() {
+	ps.producers = make(map[int64]*producerState)
+	ps.open, ps.unreplicated = nil, nil
+}
+
+// truncateHead forgets producers whose last batch is below the log start,
+// but for those with a transaction open, and ended transactions below it.
+func (ps *producerStates) truncateHead(logStart int64) {
+	for id, st := range ps.producers {
+		if b := st.last(); st.txnFirstOffset < 0 && (b == nil || b.lastOffset < logStart) {
+			delete(ps.producers, id)
+		}
+	}
+	ps.replicated(logStart)
+}
+
+// expire forgets producers idle since before cutoff
+// (producer.id.expiration.ms); a producer with an open transaction never
+// expires.
 func (ps *producerStates) expire(cutoffMs int64) {
 	for id, st := range ps.producers {
-		if st.lastTimestamp < cutoffMs {
+		if st.lastTimestamp < cutoffMs && st.txnFirstOffset < 0 {
 			delete(ps.producers, id)
 		}
 	}
@@ -285,10 +472,16 @@ func (ps *producerStates) readSnapshot(path string) error {
 		ts := int64(binary.BigEndian.Uint64(e[26:]))
 		st := producers[id]
 		if st == nil || st.epoch != epoch {
-			st = &producerState{id: id, epoch: epoch,
-				coordinatorEpoch: int32(binary.BigEndian.Uint32(e[34:])),
-				txnFirstOffset:   int64(binary.BigEndian.Uint64(e[38:]))}
+			st = &producerState{id: id, epoch: epoch}
 			producers[id] = st
+		}
+		// The transaction fields are the producer's, whatever entry
+		// carries them: the last one read wins (Kafka reads one entry per
+		// producer).
+		st.coordinatorEpoch = int32(binary.BigEndian.Uint32(e[34:]))
+		st.txnFirstOffset = int64(binary.BigEndian.Uint64(e[38:]))
+		if st.txnFirstOffset < -1 {
+			st.txnFirstOffset = -1
 		}
 		if seq >= 0 && off >= 0 {
 			st.add(batchMeta{firstSeq: seq - delta, lastSeq: seq, firstOffset: off - int64(delta), lastOffset: off, timestamp: ts})
@@ -297,6 +490,7 @@ func (ps *producerStates) readSnapshot(path string) error {
 		}
 	}
 	ps.producers = producers
+	ps.rebuildOpen()
 	return nil
 }
 
@@ -340,7 +534,7 @@ func (ps *producerStates) loadLatest(offset int64, warn func(string, error)) int
 		}
 		return offs[i]
 	}
-	ps.producers = make(map[int64]*producerState)
+	ps.reset()
 	return -1
 }
 

@@ -84,6 +84,8 @@ func (l *Log) deleteSegmentsLocked(n int, reason string) error {
 		errs = append(errs, s.remove())
 	}
 	l.producers.truncateHead(newStart)
+	l.publishUnstableLocked()
+	l.recountAbortedLocked()
 	l.producers.deleteSnapshots(rest[0].base, math.MaxInt64)
 	errs = append(errs, l.epochs.truncateFromStart(newStart))
 	if err := errors.Join(errs...); err != nil {
@@ -123,6 +125,7 @@ func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
 		}
 	} else {
 		l.producers.truncateHead(offset)
+		l.publishUnstableLocked()
 		if err := l.epochs.truncateFromStart(offset); err != nil {
 			return offset, err
 		}
@@ -169,6 +172,9 @@ func (l *Log) Truncate(toOffset int64) error {
 	if err := last.truncateTo(toOffset); err != nil {
 		return fmt.Errorf("%s: truncate: %w", l.tp, err)
 	}
+	if err := last.txn.truncate(toOffset); err != nil {
+		return fmt.Errorf("%s: truncate: %w", l.tp, err)
+	}
 	l.segs.Store(&keep)
 	var errs []error
 	for _, s := range drop {
@@ -185,6 +191,7 @@ func (l *Log) Truncate(toOffset int64) error {
 	}
 	errs = append(errs, l.epochs.truncateFromEnd(toOffset))
 	errs = append(errs, l.reloadProducersLocked(toOffset))
+	l.recountAbortedLocked()
 	return errors.Join(errs...)
 }
 
@@ -198,10 +205,12 @@ func (l *Log) reloadProducersLocked(upTo int64) error {
 	if from < 0 {
 		from = l.logStart.Load()
 	}
-	if err := l.replayProducers(from, upTo); err != nil {
+	if err := l.replayProducers(from, upTo, false); err != nil {
 		return err
 	}
 	l.producers.truncateHead(l.logStart.Load())
+	l.producers.replicated(l.hw.Load())
+	l.publishUnstableLocked()
 	return nil
 }
 
@@ -239,7 +248,9 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if l.firstDirty.Load() >= 0 {
 		l.firstDirty.Store(offset)
 	}
-	l.producers.producers = make(map[int64]*producerState)
+	l.producers.reset()
+	l.publishUnstableLocked()
+	l.recountAbortedLocked()
 	l.producers.deleteSnapshots(math.MaxInt64, -1)
 	errs = append(errs, l.epochs.clear())
 	return errors.Join(errs...)

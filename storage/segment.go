@@ -66,6 +66,7 @@ type segment struct {
 	active  bool // the log's last segment: indexes mapped read-write
 	maxIdx  int  // segment.index.bytes for the active segment's indexes
 	oi, ti  *index
+	txn     *txnIndex // aborted transactions whose marker is in the segment
 	// logMap is a read-only mapping of the .log, for reading batch headers
 	// on the fetch path without a pread per header (a syscall costs ~1-2 µs
 	// here; a header from the page cache through the mapping ~50 ns). The
@@ -122,9 +123,20 @@ func createSegmentExt(dir string, base int64, ext string, cfg *LogConfig, nowMs 
 		s.oi.unmap()
 		return nil, err
 	}
+	s.txn = newTxnIndex(s.path(txnIndexSuffix), base)
+	if err := s.txn.create(); err != nil {
+		f.Close()
+		s.oi.unmap()
+		s.ti.unmap()
+		return nil, err
+	}
 	s.touch()
 	return s, nil
 }
+
+// segmentFileSuffixes are the files of a segment, the log last: removed,
+// renamed and swapped together.
+var segmentFileSuffixes = []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix}
 
 func (s *segment) touch() { s.lastUse.Store(time.Now().UnixNano()) }
 
@@ -549,6 +561,9 @@ func (s *segment) flush() error {
 	if err := fsyncFile(f); err != nil {
 		return fmt.Errorf("fsync %s: %w", f.Name(), err)
 	}
+	if err := s.txn.sync(); err != nil {
+		return err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if err := s.oi.sync(); err != nil {
@@ -627,7 +642,7 @@ func (s *segment) remove() error {
 	}
 	s.mu.Unlock()
 	var errs []error
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range segmentFileSuffixes {
 		if err := os.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
@@ -661,7 +676,7 @@ func (s *segment) retire() error {
 		s.file = nil
 	}
 	s.mu.Unlock()
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range segmentFileSuffixes {
 		if err := os.Rename(s.path(suf), s.path(suf)+deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
@@ -670,7 +685,19 @@ func (s *segment) retire() error {
 }
 
 func (s *segment) removeRetired() {
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range segmentFileSuffixes {
 		os.Remove(s.path(suf) + deletedSuffix)
 	}
+}
+
+// setExt renames the segment's files in memory: the indexes follow ext
+// (the cleaner's .cleaned, .swap, then none).
+func (s *segment) setExt(ext string) {
+	s.mu.Lock()
+	s.ext = ext
+	s.oi.path, s.ti.path = s.path(indexSuffix), s.path(timeIndexSuffix)
+	s.mu.Unlock()
+	s.txn.mu.Lock()
+	s.txn.path = s.path(txnIndexSuffix)
+	s.txn.mu.Unlock()
 }

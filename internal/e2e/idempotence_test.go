@@ -37,14 +37,6 @@ func TestIdempotentSequences(t *testing.T) {
 	if ipr2.ProducerID == pid {
 		t.Fatal("two InitProducerId calls returned the same producer id")
 	}
-	tx := kmsg.NewPtrInitProducerIDRequest()
-	tx.SetVersion(4)
-	txid := "tx"
-	tx.TransactionalID = &txid
-	if r := c.recv(tx, c.send(tx)).(*kmsg.InitProducerIDResponse); r.ErrorCode == 0 {
-		t.Fatal("a transactional id was accepted; transactions are not implemented")
-	}
-
 	send := func(epoch int16, seq int32, records int) (int16, int64) {
 		req := produceReq("idem", 0, -1, batch(t, records, pid, epoch, seq, "s"))
 		return produceCode(t, c.recv(req, c.send(req)))
