@@ -434,7 +434,7 @@ func (b *Broker) Close() error {
 	b.StopReplication()
 	b.mu.RLock()
 	for _, p := range b.partitions {
-		p.notify()
+		p.notify(WakeOnAny)
 	}
 	b.mu.RUnlock()
 	return nil
