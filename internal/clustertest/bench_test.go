@@ -27,7 +27,7 @@ import (
 //	go test -run '^$' -bench ClusterProduce -benchtime 1x ./internal/clustertest/
 func BenchmarkClusterProduce(b *testing.B) {
 	testutil.Heavy(b, "ZooKeeper and three sluice serve processes")
-	c := shared
+	c := sharedCluster(b)
 	for _, rf := range []int{1, 3} {
 		for _, acks := range []string{"1", "all"} {
 			b.Run(fmt.Sprintf("rf=%d/acks=%s", rf, acks), func(b *testing.B) {
@@ -79,7 +79,7 @@ func BenchmarkClusterProduce(b *testing.B) {
 //	go test -run '^$' -bench TenThousand -benchtime 1x -timeout 30m ./internal/clustertest/
 func BenchmarkTenThousandPartitions(b *testing.B) {
 	testutil.Heavy(b, "ZooKeeper and three sluice serve processes")
-	c := shared
+	c := sharedCluster(b)
 	topics, perTopic := 100, 100
 	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_PARTITIONS")); err == nil && n >= 100 {
 		topics = n / perTopic
@@ -247,4 +247,98 @@ func allPartitions(ctx context.Context, b *brokerProc, prefix string) (map[strin
 		out[*t.Topic] = ps
 	}
 	return out, nil
+}
+
+// BenchmarkClusterE2E measures end-to-end latency on the three-broker
+// cluster (benchCluster: brokers alone) with `sluice perf e2e`: 10,000
+// records/s of 100 B for 10 s (linger 0: every record a produce request)
+// into one partition, read back by a consumer; replication factor 1 with
+// acks=1 and replication factor 3 with acks=all (idempotent, min.insync.replicas
+// 2). It reports the latency percentiles and the brokers' CPU per record.
+// $SLUICE_BENCH_E2E_SECONDS and $SLUICE_BENCH_E2E_RATE change the run;
+// $SLUICE_CLUSTER_PROFILE=dir takes a CPU profile of every broker over the
+// middle of each run. Run:
+//
+//	go test -run '^$' -bench ClusterE2E -benchtime 1x ./internal/clustertest/
+func BenchmarkClusterE2E(b *testing.B) {
+	testutil.Heavy(b, "ZooKeeper and three sluice serve processes")
+	c := benchCluster(b)
+	secs, rate := 10, 10000
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_E2E_SECONDS")); err == nil && n > 0 {
+		secs = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_E2E_RATE")); err == nil && n > 0 {
+		rate = n
+	}
+	for _, tc := range []struct {
+		rf   int
+		acks string
+	}{{1, "1"}, {1, "all"}, {3, "all"}} {
+		b.Run(fmt.Sprintf("rf=%d/acks=%s", tc.rf, tc.acks), func(b *testing.B) {
+			for i := range b.N {
+				topic := fmt.Sprintf("e2e-rf%d-%s-%d-%d", tc.rf, tc.acks, i, time.Now().UnixNano())
+				createBenchTopic(b, c, topic, 1, tc.rf)
+				before := c.brokerCPU()
+				wait := c.profileBrokers(b, benchName(b), time.Duration(secs)*time.Second*6/10)
+				res := c.perfRun(b, "e2e", "--topic", topic, "--throughput", strconv.Itoa(rate),
+					"--duration", fmt.Sprintf("%ds", secs), "--record-size", "100", "--acks", tc.acks)
+				cpu := c.cpuSince(before)
+				wait()
+				l := res.Latency
+				b.ReportMetric(l.P50, "p50-ms")
+				b.ReportMetric(l.P99, "p99-ms")
+				b.ReportMetric(l.P999, "p99.9-ms")
+				b.ReportMetric(l.Max, "max-ms")
+				b.ReportMetric(cpu.Seconds()/float64(res.Records)*1e6, "broker-cpu-µs/record")
+				b.Logf("%s: %d records, e2e %s; produce %s; brokers' CPU %v", topic, res.Records, l, res.ProduceLatency, cpu.Round(time.Millisecond))
+			}
+		})
+	}
+}
+
+// createBenchTopic creates a topic with partitions spread over the brokers
+// (min.insync.replicas 2 with rf 3) and waits until each has a leader and a
+// full ISR.
+func createBenchTopic(tb testing.TB, c *testCluster, topic string, partitions, rf int) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 60000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, int32(partitions), int16(rf)
+	if rf >= 3 {
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = "min.insync.replicas", kmsg.StringPtr("2")
+		rt.Configs = append(rt.Configs, cfg)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if code := resp.Topics[0].ErrorCode; code != 0 {
+		tb.Fatalf("create %s: %v", topic, kerr.ErrorForCode(code))
+	}
+	for {
+		states, err := allPartitions(ctx, c.brokers[0], topic)
+		if err == nil && len(states[topic]) == partitions {
+			ok := true
+			for _, pi := range states[topic] {
+				ok = ok && pi.Leader >= 0 && len(pi.ISR) == rf
+			}
+			if ok {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			tb.Fatalf("topic %s: no full ISR in time: %v %v", topic, states, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
