@@ -3,10 +3,8 @@ package clustertest
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,13 +19,14 @@ import (
 )
 
 // BenchmarkClusterProduce measures produce throughput on the three-broker
-// cluster with `sluice perf produce` (franz-go), for replication factor 1
-// and 3 and acks=1 and acks=all. Run:
+// cluster (benchCluster: brokers alone) with `sluice perf produce`
+// (franz-go), for replication factor 1 and 3 and acks=1 and acks=all, and
+// the brokers' CPU per record. Run:
 //
 //	go test -run '^$' -bench ClusterProduce -benchtime 1x ./internal/clustertest/
 func BenchmarkClusterProduce(b *testing.B) {
 	testutil.Heavy(b, "ZooKeeper and three sluice serve processes")
-	c := sharedCluster(b)
+	c := benchCluster(b)
 	for _, rf := range []int{1, 3} {
 		for _, acks := range []string{"1", "all"} {
 			b.Run(fmt.Sprintf("rf=%d/acks=%s", rf, acks), func(b *testing.B) {
@@ -37,29 +36,15 @@ func BenchmarkClusterProduce(b *testing.B) {
 					if n := os.Getenv("SLUICE_BENCH_RECORDS"); n != "" {
 						records = n
 					}
-					args := []string{"perf", "produce", "--brokers", strings.Join(c.seeds(), ","), "--topic", topic,
-						"--partitions", "6", "--replication-factor", strconv.Itoa(rf), "--acks", acks,
-						"--num-records", records, "--record-size", "100", "--progress", "0", "--output", "json"}
-					out, err := exec.Command(c.bin, args...).Output()
-					if err != nil {
-						b.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, out)
-					}
-					var res struct {
-						RecordsPerSec float64 `json:"records_per_sec"`
-						MiBPerSec     float64 `json:"mib_per_sec"`
-						Errors        int64   `json:"errors"`
-						Latency       struct {
-							P50 float64 `json:"p50"`
-							P99 float64 `json:"p99"`
-						} `json:"latency_ms"`
-					}
-					if err := json.Unmarshal(out, &res); err != nil {
-						b.Fatalf("%v: %s", err, out)
-					}
-					if res.Errors != 0 {
-						b.Fatalf("%d errors", res.Errors)
-					}
+					createBenchTopic(b, c, topic, 6, rf)
+					before := c.brokerCPU()
+					wait := c.profileBrokers(b, benchName(b), 5*time.Second)
+					res := c.perfRun(b, "produce", "--topic", topic, "--acks", acks,
+						"--num-records", records, "--record-size", "100")
+					cpu := c.cpuSince(before)
+					wait()
 					b.ReportMetric(res.RecordsPerSec, "records/s")
+					b.ReportMetric(cpu.Seconds()/float64(res.Records)*1e6, "broker-cpu-µs/record")
 					b.ReportMetric(res.MiBPerSec, "MiB/s")
 					b.ReportMetric(res.Latency.P50, "p50-ms")
 					b.ReportMetric(res.Latency.P99, "p99-ms")
