@@ -754,19 +754,18 @@ func (b *Broker) applyLocal(img *Image) {
 		n := min(chunk, len(fresh))
 		part := fresh[:n]
 		fresh = fresh[n:]
-		logs := make([]*storage.Log, len(part))
 		cfgs := make([]storage.LogConfig, len(part))
 		for i, tp := range part {
 			cfgs[i] = settingsOf(tp, wanted[tp].topic).log
 		}
-		parallelDo(len(part), 8, func(i int) {
-			l, err := b.cfg.Logs.GetOrCreateLog(part[i], cfgs[i])
+		// One call per chunk: the logs are opened in parallel and each
+		// log dir fsynced once for the chunk.
+		logs, errs := b.cfg.Logs.CreateLogs(part, cfgs)
+		for i, err := range errs {
 			if err != nil {
 				b.log.Error("open log", "partition", part[i].String(), "err", err)
-				return
 			}
-			logs[i] = l
-		})
+		}
 		b.mu.Lock()
 		for i, tp := range part {
 			if logs[i] != nil {
