@@ -33,9 +33,9 @@ import (
 //     until an append to one of its partitions brings enough, max_wait_ms
 //     passes, or the server shuts down; a wait-free notification per
 //     partition wakes it, never a sleep loop.
-//   - Fetch sessions (KIP-227) are answered as a broker without them: the
-//     response's session id is always 0, so clients send full requests; a
-//     request naming a session id gets FETCH_SESSION_ID_NOT_FOUND.
+//   - Fetch sessions (KIP-227, v7+): a full fetch with epoch 0 opens one,
+//     later ones send only changes and get only partitions with news
+//     (fetch_sessions.go).
 //   - Partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER
 //     (v12: with the current leader), OFFSET_OUT_OF_RANGE,
 //     FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (v9+ current leader epoch).
@@ -55,16 +55,42 @@ var errFollowerNotAuthorized = &broker.Error{Code: kerr.TopicAuthorizationFailed
 func handleFetch(ctx context.Context, s *Server, r *Request) (streamResponse, error) {
 	req := r.Msg.(*kmsg.FetchRequest)
 	resp := &fetchResponse{version: req.Version}
-	if req.Version >= 7 {
-		switch {
-		case req.SessionID != 0:
-			resp.errorCode = kerr.FetchSessionIDNotFound.Code
-			return resp, nil
-		case req.SessionEpoch > 0:
-			resp.errorCode = kerr.InvalidFetchSessionEpoch.Code
+	if req.ReplicaID >= 0 {
+		if err := s.authorizeClusterAction(ctx, r, req.ReplicaID); err != nil {
+			// As Kafka answers a follower without ClusterAction (and
+			// without a session).
+			fillFetchPartitions(req, resp)
+			for i := range resp.req.Partitions {
+				resp.req.Partitions[i].Fail(errFollowerNotAuthorized)
+			}
 			return resp, nil
 		}
 	}
+	sf, code := s.fetchSessions.begin(req)
+	if code != 0 {
+		resp.errorCode = code
+		return resp, nil
+	}
+	if sf.incremental {
+		sf.fillIncremental(req, resp)
+	} else {
+		fillFetchPartitions(req, resp)
+		if sf.s != nil {
+			sf.fillFull(req, resp)
+		}
+	}
+	resp.abortedEmpty = req.IsolationLevel == 1
+	resp.req.ReplicaID = req.ReplicaID
+	resp.req.MaxWait = time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond
+	resp.req.MinBytes, resp.req.MaxBytes = req.MinBytes, req.MaxBytes
+	resp.req.Isolation = broker.IsolationLevel(req.IsolationLevel)
+	s.cfg.Broker.Fetch(ctx, &resp.req, r)
+	sf.finish(resp)
+	return resp, nil
+}
+
+// fillFetchPartitions fills resp with the partitions of a full request.
+func fillFetchPartitions(req *kmsg.FetchRequest, resp *fetchResponse) {
 	partitions := 0
 	for _, rt := range req.Topics {
 		partitions += len(rt.Partitions)
@@ -87,20 +113,4 @@ func handleFetch(ctx context.Context, s *Server, r *Request) (streamResponse, er
 			resp.req.Partitions = append(resp.req.Partitions, fp)
 		}
 	}
-	if req.ReplicaID >= 0 {
-		if err := s.authorizeClusterAction(ctx, r, req.ReplicaID); err != nil {
-			// As Kafka answers a follower without ClusterAction.
-			for i := range resp.req.Partitions {
-				resp.req.Partitions[i].Fail(errFollowerNotAuthorized)
-			}
-			return resp, nil
-		}
-	}
-	resp.abortedEmpty = req.IsolationLevel == 1
-	resp.req.ReplicaID = req.ReplicaID
-	resp.req.MaxWait = time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond
-	resp.req.MinBytes, resp.req.MaxBytes = req.MinBytes, req.MaxBytes
-	resp.req.Isolation = broker.IsolationLevel(req.IsolationLevel)
-	s.cfg.Broker.Fetch(ctx, &resp.req, r)
-	return resp, nil
 }

@@ -107,6 +107,9 @@ type Server struct {
 	// API key.
 	mx    *metrics.Broker
 	apiMx [maxAPIKey]*metrics.API
+
+	// fetchSessions are the incremental fetch sessions (KIP-227).
+	fetchSessions *fetchSessions
 }
 
 // NewServer returns a server; Serve listens and accepts.
@@ -161,7 +164,8 @@ func newServer(cfg Config) (*Server, error) {
 		cancelBase: cancel,
 		gate: connGate{maxTotal: cfg.MaxConnections, maxPerIP: cfg.MaxConnectionsPerIP,
 			overrides: overrides, perIP: map[netip.Addr]int{}},
-		logLimit: logLimiter{every: 10 * time.Second},
+		logLimit:      logLimiter{every: 10 * time.Second},
+		fetchSessions: newFetchSessions(fetchSessionSlots),
 	}
 	if cfg.QueuedMaxRequestBytes > 0 {
 		s.budget = newRequestBudget(cfg.QueuedMaxRequestBytes)
