@@ -54,7 +54,7 @@ type sessionPartition struct {
 	maxBytes                             int32
 	currentLeaderEpoch, lastFetchedEpoch int32
 	highWatermark, lastStable, logStart  int64 // last sent; -2: never
-	removed                              bool
+	removed, sentRecords                 bool
 }
 
 type sessionKey struct {
@@ -181,9 +181,11 @@ func (c *fetchSessions) remove(id int32) {
 	}
 }
 
-// fill sets the session's partitions from an incremental request: added and
-// updated ones take their new position, forgotten ones leave, in the
-// session's order. It then fills resp with every partition of the session.
+// fillIncremental sets the session's partitions from an incremental
+// request: added and updated ones take their new position, forgotten ones
+// leave. It then fills resp with every partition of the session, in the
+// session's order (a topic may appear more than once, as in Kafka's
+// answers).
 func (sf *sessionFetch) fillIncremental(req *kmsg.FetchRequest, resp *fetchResponse) {
 	s := sf.s
 	for _, ft := range req.ForgottenTopics {
@@ -215,30 +217,23 @@ func (sf *sessionFetch) fillIncremental(req *kmsg.FetchRequest, resp *fetchRespo
 			s.parts = append(s.parts, sp)
 		}
 	}
-	// Drop forgotten partitions; keep each topic's partitions together.
+	// Drop forgotten partitions.
 	kept := s.parts[:0]
-	byTopic := map[string][]sessionPartition{}
-	var order []string
+	topics := 0
 	for _, sp := range s.parts {
 		if sp.removed {
 			continue
 		}
-		if _, ok := byTopic[sp.topic]; !ok {
-			order = append(order, sp.topic)
+		if len(kept) == 0 || kept[len(kept)-1].topic != sp.topic {
+			topics++
 		}
-		byTopic[sp.topic] = append(byTopic[sp.topic], sp)
-	}
-	for _, t := range order {
-		kept = append(kept, byTopic[t]...)
+		kept = append(kept, sp)
 	}
 	clear(s.parts[len(kept):])
 	s.parts = kept
-	clear(s.index)
-	for i, sp := range s.parts {
-		s.index[sessionKey{sp.topic, sp.partition}] = i
-	}
+	sf.reindex()
 
-	resp.reserve(len(order), len(s.parts))
+	resp.reserve(topics, len(s.parts))
 	for _, sp := range s.parts {
 		if n := len(resp.topics); n == 0 || resp.topics[n-1].name != sp.topic {
 			resp.topics = append(resp.topics, fetchTopic{name: sp.topic})
@@ -248,6 +243,15 @@ func (sf *sessionFetch) fillIncremental(req *kmsg.FetchRequest, resp *fetchRespo
 			Topic: sp.topic, Partition: sp.partition, FetchOffset: sp.fetchOffset,
 			PartitionMaxBytes: sp.maxBytes, CurrentLeaderEpoch: sp.currentLeaderEpoch, LastFetchedEpoch: sp.lastFetchedEpoch,
 		})
+	}
+}
+
+// reindex rebuilds the session's index of its partitions.
+func (sf *sessionFetch) reindex() {
+	s := sf.s
+	clear(s.index)
+	for i, sp := range s.parts {
+		s.index[sessionKey{sp.topic, sp.partition}] = i
 	}
 }
 
@@ -281,12 +285,17 @@ func (sf *sessionFetch) finish(resp *fetchResponse) {
 	parts := resp.req.Partitions
 	kept := parts[:0]
 	var topics []fetchTopic
+	rotate := 0
 	for i := range parts {
 		fp := &parts[i]
 		sp := &s.parts[s.index[sessionKey{fp.Topic, fp.Partition}]]
 		changed := fp.ErrorCode != 0 || fp.Records.Len() > 0 || fp.DivergingEpoch >= 0 ||
 			fp.HighWatermark != sp.highWatermark || fp.LastStableOffset != sp.lastStable || fp.LogStartOffset != sp.logStart
 		sp.highWatermark, sp.lastStable, sp.logStart = fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset
+		if fp.Records.Len() > 0 {
+			sp.sentRecords = true
+			rotate++
+		}
 		if !sf.incremental || changed {
 			if n := len(topics); n == 0 || topics[n-1].name != fp.Topic {
 				topics = append(topics, fetchTopic{name: fp.Topic})
@@ -301,6 +310,23 @@ func (sf *sessionFetch) finish(resp *fetchResponse) {
 		clear(parts[len(kept):])
 		resp.req.Partitions = kept
 		resp.topics = topics
+	}
+	// Partitions that returned records go to the end of the session, so
+	// that a response budget filled by the first ones does not starve
+	// the rest (as Kafka rotates them).
+	if rotate > 0 {
+		idle := make([]sessionPartition, 0, len(s.parts))
+		var busy []sessionPartition
+		for _, sp := range s.parts {
+			if sp.sentRecords {
+				sp.sentRecords = false
+				busy = append(busy, sp)
+			} else {
+				idle = append(idle, sp)
+			}
+		}
+		s.parts = append(idle, busy...)
+		sf.reindex()
 	}
 	sf.c.mu.Lock()
 	s.busy = false

@@ -1,10 +1,13 @@
 package protocol
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/broker"
 )
 
 // The session cache is bounded: when full, a new consumer session gets none
@@ -53,4 +56,46 @@ func TestFetchSessionCacheBound(t *testing.T) {
 	if _, ok := c.sessions[b]; ok {
 		t.Fatal("the idle consumer session is still there")
 	}
+}
+
+// A partition that returned records moves to the end of its session, so
+// that a response budget taken by the first partitions does not starve the
+// others.
+func TestFetchSessionRotates(t *testing.T) {
+	c := newFetchSessions(10)
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.ReplicaID, req.SessionID, req.SessionEpoch = 12, -1, 0, 0
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "t"
+	for p := range 3 {
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = int32(p)
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	sf, _ := c.begin(req)
+	resp := &fetchResponse{version: 12}
+	fillFetchPartitions(req, resp)
+	sf.fillFull(req, resp)
+	resp.req.Partitions[0].Records = broker.MemoryRecords([]byte("x"))
+	sf.finish(resp)
+
+	req.SessionID, req.SessionEpoch, req.Topics = resp.sessionID, 1, nil
+	sf, code := c.begin(req)
+	if code != 0 || !sf.incremental {
+		t.Fatalf("incremental begin: %d", code)
+	}
+	resp = &fetchResponse{version: 12}
+	sf.fillIncremental(req, resp)
+	var order []int32
+	for _, fp := range resp.req.Partitions {
+		order = append(order, fp.Partition)
+	}
+	if !slices.Equal(order, []int32{1, 2, 0}) {
+		t.Fatalf("session order %v, want [1 2 0]", order)
+	}
+	if len(resp.topics) != 1 || resp.topics[0].partitions != 3 {
+		t.Fatalf("topics %+v", resp.topics)
+	}
+	sf.finish(resp)
 }
