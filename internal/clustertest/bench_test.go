@@ -74,28 +74,37 @@ func BenchmarkTenThousandPartitions(b *testing.B) {
 	cl := c.benchClient(b)
 	prefix := fmt.Sprintf("tenk-%d-", time.Now().UnixNano())
 	start := time.Now()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.TimeoutMillis = 1 // hardly wait for leaders here
-	for i := range topics {
-		rt := kmsg.NewCreateTopicsRequestTopic()
-		rt.Topic = fmt.Sprintf("%s%03d", prefix, i)
-		rt.NumPartitions, rt.ReplicationFactor = int32(perTopic), 3
-		for k, v := range map[string]string{"segment.index.bytes": "65536", "segment.bytes": "1048576"} {
-			cfg := kmsg.NewCreateTopicsRequestTopicConfig()
-			cfg.Name, cfg.Value = k, kmsg.StringPtr(v)
-			rt.Configs = append(rt.Configs, cfg)
+	// At most 10,000 metadata records a request (Kafka's limit): 50
+	// topics of 100 partitions and 2 configs each make 5,150.
+	const topicsPerRequest = 50
+	for first := 0; first < topics; first += topicsPerRequest {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 1 // hardly wait for leaders here
+		for i := first; i < min(first+topicsPerRequest, topics); i++ {
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic = fmt.Sprintf("%s%03d", prefix, i)
+			rt.NumPartitions, rt.ReplicationFactor = int32(perTopic), 3
+			for k, v := range map[string]string{"segment.index.bytes": "65536", "segment.bytes": "1048576"} {
+				cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+				cfg.Name, cfg.Value = k, kmsg.StringPtr(v)
+				rt.Configs = append(rt.Configs, cfg)
+			}
+			req.Topics = append(req.Topics, rt)
 		}
-		req.Topics = append(req.Topics, rt)
-	}
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, t := range resp.Topics {
-		// A retried request finds its topics created by the first try;
-		// REQUEST_TIMED_OUT: created, leaders not there yet.
-		if t.ErrorCode != 0 && t.ErrorCode != kerr.TopicAlreadyExists.Code && t.ErrorCode != kerr.RequestTimedOut.Code {
-			b.Fatalf("create %s: %d", t.Topic, t.ErrorCode)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, t := range resp.Topics {
+			// A retried request finds its topics created by the first try;
+			// REQUEST_TIMED_OUT: created, leaders not there yet.
+			if t.ErrorCode != 0 && t.ErrorCode != kerr.TopicAlreadyExists.Code && t.ErrorCode != kerr.RequestTimedOut.Code {
+				msg := ""
+				if t.ErrorMessage != nil {
+					msg = *t.ErrorMessage
+				}
+				b.Fatalf("create %s: %v %s", t.Topic, kerr.ErrorForCode(t.ErrorCode), msg)
+			}
 		}
 	}
 	created := time.Since(start)
@@ -325,5 +334,85 @@ func createBenchTopic(tb testing.TB, c *testCluster, topic string, partitions, r
 			tb.Fatalf("topic %s: no full ISR in time: %v %v", topic, states, err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// BenchmarkIdleCluster measures what an idle cluster of many partitions
+// costs: $SLUICE_BENCH_PARTITIONS partitions (default 2,000: 20 topics of
+// 100) with replication factor 3 on the three brokers (benchCluster), one
+// record in each, then the brokers' CPU over 20 s with no client, as a
+// percentage of one core (the three brokers summed): the followers' fetches
+// and the brokers' background work. Run:
+//
+//	go test -run '^$' -bench IdleCluster -benchtime 1x -timeout 30m ./internal/clustertest/
+func BenchmarkIdleCluster(b *testing.B) {
+	testutil.Heavy(b, "ZooKeeper and three sluice serve processes")
+	c := benchCluster(b)
+	partitions := 2000
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_PARTITIONS")); err == nil && n >= 100 {
+		partitions = n
+	}
+	const perTopic = 100
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	prefix := fmt.Sprintf("idle-%d-", time.Now().UnixNano())
+	cl := c.benchClient(b)
+	for first := 0; first < partitions/perTopic; first += 50 {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 1
+		for i := first; i < min(first+50, partitions/perTopic); i++ {
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = fmt.Sprintf("%s%03d", prefix, i), perTopic, 3
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, t := range resp.Topics {
+			if t.ErrorCode != 0 && t.ErrorCode != kerr.RequestTimedOut.Code {
+				b.Fatalf("create %s: %v", t.Topic, kerr.ErrorForCode(t.ErrorCode))
+			}
+		}
+	}
+	pc := c.benchClient(b, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := range partitions / perTopic {
+		for p := range perTopic {
+			pc.Produce(ctx, &kgo.Record{Topic: fmt.Sprintf("%s%03d", prefix, i), Partition: int32(p), Value: []byte("x")}, nil)
+		}
+	}
+	if err := pc.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		states, err := allPartitions(ctx, c.brokers[0], prefix)
+		n, full := 0, 0
+		for _, ps := range states {
+			for _, pi := range ps {
+				n++
+				if pi.Leader >= 0 && len(pi.ISR) == 3 {
+					full++
+				}
+			}
+		}
+		if err == nil && n == partitions && full == n {
+			break
+		}
+		if ctx.Err() != nil {
+			b.Fatalf("%d of %d partitions with a full ISR", full, partitions)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(5 * time.Second) // let the last fetches and checkpoints settle
+	for range b.N {
+		const window = 20 * time.Second
+		before := c.brokerCPU()
+		wait := c.profileBrokers(b, benchName(b), window)
+		time.Sleep(window)
+		cpu := c.cpuSince(before)
+		wait()
+		pct := cpu.Seconds() / window.Seconds() * 100
+		b.ReportMetric(pct, "idle-cpu-%-of-a-core")
+		b.Logf("%d partitions (RF 3) idle: the three brokers used %v of CPU in %v (%.1f %% of one core)", partitions, cpu.Round(time.Millisecond), window, pct)
 	}
 }
