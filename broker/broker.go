@@ -105,6 +105,7 @@ type Config struct {
 	ReplicaFetchMaxBytes         int32         // replica.fetch.max.bytes, 1 MiB per partition
 	ReplicaFetchResponseMaxBytes int32         // replica.fetch.response.max.bytes, 10 MiB
 	ReplicaFetchBackoff          time.Duration // replica.fetch.backoff.ms, 1s
+	NumReplicaFetchers           int           // num.replica.fetchers, 1: fetchers per leader broker
 	ReplicaSocketTimeout         time.Duration // replica.socket.timeout.ms, 30s
 	// InterBrokerListener (inter.broker.listener.name) is the listener
 	// followers fetch from; default: the first advertised listener.
@@ -282,6 +283,9 @@ func New(cfg Config) (*Broker, error) {
 	}
 	if cfg.ReplicaFetchBackoff <= 0 {
 		cfg.ReplicaFetchBackoff = time.Second
+	}
+	if cfg.NumReplicaFetchers <= 0 {
+		cfg.NumReplicaFetchers = 1
 	}
 	if cfg.ReplicaSocketTimeout <= 0 {
 		cfg.ReplicaSocketTimeout = 30 * time.Second

@@ -14,9 +14,10 @@ import (
 	"github.com/sluice-io/sluice/storage"
 )
 
-// Replication, follower side: one fetcher goroutine per leader broker,
-// multiplexing every partition this broker follows on it (Kafka's
-// ReplicaFetcherThread with num.replica.fetchers=1). For each partition it
+// Replication, follower side: num.replica.fetchers fetcher goroutines per
+// leader broker (Kafka's ReplicaFetcherThreads), each with its own
+// connection, multiplexing the partitions this broker follows there; a
+// partition always goes to the same one (fetcherIndex, Kafka's formula). For each partition it
 // first truncates the log's divergent tail (OffsetForLeaderEpoch, KIP-101 and
 // KIP-279), then fetches from the log end with Fetch requests that carry
 // this broker's id as replica id, appends what comes back with the leader's
@@ -42,12 +43,43 @@ type replicaFetchers struct {
 
 	mu       sync.Mutex
 	closed   bool
-	bySource map[int32]*fetcher
+	bySource map[fetcherKey]*fetcher
 	wg       sync.WaitGroup
 }
 
 func newReplicaFetchers(b *Broker) *replicaFetchers {
-	return &replicaFetchers{b: b, log: b.log.With("component", "replica-fetcher"), bySource: map[int32]*fetcher{}}
+	return &replicaFetchers{b: b, log: b.log.With("component", "replica-fetcher"), bySource: map[fetcherKey]*fetcher{}}
+}
+
+// fetcherKey names a fetcher: its leader and its index among that leader's.
+type fetcherKey struct {
+	source int32
+	index  int
+}
+
+// fetcherIndex is the fetcher of tp among n, as Kafka picks it:
+// abs(31 * topic.hashCode() + partition) % n, with Java's String.hashCode.
+func fetcherIndex(tp storage.TopicPartition, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	var h int32
+	for _, r := range tp.Topic {
+		if r > 0xffff { // a UTF-16 surrogate pair, as Java hashes it
+			r -= 0x10000
+			h = 31*h + int32(0xd800+(r>>10))
+			h = 31*h + int32(0xdc00+(r&0x3ff))
+			continue
+		}
+		h = 31*h + int32(r)
+	}
+	v := 31*h + tp.Partition
+	if v == -1<<31 {
+		v = 0 // Kafka's Utils.abs
+	} else if v < 0 {
+		v = -v
+	}
+	return int(v) % n
 }
 
 // update makes the fetchers follow exactly targets: partitions whose leader
@@ -59,21 +91,23 @@ func (r *replicaFetchers) update(targets map[storage.TopicPartition]followTarget
 	if r.closed {
 		return
 	}
-	for src, f := range r.bySource {
+	n := r.b.cfg.NumReplicaFetchers
+	for key, f := range r.bySource {
 		f.mu.Lock()
 		for tp, st := range f.parts {
 			t, ok := targets[tp]
-			if !ok || t.leader != src || t.epoch != st.epoch || t.p != st.p {
+			if !ok || t.leader != key.source || fetcherIndex(tp, n) != key.index || t.epoch != st.epoch || t.p != st.p {
 				delete(f.parts, tp)
 			}
 		}
 		f.mu.Unlock()
 	}
 	for tp, t := range targets {
-		f := r.bySource[t.leader]
+		key := fetcherKey{t.leader, fetcherIndex(tp, n)}
+		f := r.bySource[key]
 		if f == nil {
 			f = newFetcher(r, t.leader)
-			r.bySource[t.leader] = f
+			r.bySource[key] = f
 			r.wg.Add(1)
 			go func() {
 				defer r.wg.Done()
