@@ -141,7 +141,9 @@ func BenchmarkTenThousandPartitions(b *testing.B) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	b.Logf("CreateTopics answered after %v", created.Round(time.Millisecond))
 	led := waitAll("leaders", c.broker(1), -1, false)
+	b.Logf("every partition led %v later", led.Round(time.Millisecond))
 	// Replicated: a record with acks=all to every partition, then every
 	// ISR full (a follower still creating its logs can have dropped out).
 	t0 := time.Now()
@@ -166,6 +168,7 @@ func BenchmarkTenThousandPartitions(b *testing.B) {
 		b.Fatal(firstErr)
 	}
 	acked := time.Since(t0)
+	b.Logf("one acks=all record to each partition written in %v", acked.Round(time.Millisecond))
 	settled := waitAll("full ISRs", c.broker(1), -1, true)
 	b.Logf("%d partitions (RF 3): created in %v; every partition led %v later; one acks=all record to each written in %v; every ISR full %v later",
 		topics*perTopic, created.Round(time.Millisecond), led.Round(time.Millisecond), acked.Round(time.Millisecond), settled.Round(time.Millisecond))
