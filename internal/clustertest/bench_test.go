@@ -71,6 +71,7 @@ func BenchmarkTenThousandPartitions(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
+	waitLiveBrokers(b, c)
 	cl := c.benchClient(b)
 	prefix := fmt.Sprintf("tenk-%d-", time.Now().UnixNano())
 	start := time.Now()
@@ -298,6 +299,7 @@ func BenchmarkClusterE2E(b *testing.B) {
 // full ISR.
 func createBenchTopic(tb testing.TB, c *testCluster, topic string, partitions, rf int) {
 	tb.Helper()
+	waitLiveBrokers(tb, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
@@ -358,6 +360,7 @@ func BenchmarkIdleCluster(b *testing.B) {
 	const perTopic = 100
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
+	waitLiveBrokers(b, c)
 	prefix := fmt.Sprintf("idle-%d-", time.Now().UnixNano())
 	cl := c.benchClient(b)
 	for first := 0; first < partitions/perTopic; first += 50 {
@@ -417,5 +420,24 @@ func BenchmarkIdleCluster(b *testing.B) {
 		pct := cpu.Seconds() / window.Seconds() * 100
 		b.ReportMetric(pct, "idle-cpu-%-of-a-core")
 		b.Logf("%d partitions (RF 3) idle: the three brokers used %v of CPU in %v (%.1f %% of one core)", partitions, cpu.Round(time.Millisecond), window, pct)
+	}
+}
+
+// waitLiveBrokers waits (up to 2 minutes) until Metadata lists every broker
+// of the cluster: on a loaded machine the last one may register after the
+// cluster is up, and topics of replication factor 3 need all three.
+func waitLiveBrokers(tb testing.TB, c *testCluster) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for {
+		md, err := metadataFrom(ctx, c.brokers[0])
+		if err == nil && len(md.Brokers) == len(c.brokers) {
+			return
+		}
+		if ctx.Err() != nil {
+			tb.Fatalf("not every broker is live: %v %v", md, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
