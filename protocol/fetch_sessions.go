@@ -188,10 +188,12 @@ func (c *fetchSessions) remove(id int32) {
 // answers).
 func (sf *sessionFetch) fillIncremental(req *kmsg.FetchRequest, resp *fetchResponse) {
 	s := sf.s
+	removed := false
 	for _, ft := range req.ForgottenTopics {
 		for _, p := range ft.Partitions {
 			if i, ok := s.index[sessionKey{ft.Topic, p}]; ok {
 				s.parts[i].removed = true
+				removed = true
 				delete(s.index, sessionKey{ft.Topic, p})
 			}
 		}
@@ -217,21 +219,24 @@ func (sf *sessionFetch) fillIncremental(req *kmsg.FetchRequest, resp *fetchRespo
 			s.parts = append(s.parts, sp)
 		}
 	}
-	// Drop forgotten partitions.
-	kept := s.parts[:0]
-	topics := 0
-	for _, sp := range s.parts {
-		if sp.removed {
-			continue
+	// Drop forgotten partitions (the index is rebuilt only then).
+	if removed {
+		kept := s.parts[:0]
+		for _, sp := range s.parts {
+			if !sp.removed {
+				kept = append(kept, sp)
+			}
 		}
-		if len(kept) == 0 || kept[len(kept)-1].topic != sp.topic {
+		clear(s.parts[len(kept):])
+		s.parts = kept
+		sf.reindex()
+	}
+	topics := 0
+	for i := range s.parts {
+		if i == 0 || s.parts[i-1].topic != s.parts[i].topic {
 			topics++
 		}
-		kept = append(kept, sp)
 	}
-	clear(s.parts[len(kept):])
-	s.parts = kept
-	sf.reindex()
 
 	resp.reserve(topics, len(s.parts))
 	for _, sp := range s.parts {
