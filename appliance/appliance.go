@@ -315,6 +315,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		ReplicaFetchMaxBytes:          cfg.ReplicaFetchMaxBytes,
 		ReplicaFetchResponseMaxBytes:  cfg.ReplicaFetchResponseMaxBytes,
 		ReplicaFetchBackoff:           time.Duration(cfg.ReplicaFetchBackoffMs) * time.Millisecond,
+		NumReplicaFetchers:            int(cfg.NumReplicaFetchers),
 		ReplicaSocketTimeout:          time.Duration(cfg.ReplicaSocketTimeoutMs) * time.Millisecond,
 		InterBrokerListener:           cfg.InterBrokerListener(),
 		InterBrokerAuth:               ibAuth,

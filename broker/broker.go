@@ -117,6 +117,7 @@ type Config struct {
 	ReplicaFetchMaxBytes         int32         // replica.fetch.max.bytes, 1 MiB per partition
 	ReplicaFetchResponseMaxBytes int32         // replica.fetch.response.max.bytes, 10 MiB
 	ReplicaFetchBackoff          time.Duration // replica.fetch.backoff.ms, 1s
+	NumReplicaFetchers           int           // num.replica.fetchers, 1: fetchers per leader broker
 	ReplicaSocketTimeout         time.Duration // replica.socket.timeout.ms, 30s
 	// InterBrokerListener (inter.broker.listener.name) is the listener
 	// followers fetch from; default: the first advertised listener.
@@ -323,6 +324,9 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.ReplicaFetchBackoff <= 0 {
 		cfg.ReplicaFetchBackoff = time.Second
 	}
+	if cfg.NumReplicaFetchers <= 0 {
+		cfg.NumReplicaFetchers = 1
+	}
 	if cfg.ReplicaSocketTimeout <= 0 {
 		cfg.ReplicaSocketTimeout = 30 * time.Second
 	}
@@ -478,7 +482,7 @@ func (b *Broker) Close() error {
 	b.StopReplication()
 	b.mu.RLock()
 	for _, p := range b.partitions {
-		p.notify()
+		p.notify(WakeOnAny)
 	}
 	b.mu.RUnlock()
 	return nil
@@ -801,19 +805,18 @@ func (b *Broker) applyLocal(img *Image) {
 		n := min(chunk, len(fresh))
 		part := fresh[:n]
 		fresh = fresh[n:]
-		logs := make([]*storage.Log, len(part))
 		cfgs := make([]storage.LogConfig, len(part))
 		for i, tp := range part {
 			cfgs[i] = settingsOf(tp, wanted[tp].topic).log
 		}
-		parallelDo(len(part), 8, func(i int) {
-			l, err := b.cfg.Logs.GetOrCreateLog(part[i], cfgs[i])
+		// One call per chunk: the logs are opened in parallel and each
+		// log dir fsynced once for the chunk.
+		logs, errs := b.cfg.Logs.CreateLogs(part, cfgs)
+		for i, err := range errs {
 			if err != nil {
 				b.log.Error("open log", "partition", part[i].String(), "err", err)
-				return
 			}
-			logs[i] = l
-		})
+		}
 		b.mu.Lock()
 		for i, tp := range part {
 			if logs[i] != nil {

@@ -204,8 +204,9 @@ func (req *FetchRequest) Release() {
 // not cut a read short and MaxWait is positive, the fetch parks (the long
 // poll): waiting.BeforeWait is called (when waiting is not nil), the request
 // counts in the fetch purgatory, and it waits on a notification from its
-// partitions (an append, a high watermark move, a leadership change: never a
-// sleep loop) and reads again, until MinBytes are there, MaxWait passes or
+// partitions (an append for a follower, a high watermark move for a
+// consumer, a leadership change for either: never a sleep loop) and reads
+// again, until MinBytes are there, MaxWait passes or
 // ctx is done; it then answers with what it has. What the final answer holds
 // is counted as sent (the topic's bytes and messages out, or replication
 // bytes out).
@@ -228,7 +229,13 @@ func (b *Broker) Fetch(ctx context.Context, req *FetchRequest, waiting WaitHook)
 	}
 	b.enterPurgatory(delayedFetch)
 	defer b.leavePurgatory(delayedFetch)
-	w := NewWaiter()
+	// A follower reads up to the log end: appends bring it more. A
+	// consumer reads up to the high watermark: only its moves do.
+	on := WakeOnHighWatermark
+	if req.ReplicaID >= 0 {
+		on = WakeOnAppend
+	}
+	w := NewWaiterOn(on)
 	for i := range req.Partitions {
 		if p := req.Partitions[i].watched; p != nil {
 			p.Watch(w)

@@ -165,7 +165,7 @@ func (p *Partition) apply(pi PartitionImage, settings topicSettings) (PartitionC
 	if isLeader {
 		p.maybeAdvanceHighWatermark()
 	}
-	p.notify() // waiters re-check leadership and data
+	p.notify(WakeOnAny) // waiters re-check leadership and data
 	if wasLeader != isLeader || oldEpoch != pi.LeaderEpoch {
 		if isLeader {
 			p.b.log.Info("leading partition", "partition", p.tp.String(), "leader_epoch", pi.LeaderEpoch, "isr", pi.ISR)
@@ -183,7 +183,7 @@ func (p *Partition) resign() (already bool) {
 	p.leader = -1
 	p.removed = true
 	p.mu.Unlock()
-	p.notify()
+	p.notify(WakeOnAny)
 	return already
 }
 
@@ -231,7 +231,11 @@ func (p *Partition) appendRecords(records []byte, acks int16, admit storage.Admi
 	if err != nil {
 		return info, err
 	}
-	p.maybeAdvanceHighWatermark()
+	what := WakeOnAppend
+	if p.advanceHighWatermark() {
+		what |= WakeOnHighWatermark
+	}
+	p.notify(what) // one pass over the waiters for both
 	return info, nil
 }
 
@@ -256,9 +260,20 @@ func (p *Partition) appendAsLeader(records []byte, acks int16, admit storage.Adm
 }
 
 // maybeAdvanceHighWatermark moves the high watermark to the minimum log end
-// offset over the ISR when that is higher, and wakes waiters.
+// offset over the ISR when that is higher, and then wakes the waiters of
+// the high watermark (only then: a follower's fetch that does not move it
+// wakes nobody).
 func (p *Partition) maybeAdvanceHighWatermark() {
+	if p.advanceHighWatermark() {
+		p.notify(WakeOnHighWatermark)
+	}
+}
+
+// advanceHighWatermark is maybeAdvanceHighWatermark without the wake-up:
+// it reports whether the high watermark moved.
+func (p *Partition) advanceHighWatermark() bool {
 	p.hwMu.Lock()
+	defer p.hwMu.Unlock()
 	p.mu.RLock()
 	self := p.b.cfg.BrokerID
 	hw := p.log.LogEndOffset()
@@ -275,12 +290,11 @@ func (p *Partition) maybeAdvanceHighWatermark() {
 		hw = -1
 	}
 	p.mu.RUnlock()
-	moved := hw > p.log.HighWatermark()
-	if moved {
-		p.log.SetHighWatermark(hw)
+	if hw <= p.log.HighWatermark() {
+		return false
 	}
-	p.hwMu.Unlock()
-	p.notify()
+	p.log.SetHighWatermark(hw)
+	return true
 }
 
 // UpdateFollower records a follower's fetch at fetchOffset (its log end
@@ -377,7 +391,7 @@ func (p *Partition) appendAsFollower(epoch int32, records []byte, leaderHW, lead
 			p.b.log.Warn("follower: move log start", "partition", p.tp.String(), "to", leaderLogStart, "err", err)
 		}
 	}
-	p.notify()
+	p.notify(WakeOnAppend | WakeOnHighWatermark)
 	return nil
 }
 
@@ -421,7 +435,7 @@ func (p *Partition) WaitForHighWatermark(ctx context.Context, offset int64) erro
 	if p.log.HighWatermark() >= offset {
 		return p.checkEnoughReplicasAfterAppend()
 	}
-	w := NewWaiter()
+	w := NewWaiterOn(WakeOnHighWatermark)
 	p.Watch(w)
 	defer p.Unwatch(w)
 	for {
@@ -450,12 +464,43 @@ func (p *Partition) checkEnoughReplicasAfterAppend() error {
 }
 
 // Waiter is a delayed operation's wake-up: registered with one or more
-// partitions (Watch), it is signalled whenever any of them appends, moves
-// its high watermark or changes leadership. It coalesces signals.
-type Waiter struct{ c chan struct{} }
+// partitions (Watch), it is signalled whenever any of them changes in a way
+// it waits for (its WakeOn: an append, a high watermark move; a leadership
+// change or the partition's removal always). It coalesces signals.
+type Waiter struct {
+	c  chan struct{}
+	on WakeOn
+}
 
-// NewWaiter returns a Waiter.
-func NewWaiter() *Waiter { return &Waiter{c: make(chan struct{}, 1)} }
+// WakeOn says which changes of a partition signal a Waiter.
+type WakeOn uint8
+
+const (
+	// WakeOnAppend: the log end moved (an append as leader). What a
+	// follower's fetch, which reads up to the log end, waits for.
+	WakeOnAppend WakeOn = 1 << iota
+	// WakeOnHighWatermark: the high watermark or the log start moved.
+	// What a consumer's fetch (it reads up to the high watermark) and an
+	// acks=all produce wait for.
+	WakeOnHighWatermark
+	// wakeOnState: leadership changed, the partition was removed, the
+	// broker stops. Every waiter is woken by it.
+	wakeOnState
+
+	// WakeOnAny is every change.
+	WakeOnAny = WakeOnAppend | WakeOnHighWatermark | wakeOnState
+)
+
+// NewWaiter returns a Waiter signalled on any change.
+func NewWaiter() *Waiter { return NewWaiterOn(WakeOnAny) }
+
+// NewWaiterOn returns a Waiter signalled on the changes in on (and on
+// leadership changes, always). Waking a waiter only for what it waits for
+// matters: with replication every append would otherwise wake the
+// consumers' parked fetches (the high watermark has not moved yet) and
+// every follower fetch moving the high watermark would wake the other
+// followers' parked fetches, each reading again for nothing.
+func NewWaiterOn(on WakeOn) *Waiter { return &Waiter{c: make(chan struct{}, 1), on: on | wakeOnState} }
 
 // C is signalled on a change.
 func (w *Waiter) C() <-chan struct{} { return w.c }
@@ -474,9 +519,13 @@ func (p *Partition) Unwatch(w *Waiter) {
 	p.watchMu.Unlock()
 }
 
-func (p *Partition) notify() {
+// notify signals the waiters waiting for what changed.
+func (p *Partition) notify(what WakeOn) {
 	p.watchMu.Lock()
 	for w := range p.watchers {
+		if w.on&what == 0 {
+			continue
+		}
 		select {
 		case w.c <- struct{}{}:
 		default:
@@ -655,7 +704,7 @@ func (p *Partition) DeleteRecords(offset int64) (int64, error) {
 	if err != nil {
 		return -1, err
 	}
-	p.notify()
+	p.notify(WakeOnHighWatermark)
 	return lso, nil
 }
 

@@ -14,15 +14,20 @@ import (
 	"github.com/sluice-io/sluice/storage"
 )
 
-// Replication, follower side: one fetcher goroutine per leader broker,
-// multiplexing every partition this broker follows on it (Kafka's
-// ReplicaFetcherThread with num.replica.fetchers=1). For each partition it
+// Replication, follower side: num.replica.fetchers fetcher goroutines per
+// leader broker (Kafka's ReplicaFetcherThreads), each with its own
+// connection, multiplexing the partitions this broker follows there; a
+// partition always goes to the same one (fetcherIndex, Kafka's formula). For each partition it
 // first truncates the log's divergent tail (OffsetForLeaderEpoch, KIP-101 and
 // KIP-279), then fetches from the log end with Fetch requests that carry
 // this broker's id as replica id, appends what comes back with the leader's
 // offsets, and takes the leader's high watermark (capped at its own log end)
 // and log start. The leader learns each follower's log end from these
-// fetches (Partition.UpdateFollower).
+// fetches (Partition.UpdateFollower). Each fetcher keeps a fetch session
+// (KIP-227) with its leader: after the first full fetch it sends only the
+// partitions whose position changed, and the leader answers only for those
+// with news, so an idle follower of thousands of partitions exchanges a few
+// bytes per poll.
 
 // followTarget is one partition to follow: its leader and leader epoch.
 type followTarget struct {
@@ -38,12 +43,43 @@ type replicaFetchers struct {
 
 	mu       sync.Mutex
 	closed   bool
-	bySource map[int32]*fetcher
+	bySource map[fetcherKey]*fetcher
 	wg       sync.WaitGroup
 }
 
 func newReplicaFetchers(b *Broker) *replicaFetchers {
-	return &replicaFetchers{b: b, log: b.log.With("component", "replica-fetcher"), bySource: map[int32]*fetcher{}}
+	return &replicaFetchers{b: b, log: b.log.With("component", "replica-fetcher"), bySource: map[fetcherKey]*fetcher{}}
+}
+
+// fetcherKey names a fetcher: its leader and its index among that leader's.
+type fetcherKey struct {
+	source int32
+	index  int
+}
+
+// fetcherIndex is the fetcher of tp among n, as Kafka picks it:
+// abs(31 * topic.hashCode() + partition) % n, with Java's String.hashCode.
+func fetcherIndex(tp storage.TopicPartition, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	var h int32
+	for _, r := range tp.Topic {
+		if r > 0xffff { // a UTF-16 surrogate pair, as Java hashes it
+			r -= 0x10000
+			h = 31*h + int32(0xd800+(r>>10))
+			h = 31*h + int32(0xdc00+(r&0x3ff))
+			continue
+		}
+		h = 31*h + int32(r)
+	}
+	v := 31*h + tp.Partition
+	if v == -1<<31 {
+		v = 0 // Kafka's Utils.abs
+	} else if v < 0 {
+		v = -v
+	}
+	return int(v) % n
 }
 
 // update makes the fetchers follow exactly targets: partitions whose leader
@@ -55,21 +91,23 @@ func (r *replicaFetchers) update(targets map[storage.TopicPartition]followTarget
 	if r.closed {
 		return
 	}
-	for src, f := range r.bySource {
+	n := r.b.cfg.NumReplicaFetchers
+	for key, f := range r.bySource {
 		f.mu.Lock()
 		for tp, st := range f.parts {
 			t, ok := targets[tp]
-			if !ok || t.leader != src || t.epoch != st.epoch || t.p != st.p {
+			if !ok || t.leader != key.source || fetcherIndex(tp, n) != key.index || t.epoch != st.epoch || t.p != st.p {
 				delete(f.parts, tp)
 			}
 		}
 		f.mu.Unlock()
 	}
 	for tp, t := range targets {
-		f := r.bySource[t.leader]
+		key := fetcherKey{t.leader, fetcherIndex(tp, n)}
+		f := r.bySource[key]
 		if f == nil {
 			f = newFetcher(r, t.leader)
-			r.bySource[t.leader] = f
+			r.bySource[key] = f
 			r.wg.Add(1)
 			go func() {
 				defer r.wg.Done()
@@ -125,6 +163,34 @@ type fetcher struct {
 	mu    sync.Mutex
 	parts map[storage.TopicPartition]*followState
 	conn  *brokerConn
+
+	// session is the fetch session with the leader (run's goroutine only).
+	session fetchSession
+}
+
+// fetchSession is a follower's fetch session with its leader (KIP-227): its
+// id (0: none), the epoch of the next request, and each partition's position
+// as the leader last heard it.
+type fetchSession struct {
+	id    int32
+	epoch int32
+	sent  map[storage.TopicPartition]fetchPosition
+}
+
+// fetchPosition is what a follower's fetch says of a partition.
+type fetchPosition struct {
+	epoch     int32 // current leader epoch
+	offset    int64 // fetch offset: the log end
+	lastEpoch int32 // epoch of the last batch, -1: none
+	logStart  int64
+}
+
+// nextSessionEpoch is the epoch after e (wrapping to 1, as Kafka's).
+func nextSessionEpoch(e int32) int32 {
+	if e == 1<<31-1 {
+		return 1
+	}
+	return e + 1
 }
 
 func newFetcher(r *replicaFetchers, source int32) *fetcher {
@@ -370,11 +436,28 @@ func (f *fetcher) fetch(conn *brokerConn, tps []storage.TopicPartition, states m
 	req.MaxWaitMillis = int32(cfg.ReplicaFetchWaitMax.Milliseconds())
 	req.MinBytes = cfg.ReplicaFetchMinBytes
 	req.MaxBytes = cfg.ReplicaFetchResponseMaxBytes
-	req.SessionID, req.SessionEpoch = 0, -1
+	// A fetch session with the leader (KIP-227): the first fetch sends
+	// every partition and opens it; later ones send only the partitions
+	// whose position changed, added or left, and the leader answers only
+	// for partitions with news.
+	incremental := f.session.id != 0
+	req.SessionID, req.SessionEpoch = f.session.id, 0
+	if incremental {
+		req.SessionEpoch = f.session.epoch
+	}
+	want := make(map[storage.TopicPartition]fetchPosition, len(tps))
 	byTopic := map[string]int{}
 	for _, tp := range tps {
 		st := states[tp]
 		l := st.p.log
+		pos := fetchPosition{epoch: st.epoch, offset: l.LogEndOffset(), lastEpoch: -1, logStart: l.LogStartOffset()}
+		if e, ok := l.LatestEpoch(); ok {
+			pos.lastEpoch = e
+		}
+		want[tp] = pos
+		if incremental && f.session.sent[tp] == pos {
+			continue
+		}
 		i, ok := byTopic[tp.Topic]
 		if !ok {
 			i = len(req.Topics)
@@ -385,23 +468,55 @@ func (f *fetcher) fetch(conn *brokerConn, tps []storage.TopicPartition, states m
 		}
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition = tp.Partition
-		rp.CurrentLeaderEpoch = st.epoch
-		rp.FetchOffset = l.LogEndOffset()
-		rp.LastFetchedEpoch = -1
-		if e, ok := l.LatestEpoch(); ok {
-			rp.LastFetchedEpoch = e
-		}
-		rp.LogStartOffset = l.LogStartOffset()
+		rp.CurrentLeaderEpoch = pos.epoch
+		rp.FetchOffset = pos.offset
+		rp.LastFetchedEpoch = pos.lastEpoch
+		rp.LogStartOffset = pos.logStart
 		rp.PartitionMaxBytes = cfg.ReplicaFetchMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
+	if incremental {
+		forgotten := map[string]int{}
+		for tp := range f.session.sent {
+			if _, ok := want[tp]; ok {
+				continue
+			}
+			i, ok := forgotten[tp.Topic]
+			if !ok {
+				i = len(req.ForgottenTopics)
+				forgotten[tp.Topic] = i
+				ft := kmsg.NewFetchRequestForgottenTopic()
+				ft.Topic = tp.Topic
+				req.ForgottenTopics = append(req.ForgottenTopics, ft)
+			}
+			req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.Partition)
+		}
+	}
 	resp, err := conn.request(f.ctx, req, cfg.ReplicaFetchWaitMax)
 	if err != nil {
+		// Whether the leader saw this epoch is unknown: start over.
+		f.session = fetchSession{}
 		return err
 	}
 	fr := resp.(*kmsg.FetchResponse)
-	if fr.ErrorCode != 0 {
+	switch fr.ErrorCode {
+	case 0:
+	case kerr.FetchSessionIDNotFound.Code, kerr.InvalidFetchSessionEpoch.Code:
+		// The leader restarted or evicted the session: a full fetch next.
+		f.session = fetchSession{}
+		return nil
+	default:
+		f.session = fetchSession{}
 		return kerr.ErrorForCode(fr.ErrorCode)
+	}
+	switch {
+	case fr.SessionID == 0:
+		f.session = fetchSession{} // the leader keeps no session: full fetches
+	case !incremental || fr.SessionID != f.session.id:
+		f.session = fetchSession{id: fr.SessionID, epoch: 1, sent: want}
+	default:
+		f.session.epoch = nextSessionEpoch(f.session.epoch)
+		f.session.sent = want
 	}
 	for _, rt := range fr.Topics {
 		for _, rp := range rt.Partitions {

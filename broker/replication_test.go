@@ -175,3 +175,80 @@ func TestISRShrinkOnTheBrokerClock(t *testing.T) {
 		return slices.Equal(storedISR(t, co), []int32{1})
 	})
 }
+
+// TestParkedFetchesWakeOnlyForTheirData: a follower's fetch parked at the
+// log end and a consumer's parked at the high watermark wake nobody while
+// they wait (a follower's re-read must not move the high watermark's
+// waiters, or two parked fetches wake each other without end); an append
+// wakes the follower's fetch alone (the consumer's data is not committed
+// yet); the follower's next fetch moves the high watermark, which wakes the
+// consumer's.
+func TestParkedFetchesWakeOnlyForTheirData(t *testing.T) {
+	b, _, p := newLeaderBroker(t, time.Minute)
+	info, err := p.AppendRecords(batchOf(t, 2), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.UpdateFollower(2, info.LastOffset+1); err != nil {
+		t.Fatal(err)
+	}
+	end := info.LastOffset + 1
+	fetch := func(replica int32) <-chan *FetchRequest {
+		out := make(chan *FetchRequest, 1)
+		go func() {
+			req := &FetchRequest{ReplicaID: replica, MaxWait: 10 * time.Second, MinBytes: 1, MaxBytes: 1 << 20,
+				Partitions: []FetchPartition{{Topic: "r", FetchOffset: end, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1}}}
+			b.Fetch(context.Background(), req, nil)
+			t.Cleanup(req.Release)
+			out <- req
+		}()
+		return out
+	}
+	follower, consumer := fetch(2), fetch(-1)
+	eventually(t, "both fetches parked", func() bool { return b.purgatory[delayedFetch].Load() == 2 })
+
+	// Nothing happens: a probe watching every change hears nothing.
+	probe := NewWaiter()
+	p.Watch(probe)
+	defer p.Unwatch(probe)
+	quiet := time.After(300 * time.Millisecond)
+	for wakes := 0; ; {
+		select {
+		case <-probe.C():
+			wakes++
+			continue
+		case <-quiet:
+		}
+		if wakes > 0 {
+			t.Fatalf("%d wake-ups in 300ms while two fetches waited for data that did not come", wakes)
+		}
+		break
+	}
+
+	batch := batchOf(t, 3)
+	if _, err := p.AppendRecords(batch, 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case req := <-follower:
+		if got := req.Partitions[0]; got.Err != nil || got.Records.Len() != int64(len(batch)) {
+			t.Fatalf("follower's fetch: %+v", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the append did not wake the follower's fetch")
+	}
+	if n := b.purgatory[delayedFetch].Load(); n != 1 {
+		t.Fatalf("%d fetches parked after the append, want the consumer's alone", n)
+	}
+	if err := p.UpdateFollower(2, end+3); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case req := <-consumer:
+		if got := req.Partitions[0]; got.Err != nil || got.Records.Len() != int64(len(batch)) || got.HighWatermark != end+3 {
+			t.Fatalf("consumer's fetch: %+v", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the high watermark's move did not wake the consumer's fetch")
+	}
+}

@@ -141,6 +141,7 @@ type Config struct {
 	ReplicaFetchMaxBytes               int32  // replica.fetch.max.bytes
 	ReplicaFetchResponseMaxBytes       int32  // replica.fetch.response.max.bytes
 	ReplicaFetchBackoffMs              int32  // replica.fetch.backoff.ms
+	NumReplicaFetchers                 int32  // num.replica.fetchers
 	ReplicaSocketTimeoutMs             int32  // replica.socket.timeout.ms
 	InterBrokerListenerName            string // inter.broker.listener.name; "" = the first listener
 	ControlledShutdownEnable           bool   // controlled.shutdown.enable

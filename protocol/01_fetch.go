@@ -38,18 +38,16 @@ import (
 //     on its partitions, the others are fetched); with an authorizer, a
 //     follower needs ClusterAction on the cluster instead of the address
 //     check.
-//   - Fetch sessions (KIP-227) are answered as a broker without them: the
-//     response's session id is always 0, so clients send full requests; a
-//     request naming a session id gets FETCH_SESSION_ID_NOT_FOUND.
+//   - Fetch sessions (KIP-227, v7+): a full fetch with epoch 0 opens one,
+//     later ones send only changes and get only partitions with news
+//     (fetch_sessions.go).
 //   - Partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER
 //     (v12: with the current leader), OFFSET_OUT_OF_RANGE,
 //     FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (v9+ current leader epoch).
 //
 // Version notes:
-//   - v4: isolation level, last stable offset, aborted transactions:
-//     read_committed reads up to the last stable offset and gets the
-//     aborted transactions overlapping its records from the .txnindex
-//     (the records themselves are never decoded).
+//   - v4: isolation level, last stable offset, aborted transactions (none:
+//     no transactions; read_committed sees the high watermark).
 //   - v5: log start offset. v7: sessions (see above). v9: current leader
 //     epoch fencing. v11: rack id (ignored), preferred read replica -1.
 //   - v12: flexible; last fetched epoch: a log that diverged from it answers
@@ -62,16 +60,65 @@ var errFollowerNotAuthorized = &broker.Error{Code: kerr.TopicAuthorizationFailed
 func handleFetch(ctx context.Context, s *Server, r *Request) (streamResponse, error) {
 	req := r.Msg.(*kmsg.FetchRequest)
 	resp := &fetchResponse{version: req.Version}
-	if req.Version >= 7 {
-		switch {
-		case req.SessionID != 0:
-			resp.errorCode = kerr.FetchSessionIDNotFound.Code
-			return resp, nil
-		case req.SessionEpoch > 0:
-			resp.errorCode = kerr.InvalidFetchSessionEpoch.Code
+	if req.ReplicaID >= 0 {
+		if err := s.checkClusterAction(ctx, r, req.ReplicaID); err != nil {
+			// As Kafka answers a follower without ClusterAction (and
+			// without a session).
+			fillFetchPartitions(req, resp)
+			for i := range resp.req.Partitions {
+				resp.req.Partitions[i].Fail(errFollowerNotAuthorized)
+			}
 			return resp, nil
 		}
 	}
+	sf, code := s.fetchSessions.begin(req)
+	if code != 0 {
+		resp.errorCode = code
+		return resp, nil
+	}
+	if sf.incremental {
+		sf.fillIncremental(req, resp)
+	} else {
+		fillFetchPartitions(req, resp)
+		if sf.s != nil {
+			sf.fillFull(req, resp)
+		}
+	}
+	if req.ReplicaID < 0 {
+		refuseUnreadable(s, r, resp)
+	}
+	resp.abortedEmpty = req.IsolationLevel == 1
+	resp.req.ReplicaID = req.ReplicaID
+	resp.req.MaxWait = time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond
+	resp.req.MinBytes, resp.req.MaxBytes = req.MinBytes, req.MaxBytes
+	resp.req.Isolation = broker.IsolationLevel(req.IsolationLevel)
+	s.cfg.Broker.Fetch(ctx, &resp.req, r)
+	sf.finish(resp)
+	return resp, nil
+}
+
+// refuseUnreadable marks the partitions of topics the consumer may not
+// read (Read on the topic) refused: nothing is read for them and they
+// answer TOPIC_AUTHORIZATION_FAILED. The check runs once per run of a
+// topic's partitions (a session's partitions are grouped by topic).
+func refuseUnreadable(s *Server, r *Request, resp *fetchResponse) {
+	if s.cfg.Broker.Authorizer() == nil {
+		return
+	}
+	last, readable := "", true
+	for i := range resp.req.Partitions {
+		fp := &resp.req.Partitions[i]
+		if i == 0 || fp.Topic != last {
+			last, readable = fp.Topic, s.allowedTopic(r, security.OpRead, fp.Topic)
+		}
+		if !readable {
+			fp.Refused = errTopicAuthorization
+		}
+	}
+}
+
+// fillFetchPartitions fills resp with the partitions of a full request.
+func fillFetchPartitions(req *kmsg.FetchRequest, resp *fetchResponse) {
 	partitions := 0
 	for _, rt := range req.Topics {
 		partitions += len(rt.Partitions)
@@ -79,9 +126,6 @@ func handleFetch(ctx context.Context, s *Server, r *Request) (streamResponse, er
 	resp.reserve(len(req.Topics), partitions)
 	for _, rt := range req.Topics {
 		resp.topics = append(resp.topics, fetchTopic{name: rt.Topic, partitions: len(rt.Partitions)})
-		// A consumer needs Read on the topic; a follower's fetch is
-		// decided below, for the whole request (ClusterAction).
-		readable := req.ReplicaID >= 0 || s.allowedTopic(r, security.OpRead, rt.Topic)
 		for _, rp := range rt.Partitions {
 			fp := broker.FetchPartition{
 				Topic: rt.Topic, Partition: rp.Partition,
@@ -94,26 +138,7 @@ func handleFetch(ctx context.Context, s *Server, r *Request) (streamResponse, er
 			if req.Version >= 12 {
 				fp.LastFetchedEpoch = rp.LastFetchedEpoch
 			}
-			if !readable {
-				fp.Refused = errTopicAuthorization
-			}
 			resp.req.Partitions = append(resp.req.Partitions, fp)
 		}
 	}
-	if req.ReplicaID >= 0 {
-		if err := s.checkClusterAction(ctx, r, req.ReplicaID); err != nil {
-			// As Kafka answers a follower without ClusterAction.
-			for i := range resp.req.Partitions {
-				resp.req.Partitions[i].Fail(errFollowerNotAuthorized)
-			}
-			return resp, nil
-		}
-	}
-	resp.abortedEmpty = req.IsolationLevel == 1
-	resp.req.ReplicaID = req.ReplicaID
-	resp.req.MaxWait = time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond
-	resp.req.MinBytes, resp.req.MaxBytes = req.MinBytes, req.MaxBytes
-	resp.req.Isolation = broker.IsolationLevel(req.IsolationLevel)
-	s.cfg.Broker.Fetch(ctx, &resp.req, r)
-	return resp, nil
 }

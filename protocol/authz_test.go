@@ -550,3 +550,32 @@ func TestAuthorizeTransactions(t *testing.T) {
 	dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: "fuzz", Partitions: []int32{0}}}
 	code(t, "carol describes fuzz's producers", n.as(t, carol, dp).(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ErrorCode, kerr.TopicAuthorizationFailed)
 }
+
+// TestAuthorizeFetchSession: a consumer's fetch session does not carry
+// access past the check: the partitions of a topic it may not read are
+// refused on the full fetch that opens the session and on every
+// incremental fetch after it.
+func TestAuthorizeFetchSession(t *testing.T) {
+	n := newAuthzNode(t)
+	full := fetchReq("fuzz")
+	full.SessionID, full.SessionEpoch = 0, 0
+	resp := n.as(t, carol, full).(*kmsg.FetchResponse)
+	if len(resp.Topics) != 1 {
+		t.Fatalf("full fetch: %d topics", len(resp.Topics))
+	}
+	code(t, "carol's full fetch", resp.Topics[0].Partitions[0].ErrorCode, kerr.TopicAuthorizationFailed)
+	if resp.SessionID == 0 {
+		t.Fatal("no session opened")
+	}
+	inc := fetchReq()
+	inc.SessionID, inc.SessionEpoch = resp.SessionID, 1
+	resp = n.as(t, carol, inc).(*kmsg.FetchResponse)
+	if len(resp.Topics) == 0 {
+		t.Fatal("the incremental fetch left out the refused partition")
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			code(t, "carol's incremental fetch of "+rt.Topic, rp.ErrorCode, kerr.TopicAuthorizationFailed)
+		}
+	}
+}

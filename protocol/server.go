@@ -145,6 +145,9 @@ type Server struct {
 	authMx map[string]*metrics.Authentication
 	// throttle slows failed authentications per address (sasl.go).
 	throttle *security.Throttle
+
+	// fetchSessions are the incremental fetch sessions (KIP-227).
+	fetchSessions *fetchSessions
 }
 
 // NewServer returns a server; Serve listens and accepts.
@@ -205,8 +208,9 @@ func newServer(cfg Config) (*Server, error) {
 		cancelBase: cancel,
 		gate: connGate{maxTotal: cfg.MaxConnections, maxPerIP: cfg.MaxConnectionsPerIP,
 			overrides: overrides, perIP: map[netip.Addr]int{}},
-		logLimit: logLimiter{every: 10 * time.Second},
-		throttle: security.NewThrottle(max(cfg.AuthFailureDelay, 0)),
+		logLimit:      logLimiter{every: 10 * time.Second},
+		throttle:      security.NewThrottle(max(cfg.AuthFailureDelay, 0)),
+		fetchSessions: newFetchSessions(fetchSessionSlots),
 	}
 	if cfg.QueuedMaxRequestBytes > 0 {
 		s.budget = newRequestBudget(cfg.QueuedMaxRequestBytes)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/record"
@@ -84,11 +85,13 @@ type Manager struct {
 	cfg ManagerConfig
 	env *env
 
-	mu     sync.Mutex
-	logs   map[TopicPartition]*Log
-	dirOf  map[TopicPartition]string // log dir holding each log
-	locks  []*os.File
-	closed bool
+	mu    sync.Mutex
+	logs  map[TopicPartition]*Log
+	dirOf map[TopicPartition]string // log dir holding each log
+	// creating holds the logs CreateLogs is creating (outside mu).
+	creating map[TopicPartition]*pendingLog
+	locks    []*os.File
+	closed   bool
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -108,7 +111,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 		return nil, errors.New("storage: no log directories")
 	}
 	m := &Manager{cfg: cfg, logs: make(map[TopicPartition]*Log), dirOf: make(map[TopicPartition]string),
-		rolledC: make(chan *Log, 1024)}
+		creating: make(map[TopicPartition]*pendingLog), rolledC: make(chan *Log, 1024)}
 	m.env = &env{logger: cfg.Logger, now: cfg.Now, rolled: m.noteRolled, maxDecompressed: cfg.MaxDecompressedBatchBytes}
 	seen := map[string]bool{}
 	for _, d := range cfg.Dirs {
@@ -298,47 +301,149 @@ func (m *Manager) Log(tp TopicPartition) (*Log, bool) {
 // GetOrCreateLog returns the log of tp, creating it in the log dir holding
 // the fewest logs. An existing log takes cfg.
 func (m *Manager) GetOrCreateLog(tp TopicPartition, cfg LogConfig) (*Log, error) {
-	lc, err := newLogConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", tp, err)
+	logs, errs := m.CreateLogs([]TopicPartition{tp}, []LogConfig{cfg})
+	return logs[0], errs[0]
+}
+
+// createWorkers bounds how many logs CreateLogs opens at once.
+const createWorkers = 8
+
+// CreateLogs is GetOrCreateLog for many partitions (cfgs[i] is tps[i]'s
+// config): logs[i] or errs[i] for each. New logs are spread over the log
+// dirs (fewest logs first), opened in parallel without the manager's lock,
+// and each log dir that received some is fsynced once for the whole batch
+// (the new directory entries), not once per log: creating thousands of
+// partitions is otherwise bound by one directory fsync each, serialised. A
+// partition being created by another call is waited for.
+func (m *Manager) CreateLogs(tps []TopicPartition, cfgs []LogConfig) (logs []*Log, errs []error) {
+	logs, errs = make([]*Log, len(tps)), make([]error, len(tps))
+	lcs := make([]*logConfig, len(tps))
+	for i, tp := range tps {
+		lc, err := newLogConfig(cfgs[i])
+		switch {
+		case err != nil:
+			errs[i] = fmt.Errorf("%s: %w", tp, err)
+		case validTopicName(tp.Topic) != nil:
+			errs[i] = validTopicName(tp.Topic)
+		case tp.Partition < 0:
+			errs[i] = fmt.Errorf("storage: negative partition %d", tp.Partition)
+		}
+		lcs[i] = lc
 	}
-	if err := validTopicName(tp.Topic); err != nil {
-		return nil, err
+	type newLog struct {
+		i   int
+		dir string
 	}
-	if tp.Partition < 0 {
-		return nil, fmt.Errorf("storage: negative partition %d", tp.Partition)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil, ErrLogClosed
-	}
-	if l, ok := m.logs[tp]; ok {
-		l.mu.Lock()
-		l.cfg.Store(lc)
-		l.mu.Unlock()
-		return l, nil
-	}
-	counts := make(map[string]int)
-	for _, d := range m.dirOf {
-		counts[d]++
-	}
-	dir := m.cfg.Dirs[0]
-	for _, d := range m.cfg.Dirs[1:] {
-		if counts[d] < counts[dir] {
-			dir = d
+	for {
+		var fresh []newLog
+		var wait chan struct{}
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			for i := range errs {
+				if errs[i] == nil && logs[i] == nil {
+					errs[i] = ErrLogClosed
+				}
+			}
+			return logs, errs
+		}
+		counts := make(map[string]int, len(m.cfg.Dirs))
+		for _, d := range m.dirOf {
+			counts[d]++
+		}
+		for _, d := range m.creating {
+			counts[d.dir]++
+		}
+		mine := map[TopicPartition]bool{}
+		for i, tp := range tps {
+			if errs[i] != nil || logs[i] != nil {
+				continue
+			}
+			if l, ok := m.logs[tp]; ok {
+				l.mu.Lock()
+				l.cfg.Store(lcs[i])
+				l.mu.Unlock()
+				logs[i] = l
+				continue
+			}
+			if c, ok := m.creating[tp]; ok {
+				if !mine[tp] {
+					wait = c.done // another call creates it: wait, then look again
+				}
+				continue
+			}
+			dir := m.cfg.Dirs[0]
+			for _, d := range m.cfg.Dirs[1:] {
+				if counts[d] < counts[dir] {
+					dir = d
+				}
+			}
+			counts[dir]++
+			m.creating[tp] = &pendingLog{dir: dir, done: make(chan struct{})}
+			mine[tp] = true
+			fresh = append(fresh, newLog{i, dir})
+		}
+		m.mu.Unlock()
+		if len(fresh) == 0 && wait == nil {
+			return logs, errs
+		}
+
+		created := make([]*Log, len(fresh))
+		var g errgroup.Group
+		g.SetLimit(createWorkers)
+		for k, n := range fresh {
+			g.Go(func() error {
+				tp := tps[n.i]
+				l, err := openLog(logLoad{dir: filepath.Join(n.dir, tp.String()), tp: tp, cfg: lcs[n.i], env: m.env,
+					recoveryPoint: 0, logStart: -1, hw: -1, firstDirty: -1, cleanShutdown: true})
+				if err != nil {
+					errs[n.i] = fmt.Errorf("create log %s: %w", tp, err)
+					return nil
+				}
+				created[k] = l
+				return nil
+			})
+		}
+		g.Wait()
+		// One fsync per log dir for every new entry in it.
+		dirErr := map[string]error{}
+		for k, n := range fresh {
+			if _, done := dirErr[n.dir]; !done && created[k] != nil {
+				dirErr[n.dir] = syncDir(n.dir)
+			}
+		}
+		m.mu.Lock()
+		for k, n := range fresh {
+			tp, l := tps[n.i], created[k]
+			c := m.creating[tp]
+			delete(m.creating, tp)
+			close(c.done)
+			if l == nil {
+				continue
+			}
+			if err := dirErr[n.dir]; err != nil || m.closed {
+				l.close()
+				if err == nil {
+					err = ErrLogClosed
+				}
+				errs[n.i] = fmt.Errorf("create log %s: %w", tp, err)
+				continue
+			}
+			m.logs[tp], m.dirOf[tp] = l, n.dir
+			logs[n.i] = l
+		}
+		m.mu.Unlock()
+		if wait != nil {
+			<-wait
 		}
 	}
-	l, err := openLog(logLoad{dir: filepath.Join(dir, tp.String()), tp: tp, cfg: lc, env: m.env,
-		recoveryPoint: 0, logStart: -1, hw: -1, firstDirty: -1, cleanShutdown: true})
-	if err != nil {
-		return nil, fmt.Errorf("create log %s: %w", tp, err)
-	}
-	if err := syncDir(dir); err != nil {
-		return nil, err
-	}
-	m.logs[tp], m.dirOf[tp] = l, dir
-	return l, nil
+}
+
+// pendingLog is a log being created by CreateLogs: its dir, and done,
+// closed when it is created (or failed).
+type pendingLog struct {
+	dir  string
+	done chan struct{}
 }
 
 // DeleteLog closes the log, renames its directory to

@@ -314,3 +314,38 @@ func TestControllerUncleanTopicOverride(t *testing.T) {
 		return nil
 	})
 }
+
+// TestSittingControllerIsQuiet: once elected, a controller with nothing to
+// do makes no changes: its pass's Campaign, finding the role still its own,
+// announces nothing (an announcement would start the next pass, and so on
+// without end, every pass reading ZooKeeper).
+func TestSittingControllerIsQuiet(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
+	cc := newControllerCluster(t, cluster.ControllerConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changes := cc.cs[1].Watch(ctx)
+	// Settle: the election's own announcement, once.
+	settle := time.After(300 * time.Millisecond)
+	for settling := true; settling; {
+		select {
+		case <-changes:
+		case <-settle:
+			settling = false
+		}
+	}
+	quiet := time.After(time.Second)
+	n := 0
+	for {
+		select {
+		case <-changes:
+			n++
+			continue
+		case <-quiet:
+		}
+		break
+	}
+	if n > 0 {
+		t.Fatalf("%d changes announced in 1s by a controller with nothing to do", n)
+	}
+}

@@ -252,9 +252,14 @@ func (c *Coordinator) takeControl(brokerID, epoch, zkVersion int32, sid int64) (
 	c.won = w
 	c.mu.Unlock()
 	c.controllerMu.Unlock()
-	if prev == nil || prev.epoch != epoch || prev.session != sid {
-		c.log.Info("elected controller", "broker", brokerID, "epoch", epoch)
+	if prev != nil && prev.epoch == epoch && prev.session == sid {
+		// Still ours, as known (the sitting controller's Campaign on each
+		// pass): nothing to catch up with, and nothing to announce — a
+		// ChangeController here would start the controller's next pass,
+		// whose Campaign would announce it again, without end.
+		return cluster.ControllerInfo{ID: brokerID, Epoch: epoch}, nil
 	}
+	c.log.Info("elected controller", "broker", brokerID, "epoch", epoch)
 	if _, err := c.loadController(); err != nil {
 		return cluster.ControllerInfo{}, err
 	}

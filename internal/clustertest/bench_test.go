@@ -3,10 +3,8 @@ package clustertest
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,13 +19,14 @@ import (
 )
 
 // BenchmarkClusterProduce measures produce throughput on the three-broker
-// cluster with `sluice perf produce` (franz-go), for replication factor 1
-// and 3 and acks=1 and acks=all. Run:
+// cluster (benchCluster: brokers alone) with `sluice perf produce`
+// (franz-go), for replication factor 1 and 3 and acks=1 and acks=all, and
+// the brokers' CPU per record. Run:
 //
 //	go test -run '^$' -bench ClusterProduce -benchtime 1x ./internal/clustertest/
 func BenchmarkClusterProduce(b *testing.B) {
 	testutil.Heavy(b, "ZooKeeper and three sluice serve processes")
-	c := shared
+	c := benchCluster(b)
 	for _, rf := range []int{1, 3} {
 		for _, acks := range []string{"1", "all"} {
 			b.Run(fmt.Sprintf("rf=%d/acks=%s", rf, acks), func(b *testing.B) {
@@ -37,29 +36,15 @@ func BenchmarkClusterProduce(b *testing.B) {
 					if n := os.Getenv("SLUICE_BENCH_RECORDS"); n != "" {
 						records = n
 					}
-					args := []string{"perf", "produce", "--brokers", strings.Join(c.seeds(), ","), "--topic", topic,
-						"--partitions", "6", "--replication-factor", strconv.Itoa(rf), "--acks", acks,
-						"--num-records", records, "--record-size", "100", "--progress", "0", "--output", "json"}
-					out, err := exec.Command(c.bin, args...).Output()
-					if err != nil {
-						b.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, out)
-					}
-					var res struct {
-						RecordsPerSec float64 `json:"records_per_sec"`
-						MiBPerSec     float64 `json:"mib_per_sec"`
-						Errors        int64   `json:"errors"`
-						Latency       struct {
-							P50 float64 `json:"p50"`
-							P99 float64 `json:"p99"`
-						} `json:"latency_ms"`
-					}
-					if err := json.Unmarshal(out, &res); err != nil {
-						b.Fatalf("%v: %s", err, out)
-					}
-					if res.Errors != 0 {
-						b.Fatalf("%d errors", res.Errors)
-					}
+					createBenchTopic(b, c, topic, 6, rf)
+					before := c.brokerCPU()
+					wait := c.profileBrokers(b, benchName(b), 5*time.Second)
+					res := c.perfRun(b, "produce", "--topic", topic, "--acks", acks,
+						"--num-records", records, "--record-size", "100")
+					cpu := c.cpuSince(before)
+					wait()
 					b.ReportMetric(res.RecordsPerSec, "records/s")
+					b.ReportMetric(cpu.Seconds()/float64(res.Records)*1e6, "broker-cpu-µs/record")
 					b.ReportMetric(res.MiBPerSec, "MiB/s")
 					b.ReportMetric(res.Latency.P50, "p50-ms")
 					b.ReportMetric(res.Latency.P99, "p99-ms")
@@ -79,38 +64,48 @@ func BenchmarkClusterProduce(b *testing.B) {
 //	go test -run '^$' -bench TenThousand -benchtime 1x -timeout 30m ./internal/clustertest/
 func BenchmarkTenThousandPartitions(b *testing.B) {
 	testutil.Heavy(b, "ZooKeeper and three sluice serve processes")
-	c := shared
+	c := sharedCluster(b)
 	topics, perTopic := 100, 100
 	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_PARTITIONS")); err == nil && n >= 100 {
 		topics = n / perTopic
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
+	waitLiveBrokers(b, c)
 	cl := c.benchClient(b)
 	prefix := fmt.Sprintf("tenk-%d-", time.Now().UnixNano())
 	start := time.Now()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.TimeoutMillis = 1 // hardly wait for leaders here
-	for i := range topics {
-		rt := kmsg.NewCreateTopicsRequestTopic()
-		rt.Topic = fmt.Sprintf("%s%03d", prefix, i)
-		rt.NumPartitions, rt.ReplicationFactor = int32(perTopic), 3
-		for k, v := range map[string]string{"segment.index.bytes": "65536", "segment.bytes": "1048576"} {
-			cfg := kmsg.NewCreateTopicsRequestTopicConfig()
-			cfg.Name, cfg.Value = k, kmsg.StringPtr(v)
-			rt.Configs = append(rt.Configs, cfg)
+	// At most 10,000 metadata records a request (Kafka's limit): 50
+	// topics of 100 partitions and 2 configs each make 5,150.
+	const topicsPerRequest = 50
+	for first := 0; first < topics; first += topicsPerRequest {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 1 // hardly wait for leaders here
+		for i := first; i < min(first+topicsPerRequest, topics); i++ {
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic = fmt.Sprintf("%s%03d", prefix, i)
+			rt.NumPartitions, rt.ReplicationFactor = int32(perTopic), 3
+			for k, v := range map[string]string{"segment.index.bytes": "65536", "segment.bytes": "1048576"} {
+				cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+				cfg.Name, cfg.Value = k, kmsg.StringPtr(v)
+				rt.Configs = append(rt.Configs, cfg)
+			}
+			req.Topics = append(req.Topics, rt)
 		}
-		req.Topics = append(req.Topics, rt)
-	}
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, t := range resp.Topics {
-		// A retried request finds its topics created by the first try;
-		// REQUEST_TIMED_OUT: created, leaders not there yet.
-		if t.ErrorCode != 0 && t.ErrorCode != kerr.TopicAlreadyExists.Code && t.ErrorCode != kerr.RequestTimedOut.Code {
-			b.Fatalf("create %s: %d", t.Topic, t.ErrorCode)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, t := range resp.Topics {
+			// A retried request finds its topics created by the first try;
+			// REQUEST_TIMED_OUT: created, leaders not there yet.
+			if t.ErrorCode != 0 && t.ErrorCode != kerr.TopicAlreadyExists.Code && t.ErrorCode != kerr.RequestTimedOut.Code {
+				msg := ""
+				if t.ErrorMessage != nil {
+					msg = *t.ErrorMessage
+				}
+				b.Fatalf("create %s: %v %s", t.Topic, kerr.ErrorForCode(t.ErrorCode), msg)
+			}
 		}
 	}
 	created := time.Since(start)
@@ -147,7 +142,9 @@ func BenchmarkTenThousandPartitions(b *testing.B) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	b.Logf("CreateTopics answered after %v", created.Round(time.Millisecond))
 	led := waitAll("leaders", c.broker(1), -1, false)
+	b.Logf("every partition led %v later", led.Round(time.Millisecond))
 	// Replicated: a record with acks=all to every partition, then every
 	// ISR full (a follower still creating its logs can have dropped out).
 	t0 := time.Now()
@@ -172,6 +169,7 @@ func BenchmarkTenThousandPartitions(b *testing.B) {
 		b.Fatal(firstErr)
 	}
 	acked := time.Since(t0)
+	b.Logf("one acks=all record to each partition written in %v", acked.Round(time.Millisecond))
 	settled := waitAll("full ISRs", c.broker(1), -1, true)
 	b.Logf("%d partitions (RF 3): created in %v; every partition led %v later; one acks=all record to each written in %v; every ISR full %v later",
 		topics*perTopic, created.Round(time.Millisecond), led.Round(time.Millisecond), acked.Round(time.Millisecond), settled.Round(time.Millisecond))
@@ -247,4 +245,199 @@ func allPartitions(ctx context.Context, b *brokerProc, prefix string) (map[strin
 		out[*t.Topic] = ps
 	}
 	return out, nil
+}
+
+// BenchmarkClusterE2E measures end-to-end latency on the three-broker
+// cluster (benchCluster: brokers alone) with `sluice perf e2e`: 10,000
+// records/s of 100 B for 10 s (linger 0: every record a produce request)
+// into one partition, read back by a consumer; replication factor 1 with
+// acks=1 and replication factor 3 with acks=all (idempotent, min.insync.replicas
+// 2). It reports the latency percentiles and the brokers' CPU per record.
+// $SLUICE_BENCH_E2E_SECONDS and $SLUICE_BENCH_E2E_RATE change the run;
+// $SLUICE_CLUSTER_PROFILE=dir takes a CPU profile of every broker over the
+// middle of each run. Run:
+//
+//	go test -run '^$' -bench ClusterE2E -benchtime 1x ./internal/clustertest/
+func BenchmarkClusterE2E(b *testing.B) {
+	testutil.Heavy(b, "ZooKeeper and three sluice serve processes")
+	c := benchCluster(b)
+	secs, rate := 10, 10000
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_E2E_SECONDS")); err == nil && n > 0 {
+		secs = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_E2E_RATE")); err == nil && n > 0 {
+		rate = n
+	}
+	for _, tc := range []struct {
+		rf   int
+		acks string
+	}{{1, "1"}, {1, "all"}, {3, "all"}} {
+		b.Run(fmt.Sprintf("rf=%d/acks=%s", tc.rf, tc.acks), func(b *testing.B) {
+			for i := range b.N {
+				topic := fmt.Sprintf("e2e-rf%d-%s-%d-%d", tc.rf, tc.acks, i, time.Now().UnixNano())
+				createBenchTopic(b, c, topic, 1, tc.rf)
+				before := c.brokerCPU()
+				wait := c.profileBrokers(b, benchName(b), time.Duration(secs)*time.Second*6/10)
+				res := c.perfRun(b, "e2e", "--topic", topic, "--throughput", strconv.Itoa(rate),
+					"--duration", fmt.Sprintf("%ds", secs), "--record-size", "100", "--acks", tc.acks)
+				cpu := c.cpuSince(before)
+				wait()
+				l := res.Latency
+				b.ReportMetric(l.P50, "p50-ms")
+				b.ReportMetric(l.P99, "p99-ms")
+				b.ReportMetric(l.P999, "p99.9-ms")
+				b.ReportMetric(l.Max, "max-ms")
+				b.ReportMetric(cpu.Seconds()/float64(res.Records)*1e6, "broker-cpu-µs/record")
+				b.Logf("%s: %d records, e2e %s; produce %s; brokers' CPU %v", topic, res.Records, l, res.ProduceLatency, cpu.Round(time.Millisecond))
+			}
+		})
+	}
+}
+
+// createBenchTopic creates a topic with partitions spread over the brokers
+// (min.insync.replicas 2 with rf 3) and waits until each has a leader and a
+// full ISR.
+func createBenchTopic(tb testing.TB, c *testCluster, topic string, partitions, rf int) {
+	tb.Helper()
+	waitLiveBrokers(tb, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 60000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, int32(partitions), int16(rf)
+	if rf >= 3 {
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = "min.insync.replicas", kmsg.StringPtr("2")
+		rt.Configs = append(rt.Configs, cfg)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if code := resp.Topics[0].ErrorCode; code != 0 {
+		tb.Fatalf("create %s: %v", topic, kerr.ErrorForCode(code))
+	}
+	for {
+		states, err := allPartitions(ctx, c.brokers[0], topic)
+		if err == nil && len(states[topic]) == partitions {
+			ok := true
+			for _, pi := range states[topic] {
+				ok = ok && pi.Leader >= 0 && len(pi.ISR) == rf
+			}
+			if ok {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			tb.Fatalf("topic %s: no full ISR in time: %v %v", topic, states, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// BenchmarkIdleCluster measures what an idle cluster of many partitions
+// costs: $SLUICE_BENCH_PARTITIONS partitions (default 2,000: 20 topics of
+// 100) with replication factor 3 on the three brokers (benchCluster), one
+// record in each, then the brokers' CPU over 20 s with no client, as a
+// percentage of one core (the three brokers summed): the followers' fetches
+// and the brokers' background work. Run:
+//
+//	go test -run '^$' -bench IdleCluster -benchtime 1x -timeout 30m ./internal/clustertest/
+func BenchmarkIdleCluster(b *testing.B) {
+	testutil.Heavy(b, "ZooKeeper and three sluice serve processes")
+	c := benchCluster(b)
+	partitions := 2000
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_PARTITIONS")); err == nil && n >= 100 {
+		partitions = n
+	}
+	const perTopic = 100
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	waitLiveBrokers(b, c)
+	prefix := fmt.Sprintf("idle-%d-", time.Now().UnixNano())
+	cl := c.benchClient(b)
+	for first := 0; first < partitions/perTopic; first += 50 {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 1
+		for i := first; i < min(first+50, partitions/perTopic); i++ {
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = fmt.Sprintf("%s%03d", prefix, i), perTopic, 3
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, t := range resp.Topics {
+			if t.ErrorCode != 0 && t.ErrorCode != kerr.RequestTimedOut.Code {
+				b.Fatalf("create %s: %v", t.Topic, kerr.ErrorForCode(t.ErrorCode))
+			}
+		}
+	}
+	pc := c.benchClient(b, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := range partitions / perTopic {
+		for p := range perTopic {
+			pc.Produce(ctx, &kgo.Record{Topic: fmt.Sprintf("%s%03d", prefix, i), Partition: int32(p), Value: []byte("x")}, nil)
+		}
+	}
+	if err := pc.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		states, err := allPartitions(ctx, c.brokers[0], prefix)
+		n, full := 0, 0
+		for _, ps := range states {
+			for _, pi := range ps {
+				n++
+				if pi.Leader >= 0 && len(pi.ISR) == 3 {
+					full++
+				}
+			}
+		}
+		if err == nil && n == partitions && full == n {
+			break
+		}
+		if ctx.Err() != nil {
+			b.Fatalf("%d of %d partitions with a full ISR", full, partitions)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(5 * time.Second) // let the last fetches and checkpoints settle
+	for range b.N {
+		const window = 20 * time.Second
+		before := c.brokerCPU()
+		wait := c.profileBrokers(b, benchName(b), window)
+		time.Sleep(window)
+		cpu := c.cpuSince(before)
+		wait()
+		pct := cpu.Seconds() / window.Seconds() * 100
+		b.ReportMetric(pct, "idle-cpu-%-of-a-core")
+		b.Logf("%d partitions (RF 3) idle: the three brokers used %v of CPU in %v (%.1f %% of one core)", partitions, cpu.Round(time.Millisecond), window, pct)
+	}
+}
+
+// waitLiveBrokers waits (up to 2 minutes) until Metadata lists every broker
+// of the cluster: on a loaded machine the last one may register after the
+// cluster is up, and topics of replication factor 3 need all three.
+func waitLiveBrokers(tb testing.TB, c *testCluster) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for {
+		md, err := metadataFrom(ctx, c.brokers[0])
+		if err == nil && len(md.Brokers) == len(c.brokers) {
+			return
+		}
+		if ctx.Err() != nil {
+			tb.Fatalf("not every broker is live: %v %v", md, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -53,13 +53,37 @@ func lagMaxFor() time.Duration {
 
 // testCluster is ZooKeeper and three brokers.
 type testCluster struct {
+	opts    clusterOptions
 	zk      *zktest.Server
 	bin     string
 	dir     string
 	brokers []*brokerProc
 }
 
-var shared *testCluster
+// shared is the cluster the tests share, started by the first test that
+// asks for it (sharedCluster): a benchmark that starts a cluster of its own
+// (scale_test.go) does not pay for one it does not use.
+var (
+	shared     *testCluster
+	sharedErr  error
+	sharedOnce sync.Once
+)
+
+// sharedCluster returns the shared cluster, starting it on first use.
+func sharedCluster(tb testing.TB) *testCluster {
+	tb.Helper()
+	sharedOnce.Do(func() {
+		shared, sharedErr = startCluster(clusterOptions{console: true})
+		if sharedErr != nil && shared != nil {
+			shared.close()
+			shared = nil
+		}
+	})
+	if sharedErr != nil {
+		tb.Fatal(sharedErr)
+	}
+	return shared
+}
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -87,64 +111,87 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "%v (run `make test-deps`)\n", err)
 			return 1
 		}
-		c, err := startCluster()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			if c != nil {
-				c.close()
+		defer func() {
+			if shared != nil {
+				shared.close()
 			}
-			return 1
-		}
-		shared = c
-		defer c.close()
+			if benchShared != nil {
+				benchShared.close()
+			}
+		}()
 		return m.Run()
 	}()
 	os.Exit(code)
 }
 
-func startCluster() (*testCluster, error) {
+// clusterOptions shape a cluster of three brokers.
+type clusterOptions struct {
+	// console runs the web console and the schema registry on every host,
+	// as the shared cluster does (as in production); scale measurements
+	// run the brokers alone.
+	console bool
+	// overrides are added to every broker's (later ones win).
+	overrides []string
+	// pprof gives every broker the profiling endpoints
+	// (SLUICE_PPROF_LISTEN) on a free port of its host.
+	pprof bool
+}
+
+// sluiceBinary builds the sluice binary into dir, or returns $SLUICE_BIN.
+func sluiceBinary(dir string) (string, error) {
+	if bin := os.Getenv("SLUICE_BIN"); bin != "" {
+		return bin, nil
+	}
+	bin := filepath.Join(dir, "sluice")
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/sluice")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// freePort returns a free TCP port on host.
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("free port on %s: %w", host, err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func startCluster(opts clusterOptions) (*testCluster, error) {
 	dir, err := os.MkdirTemp("", "sluice-cluster-")
 	if err != nil {
 		return nil, err
 	}
-	c := &testCluster{dir: dir}
-	c.bin = os.Getenv("SLUICE_BIN")
-	if c.bin == "" {
-		c.bin = filepath.Join(dir, "sluice")
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", c.bin, "./cmd/sluice")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return c, fmt.Errorf("go build: %v\n%s", err, out)
-		}
+	c := &testCluster{dir: dir, opts: opts}
+	if c.bin, err = sluiceBinary(dir); err != nil {
+		return c, err
 	}
 	if c.zk, err = zktest.StartServer(zktest.Options{Dir: filepath.Join(dir, "zk")}); err != nil {
 		return c, err
 	}
 	for i := 1; i <= 3; i++ {
 		host := fmt.Sprintf("127.0.0.%d", i)
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			return c, fmt.Errorf("free port on %s: %w", host, err)
+		var ports [4]int
+		for j := range ports {
+			if ports[j], err = freePort(host); err != nil {
+				return c, err
+			}
 		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		cl, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			return c, fmt.Errorf("free port on %s: %w", host, err)
+		at := func(port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
+		b := &brokerProc{c: c, id: int32(i), addr: at(ports[0]), dir: filepath.Join(dir, fmt.Sprintf("broker-%d", i))}
+		if opts.console {
+			b.console, b.srAddr = at(ports[1]), at(ports[2])
 		}
-		consolePort := cl.Addr().(*net.TCPAddr).Port
-		cl.Close()
-		rl, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			return c, fmt.Errorf("free port on %s: %w", host, err)
+		if opts.pprof {
+			b.pprof = at(ports[3])
 		}
-		registryPort := rl.Addr().(*net.TCPAddr).Port
-		rl.Close()
-		b := &brokerProc{c: c, id: int32(i), addr: net.JoinHostPort(host, strconv.Itoa(port)), dir: filepath.Join(dir, fmt.Sprintf("broker-%d", i)),
-			console: net.JoinHostPort(host, strconv.Itoa(consolePort)), srAddr: net.JoinHostPort(host, strconv.Itoa(registryPort))}
 		c.brokers = append(c.brokers, b)
 	}
 	// Start them together (each waits for its listener).
@@ -183,6 +230,7 @@ type brokerProc struct {
 	dir     string
 	console string // the web console's address (every host runs one, as in production)
 	srAddr  string // the schema registry's address (every host runs one)
+	pprof   string // the profiling endpoints' address ("": none)
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -213,6 +261,7 @@ func (b *brokerProc) args() []string {
 		"offsets.topic.num.partitions=6",
 		"num.partitions=1",
 	}
+	over = append(over, b.c.opts.overrides...)
 	level := os.Getenv("SLUICE_BROKER_LOG_LEVEL")
 	if level == "" {
 		level = "debug"
@@ -242,6 +291,9 @@ func (b *brokerProc) start() error {
 		return err
 	}
 	cmd := exec.Command(b.c.bin, b.args()...)
+	if b.pprof != "" {
+		cmd.Env = append(os.Environ(), "SLUICE_PPROF_LISTEN="+b.pprof)
+	}
 	w := io.MultiWriter(b.out, logf)
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -350,7 +402,7 @@ func (b *brokerProc) tail() string {
 // shown if the test failed.
 func healthy(t *testing.T) *testCluster {
 	t.Helper()
-	c := shared
+	c := sharedCluster(t)
 	marks := make([]int, len(c.brokers))
 	for i, b := range c.brokers {
 		marks[i] = b.outLen()

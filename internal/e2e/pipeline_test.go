@@ -181,15 +181,17 @@ func TestFetchLimits(t *testing.T) {
 	if p := fr.Topics[0].Partitions[0]; p.ErrorCode != kerr.UnknownTopicOrPartition.Code {
 		t.Fatalf("unknown topic fetch: %+v", p)
 	}
-	// Sessions: a new-session request gets session id 0 (no session); a
-	// request naming a session gets FETCH_SESSION_ID_NOT_FOUND.
+	// Sessions (KIP-227): a new-session request gets a session id and the
+	// full answer; a request naming an unknown session gets
+	// FETCH_SESSION_ID_NOT_FOUND (protocol's TestFetchSessions covers the
+	// rest).
 	s := fetchReq("lim", 0, 0, 0, 0)
 	s.SessionEpoch = 0
 	fr = c.recv(s, c.send(s)).(*kmsg.FetchResponse)
-	if fr.SessionID != 0 || fr.ErrorCode != 0 {
-		t.Fatalf("new session answer: id %d error %d", fr.SessionID, fr.ErrorCode)
+	if fr.SessionID == 0 || fr.ErrorCode != 0 || len(fr.Topics) != 1 {
+		t.Fatalf("new session answer: id %d error %d, %d topics", fr.SessionID, fr.ErrorCode, len(fr.Topics))
 	}
-	s.SessionID, s.SessionEpoch = 1234, 1
+	s.SessionID, s.SessionEpoch = fr.SessionID+1, 1
 	fr = c.recv(s, c.send(s)).(*kmsg.FetchResponse)
 	if fr.ErrorCode != kerr.FetchSessionIDNotFound.Code {
 		t.Fatalf("unknown session answer: error %d", fr.ErrorCode)

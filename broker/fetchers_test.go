@@ -1,0 +1,70 @@
+package broker
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/sluice-io/sluice/storage"
+)
+
+// fetcherIndex picks a partition's fetcher as Kafka does
+// (abs(31 * topic.hashCode() + partition) % num.replica.fetchers); the
+// expected values are Java's.
+func TestFetcherIndex(t *testing.T) {
+	for _, c := range []struct {
+		topic           string
+		partition, n, w int
+	}{
+		{"orders", 0, 3, 2}, {"orders", 7, 3, 1}, {"payments-eu", 11, 4, 1},
+		{"t😀", 2, 5, 2}, {"a-very-long-topic-name-to-overflow", 3, 7, 6}, {"x", 5, 1, 0},
+	} {
+		if got := fetcherIndex(storage.TopicPartition{Topic: c.topic, Partition: int32(c.partition)}, c.n); got != c.w {
+			t.Errorf("fetcherIndex(%s-%d, %d) = %d, want %d", c.topic, c.partition, c.n, got, c.w)
+		}
+	}
+}
+
+// With num.replica.fetchers 4, the partitions followed from one leader are
+// spread over four fetchers, each partition on exactly one; with 1, one
+// fetcher has them all.
+func TestNumReplicaFetchers(t *testing.T) {
+	for _, n := range []int{1, 4} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			b, _ := startBroker(t, Config{NumReplicaFetchers: n}, false)
+			r := newReplicaFetchers(b)
+			defer r.close()
+			targets := map[storage.TopicPartition]followTarget{}
+			for p := range 64 {
+				targets[storage.TopicPartition{Topic: "spread", Partition: int32(p)}] = followTarget{p: &Partition{}, leader: 9, epoch: 1}
+			}
+			r.update(targets)
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if len(r.bySource) != n {
+				t.Fatalf("%d fetchers for one leader, want %d", len(r.bySource), n)
+			}
+			seen := map[storage.TopicPartition]int{}
+			for key, f := range r.bySource {
+				f.mu.Lock()
+				for tp := range f.parts {
+					seen[tp]++
+					if key.source != 9 || key.index != fetcherIndex(tp, n) {
+						t.Errorf("%s on fetcher %+v", tp, key)
+					}
+				}
+				if len(f.parts) == 0 {
+					t.Errorf("fetcher %+v has no partitions", key)
+				}
+				f.mu.Unlock()
+			}
+			if len(seen) != 64 {
+				t.Fatalf("%d partitions followed, want 64", len(seen))
+			}
+			for tp, k := range seen {
+				if k != 1 {
+					t.Fatalf("%s on %d fetchers", tp, k)
+				}
+			}
+		})
+	}
+}
