@@ -158,8 +158,10 @@ type Service struct {
 	evalMu sync.Mutex
 	eval   *evaluator // Lock evalMu.
 
-	smu    sync.Mutex
-	status EvaluatorStatus // Lock smu.
+	smu      sync.Mutex
+	status   EvaluatorStatus        // Lock smu.
+	groups   map[string]GroupHealth // Burrow status of every group at the last round; Lock smu.
+	groupsAt time.Time              // Lock smu.
 
 	started sync.Once
 }
@@ -279,6 +281,9 @@ func (s *Service) notify(r Rule, st *alertState, action string, at time.Time) {
 		if action == actionResolve {
 			j.endsAt = at
 		}
+		if action == actionAcknowledge {
+			j.ackedAt = at
+		}
 		s.enqueue(j)
 	}
 }
@@ -333,7 +338,8 @@ func (s *Service) worker(q chan job) {
 				s.log.Error("notification dropped", "notifier", j.notifierID, "err", err)
 				continue
 			}
-			if !n.Enabled || (j.action == actionResolve && n.Type == NotifierWebhook && !n.SendResolved) {
+			if !n.Enabled || (j.action == actionResolve && n.Type == NotifierWebhook && !n.SendResolved) ||
+				(j.action == actionAcknowledge && n.Type != NotifierPagerDuty) {
 				continue
 			}
 			s.send(s.ctx, n, secret, err, j)
@@ -382,15 +388,16 @@ func (s *Service) SendTest(ctx context.Context, notifierID int64) (Delivery, err
 
 // EvaluatorStatus is how the last evaluation went.
 type EvaluatorStatus struct {
-	Running      bool // this process evaluates (Config.Evaluate)
-	LastRun      time.Time
-	LastDuration time.Duration
+	Running        bool          `json:"running"` // this process evaluates (Config.Evaluate)
+	LastRun        time.Time     `json:"last_run"`
+	LastDuration   time.Duration `json:"-"`
+	LastDurationMS int64         `json:"last_duration_ms"`
 	// SourceErrors names each source that failed (or is not configured but
 	// needed) in the last round, with the error.
-	SourceErrors map[string]string
-	Rules        int // enabled rules evaluated
-	Pending      int
-	Firing       int
+	SourceErrors map[string]string `json:"source_errors"`
+	Rules        int               `json:"rules"` // enabled rules evaluated
+	Pending      int               `json:"pending"`
+	Firing       int               `json:"firing"`
 }
 
 // Status reports the last evaluation round.
@@ -399,6 +406,7 @@ func (s *Service) Status() EvaluatorStatus {
 	defer s.smu.Unlock()
 	st := s.status
 	st.Running = s.cfg.Evaluate
+	st.LastDurationMS = st.LastDuration.Milliseconds()
 	st.SourceErrors = make(map[string]string, len(s.status.SourceErrors))
 	for k, v := range s.status.SourceErrors {
 		st.SourceErrors[k] = v

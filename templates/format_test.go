@@ -20,7 +20,7 @@ func TestFormatting(t *testing.T) {
 	if v, _ := Bytes(-1); v != "—" {
 		t.Errorf("unknown size shown as %q", v)
 	}
-	for d, want := range map[time.Duration]string{0: "0", 500 * time.Microsecond: "<1 ms", 1500 * time.Millisecond: "2 s",
+	for d, want := range map[time.Duration]string{0: "0 s", 500 * time.Microsecond: "<1 ms", 1500 * time.Millisecond: "2 s",
 		90 * time.Second: "1 min 30 s", 3 * time.Hour: "3 h", 50 * time.Hour: "2 d 2 h"} {
 		if got := Dur(d); got != want {
 			t.Errorf("Dur(%v) = %q, want %q", d, got, want)
