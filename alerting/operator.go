@@ -406,3 +406,15 @@ func (s *Service) PreviewRule(ctx context.Context, r Rule) (RulePreview, error) 
 	}
 	return pv, nil
 }
+
+// OpenCounts counts the firing alerts and, of them, those nobody has
+// acknowledged: the Alerts navigation entry's badge (a quick query, run on
+// every page).
+func (s *Service) OpenCounts(ctx context.Context) (firing, unacknowledged int, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT count(*), count(*) - count(a.rule_id) FROM alert_states st
+		LEFT JOIN alert_acks a ON a.rule_id = st.rule_id AND a.subject = st.subject WHERE st.state = 'firing'`).Scan(&firing, &unacknowledged)
+	if err != nil {
+		return 0, 0, fmt.Errorf("alerting: count alerts: %w", err)
+	}
+	return firing, unacknowledged, nil
+}

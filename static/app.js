@@ -58,6 +58,28 @@
     }
     var tails = root.querySelectorAll("[data-tail]");
     for (var k = 0; k < tails.length; k++) tail(tails[k]);
+    var kinds = root.querySelectorAll("[data-kind-select]");
+    for (var m = 0; m < kinds.length; m++) kindForm(kinds[m]);
+  }
+
+  // The alert rule form shows the fields the chosen kind uses (threshold,
+  // minimum status, topic) and the threshold's unit. Without the script
+  // every field shows and the server ignores what the kind does not use.
+  function kindForm(sel) {
+    var form = sel.form;
+    if (!form) return;
+    function apply() {
+      var kind = sel.value;
+      var parts = form.querySelectorAll("[data-kinds]");
+      for (var i = 0; i < parts.length; i++) {
+        parts[i].hidden = (" " + parts[i].getAttribute("data-kinds") + " ").indexOf(" " + kind + " ") < 0;
+      }
+      var opt = sel.options[sel.selectedIndex];
+      var unit = form.querySelector("[data-kind-unit]");
+      if (unit && opt) unit.textContent = opt.getAttribute("data-unit") || "none";
+    }
+    sel.addEventListener("change", apply);
+    apply();
   }
 
   // Live tail over server-sent events. The server sends "records" events

@@ -1,7 +1,10 @@
 package templates
 
 import (
+	"strings"
 	"time"
+
+	"github.com/a-h/templ"
 
 	"github.com/sluice-io/sluice/consoledb"
 	"github.com/sluice-io/sluice/kafkaview"
@@ -11,6 +14,9 @@ import (
 
 // OverviewView is the cluster at a glance.
 type OverviewView struct {
+	// Panels are the page groups' panels (alerts, comparisons): what needs
+	// attention first.
+	Panels          []templ.Component
 	ClusterID       string
 	Controller      int32
 	ControllerAddr  string
@@ -27,6 +33,33 @@ type OverviewView struct {
 	LagAt           time.Time // when TopLag was collected
 	LagErr          string
 	Err             string
+	// PartitionIssues are the offline and under-replicated partitions
+	// (offline first), at most 50.
+	PartitionIssues []PartitionIssue
+	// MessagesInHistory and BytesInHistory are the throughput over the
+	// last hour (per second).
+	MessagesInHistory []Point
+	BytesInHistory    []Point
+	// Statuses are the groups' health as the alert evaluator sees it
+	// (nil without one).
+	Statuses map[string]GroupHealth
+}
+
+// PartitionIssue is a partition without a leader or with replicas out of
+// sync.
+type PartitionIssue struct {
+	Topic     string
+	Partition int32
+	Leader    int32
+	Replicas  []int32
+	ISR       []int32
+	Offline   bool
+}
+
+// Point is one value of a series at one time (sparklines, charts).
+type Point struct {
+	At time.Time
+	V  float64
 }
 
 // BrokersView is the brokers page.
@@ -111,12 +144,29 @@ type MessageQuery struct {
 
 // GroupsView is the consumer groups list.
 type GroupsView struct {
-	Groups []lag.Group
-	Query  string
-	State  string
-	Total  int
-	Err    string
-	At     time.Time
+	Rows    []GroupRow // the page's groups, filtered and sorted
+	Query   string
+	State   string
+	Sort    string // name, state, status, members, topics, lag, time
+	Desc    bool
+	BaseURL string // the list URL with the filters, for sort links
+	Pager   Pager
+	Total   int // groups in the cluster
+	Err     string
+	At      time.Time
+	// HasStatus: an alert evaluator runs on this console and Statuses are
+	// its Burrow statuses as of StatusAt.
+	HasStatus bool
+	Statuses  map[string]GroupHealth
+	StatusAt  time.Time
+}
+
+// GroupRow is one group of the list.
+type GroupRow struct {
+	Group  lag.Group
+	Topics []string
+	Health GroupHealth
+	Trend  []Point // total lag over the last hour
 }
 
 // GroupView is one consumer group's page.
@@ -161,4 +211,33 @@ type AuditView struct {
 	Entries []consoledb.AuditEntry
 	Filter  consoledb.AuditFilter
 	NextURL string
+}
+
+// GroupHealth is a consumer group's health as the alert evaluator computes
+// it (Burrow's status: OK, WARN, ERR), for the groups list.
+type GroupHealth struct {
+	Status string // OK, WARN, ERR (NOTFOUND: no partition to judge)
+	// Partitions counts the group's partitions by Burrow status (OK, WARN,
+	// STOP, STALL, REWIND).
+	Partitions map[string]int
+}
+
+// ChartEvent is a marker on a timeline: an alert fired, acknowledged or
+// resolved, an offset reset.
+type ChartEvent struct {
+	At    time.Time
+	Kind  string // fired, resolved, acknowledged, reset
+	Label string // what happened, for the marker's tooltip
+	Href  string // where to read more
+}
+
+// healthTitle explains a status: its partitions by Burrow status.
+func healthTitle(h GroupHealth) string {
+	var parts []string
+	for _, st := range []string{"STOP", "STALL", "REWIND", "WARN", "OK"} {
+		if n := h.Partitions[st]; n > 0 {
+			parts = append(parts, Plural(n, "partition", "partitions")+" "+st)
+		}
+	}
+	return strings.Join(parts, ", ")
 }

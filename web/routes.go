@@ -52,7 +52,10 @@ func (s *Server) routes() error {
 	app.Post("/setup", setup.post)
 
 	r := &Router{s: s, r: app}
-	r.Get("/", RoleViewer, overviewHandler{kc: s.kc, lag: s.samples, brokers: s.store, traffic: s.samples}.get)
+	r.Post("/theme", RoleViewer, s.setTheme)
+	r.Get("/nav/badges", RoleViewer, navBadges)
+	r.Get("/", RoleViewer, overviewHandler{kc: s.kc, lag: s.samples, brokers: s.store, traffic: s.samples,
+		panels: s.overviewPanels(), status: s.groupStatus()}.get)
 	r.Get("/brokers", RoleViewer, brokersHandler{kc: s.kc, known: s.store}.get)
 	r.Post("/brokers/:id/forget", RoleAdmin, brokerForget{known: s.store}.post)
 
@@ -72,7 +75,7 @@ func (s *Server) routes() error {
 	r.Get("/topics/:name/messages/export", RoleViewer, messagesExport{kc: s.kc}.get)
 	r.Get("/topics/:name/messages/tail", RoleViewer, messagesTail{kc: s.kc, base: s.ctx}.get)
 
-	r.Get("/groups", RoleViewer, groupsList{lag: s.kc}.get)
+	r.Get("/groups", RoleViewer, groupsList{lag: s.kc, trends: s.store, status: s.groupStatus()}.get)
 	gshow := groupShow{kc: s.kc, history: s.store, interval: s.cfg.LagSampleInterval}
 	r.Get("/groups/:name", RoleViewer, gshow.get)
 	r.Post("/groups/:name/reset", RoleOperator, groupReset{kc: s.kc, show: gshow}.post)
