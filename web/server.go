@@ -130,8 +130,8 @@ type noSamples struct{}
 func (noSamples) LatestLag(time.Duration) ([]lag.Group, time.Time, bool) {
 	return nil, time.Time{}, false
 }
-func (noSamples) Traffic() sampler.Traffic                    { return sampler.Traffic{BytesIn: -1, BytesOut: -1} }
-func (noSamples) TrafficHistory() []sampler.TrafficPoint      { return nil }
+func (noSamples) Traffic() sampler.Traffic                      { return sampler.Traffic{BytesIn: -1, BytesOut: -1} }
+func (noSamples) TrafficHistory() []sampler.TrafficPoint        { return nil }
 func (noSamples) PartitionRates(string) []sampler.PartitionRate { return nil }
 
 func (c *Config) ensureDefaults() {
