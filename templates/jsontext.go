@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	htmlpkg "html"
 	"io"
 	"strings"
 )
@@ -192,5 +193,44 @@ func MarkMatches(s, needle string) []Marked {
 		}
 		out = append(out, Marked{Text: needle, Match: true})
 		s = s[i+len(needle):]
+	}
+}
+
+// SpansHTML is spans as HTML: every text escaped, each span but
+// punctuation in a <span class> for its colour, matches of needle in
+// <mark>. One string rather than a component per span: a 64 KiB value
+// has thousands of them.
+func SpansHTML(spans []Span, needle string) string {
+	var b strings.Builder
+	for _, sp := range spans {
+		if sp.Class == "p" {
+			b.WriteString(htmlpkg.EscapeString(sp.Text))
+			continue
+		}
+		b.WriteString(`<span class="`)
+		b.WriteString(sp.Class)
+		b.WriteString(`">`)
+		writeMarked(&b, sp.Text, needle)
+		b.WriteString(`</span>`)
+	}
+	return b.String()
+}
+
+// MarkedHTML is s escaped, with the matches of needle in <mark>.
+func MarkedHTML(s, needle string) string {
+	var b strings.Builder
+	writeMarked(&b, s, needle)
+	return b.String()
+}
+
+func writeMarked(b *strings.Builder, s, needle string) {
+	for _, m := range MarkMatches(s, needle) {
+		if m.Match {
+			b.WriteString("<mark>")
+			b.WriteString(htmlpkg.EscapeString(m.Text))
+			b.WriteString("</mark>")
+		} else {
+			b.WriteString(htmlpkg.EscapeString(m.Text))
+		}
 	}
 }

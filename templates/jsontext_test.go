@@ -77,3 +77,16 @@ func FuzzJSONSpans(f *testing.F) {
 		}
 	})
 }
+
+// TestSpansHTMLEscapes: record contents never become markup.
+func TestSpansHTMLEscapes(t *testing.T) {
+	spans, _ := JSONSpans([]byte(`{"<script>":"</pre><b>x</b>","n":1}`))
+	got := SpansHTML(spans, "<b>")
+	want := "{\n  <span class=\"k\">&#34;&lt;script&gt;&#34;</span>: <span class=\"s\">&#34;&lt;/pre&gt;<mark>&lt;b&gt;</mark>x&lt;/b&gt;&#34;</span>,\n  <span class=\"k\">&#34;n&#34;</span>: <span class=\"n\">1</span>\n}"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if MarkedHTML("a<b>a", "a") != "<mark>a</mark>&lt;b&gt;<mark>a</mark>" {
+		t.Error(MarkedHTML("a<b>a", "a"))
+	}
+}

@@ -1,6 +1,8 @@
 package templates
 
 import (
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -122,8 +124,18 @@ type MessagesView struct {
 	ExportJSON   string
 	ExportCSV    string
 	NextURL      string
+	OlderURL     string // the next older page of a newest-first read
+	LatestURL    string // back to the newest records, from an older page
 	TailURL      string
 	TotalRecords int64
+	// ProducedTopic is where Produced was written (the form may name
+	// another topic).
+	ProducedTopic string
+	// CopiedFrom says which record the produce form was filled from.
+	CopiedFrom string
+	// TopicNames are the cluster's topics, for the produce form's topic.
+	TopicNames []string
+	CanProduce bool
 }
 
 // MessageQuery is the messages form as submitted, echoed back into it.
@@ -180,6 +192,31 @@ type GroupView struct {
 	Sampling  time.Duration
 	ResetForm Form
 	Topics    []string // topics the group has commits on, for the reset form
+	// Topic is the topic the chart shows alone ("" every topic).
+	Topic string
+	// Events are the markers of the chart: alerts fired, acknowledged and
+	// resolved about the group, offset resets.
+	Events []ChartEvent
+	// Rate is the group's consumption and production over the last few
+	// samples; Rates the same per partition (by "topic/partition").
+	Rate  GroupRate
+	Rates map[string]GroupRate
+	// Status is the group's health as the alert evaluator sees it
+	// (HasStatus false without one).
+	Status    GroupHealth
+	HasStatus bool
+}
+
+// GroupRate is how fast a group (or one of its partitions) consumes and
+// its records arrive, and when its lag would be gone at that pace.
+type GroupRate struct {
+	Known    bool
+	Consumed float64 // records per second
+	Produced float64
+	Over     time.Duration
+	Drain    time.Duration // with State "draining"
+	State    string        // draining, growing, stopped, caught up, unknown
+	Lags     []Point       // the last few lags (a sparkline)
 }
 
 // ResetPreviewView shows what a reset would commit.
@@ -240,4 +277,70 @@ func healthTitle(h GroupHealth) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// RowOptions say how record rows are shown.
+type RowOptions struct {
+	Topic      string
+	Format     Format
+	Fresh      bool   // rows just arrived (the live tail)
+	Field      string // key, value, header: where Needle was searched
+	Header     string // the header searched
+	Needle     string // the text searched, highlighted
+	CanProduce bool   // show "copy to produce"
+}
+
+func (o RowOptions) needle(field string) string {
+	if o.Field == field {
+		return o.Needle
+	}
+	return ""
+}
+
+// Rows is how the page's records are shown.
+func (v MessagesView) Rows() RowOptions {
+	return RowOptions{Topic: v.Topic, Format: v.Q.Format, Field: v.Q.Field, Header: v.Q.Header, Needle: v.Q.Text, CanProduce: v.CanProduce}
+}
+
+// jsonOf is b as coloured JSON spans when the format is JSON and b is JSON.
+func jsonOf(b []byte, f Format) ([]Span, bool) {
+	if f != FormatJSON || len(b) > maxShown {
+		return nil, false
+	}
+	return JSONSpans(b)
+}
+
+// RecordID is the element id of a record's row.
+func RecordID(p int32, offset int64) string {
+	return "r-" + strconv.Itoa(int(p)) + "-" + strconv.FormatInt(offset, 10)
+}
+
+// RecordURL is a record's permalink: its partition's messages from its
+// offset, one record.
+func RecordURL(topic string, p int32, offset int64, f Format) string {
+	v := url.Values{}
+	v.Set("partition", strconv.Itoa(int(p)))
+	v.Set("from", "offset")
+	v.Set("offset", strconv.FormatInt(offset, 10))
+	v.Set("limit", "1")
+	if f != FormatText && f != "" {
+		v.Set("format", string(f))
+	}
+	return MessagesURL(topic) + "?" + v.Encode() + "#" + RecordID(p, offset)
+}
+
+// CopyURL opens the produce form filled with a record.
+func CopyURL(topic string, p int32, offset int64) string {
+	return MessagesURL(topic) + "?produce=1&copy=" + strconv.Itoa(int(p)) + ":" + strconv.FormatInt(offset, 10) + "#produce"
+}
+
+// headerHTML is a record header as "name: value", escaped, the value's
+// matches highlighted when the search is on that header.
+func headerHTML(h kafkaview.Header, o RowOptions) string {
+	hv, _ := Payload(h.Value, h.Value == nil, FormatText)
+	needle := ""
+	if o.Field == "header" && h.Key == o.Header {
+		needle = o.Needle
+	}
+	return MarkedHTML(h.Key+": ", "") + MarkedHTML(hv, needle)
 }
