@@ -89,8 +89,11 @@ type AuditFilter struct {
 	User     string
 	Action   string // exact action, or a prefix ending in "." (e.g. "topic.")
 	Search   string // substring of target or detail
-	BeforeID int64  // entries with id < BeforeID (paging); 0 for the newest
-	Limit    int    // default 100, at most 1000
+	Target   string // exact target (e.g. a group's name)
+	Since    time.Time
+	Until    time.Time
+	BeforeID int64 // entries with id < BeforeID (paging); 0 for the newest
+	Limit    int   // default 100, at most 1000
 }
 
 // Audit lists entries matching f, newest first, and whether more remain.
@@ -119,6 +122,18 @@ func (c *Console) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, bool,
 	if f.Search != "" {
 		where = append(where, "(instr(target, ?) > 0 OR instr(detail, ?) > 0)")
 		args = append(args, f.Search, f.Search)
+	}
+	if f.Target != "" {
+		where = append(where, "target = ?")
+		args = append(args, f.Target)
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "at >= ?")
+		args = append(args, ms(f.Since))
+	}
+	if !f.Until.IsZero() {
+		where = append(where, "at < ?")
+		args = append(args, ms(f.Until))
 	}
 	if f.BeforeID > 0 {
 		where = append(where, "id < ?")

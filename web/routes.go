@@ -76,7 +76,8 @@ func (s *Server) routes() error {
 	r.Get("/topics/:name/messages/tail", RoleViewer, messagesTail{kc: s.kc, base: s.ctx}.get)
 
 	r.Get("/groups", RoleViewer, groupsList{lag: s.kc, trends: s.store, status: s.groupStatus()}.get)
-	gshow := groupShow{kc: s.kc, history: s.store, interval: s.cfg.LagSampleInterval}
+	gshow := groupShow{kc: s.kc, history: s.store, interval: s.cfg.LagSampleInterval, rates: s.samples, audit: s.store,
+		events: s.timelineEvents, status: s.groupStatus()}
 	r.Get("/groups/:name", RoleViewer, gshow.get)
 	r.Post("/groups/:name/reset", RoleOperator, groupReset{kc: s.kc, show: gshow}.post)
 

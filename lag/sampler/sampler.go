@@ -409,3 +409,57 @@ func (s *Sampler) PartitionRates(group string) []PartitionRate {
 	})
 	return out
 }
+
+// Drain says how a lag evolves at the measured rates.
+type Drain int
+
+// The ways a lag evolves.
+const (
+	DrainUnknown  Drain = iota // not measured yet
+	DrainCaughtUp              // no lag
+	DrainDraining              // consumed faster than produced: Duration estimates when it reaches 0
+	DrainGrowing               // produced faster than consumed (or as fast): it will not reach 0 at these rates
+	DrainStopped               // nothing consumed at all
+)
+
+// TimeToDrain estimates how long lag records take to be consumed at the
+// rates of r: lag / (consumed - produced) while consumption is faster.
+func (r PartitionRate) TimeToDrain(lag int64) (time.Duration, Drain) {
+	switch {
+	case lag <= 0:
+		return 0, DrainCaughtUp
+	case !r.Known:
+		return 0, DrainUnknown
+	case r.Consumed <= 0:
+		return 0, DrainStopped
+	case r.Consumed <= r.Produced:
+		return 0, DrainGrowing
+	}
+	secs := float64(lag) / (r.Consumed - r.Produced)
+	if secs > float64(365*24*3600) {
+		return 0, DrainGrowing // a year away is not draining in any useful sense
+	}
+	return time.Duration(secs * float64(time.Second)), DrainDraining
+}
+
+// SumRates adds up partitions' rates (a group's, or a topic's within a
+// group); it is known when every partition's is, over the shortest span.
+func SumRates(rs []PartitionRate) PartitionRate {
+	var out PartitionRate
+	if len(rs) == 0 {
+		return out
+	}
+	out.Known = true
+	for _, r := range rs {
+		if !r.Known {
+			out.Known = false
+			continue
+		}
+		out.Consumed += r.Consumed
+		out.Produced += r.Produced
+		if out.Over == 0 || r.Over < out.Over {
+			out.Over = r.Over
+		}
+	}
+	return out
+}
