@@ -207,6 +207,46 @@ func (s *Store) Reset(ctx context.Context, id int64) error {
 	return tx.Commit()
 }
 
+// Update replaces a comparison's name and spec (validated as on Create)
+// and resets it like Reset: its progress and differences are forgotten and
+// it starts over in state running.
+func (s *Store) Update(ctx context.Context, id int64, name string, spec Spec) error {
+	cs, err := compile(spec)
+	if err != nil {
+		return err
+	}
+	name = strings.TrimSpace(name)
+	if name == "" {
+		name = cs.Left + " vs " + cs.Right
+	}
+	if len(name) > 200 {
+		return errors.New("name is longer than 200 characters")
+	}
+	js, err := json.Marshal(cs.Spec)
+	if err != nil {
+		return err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migration: update comparison %d: %w", id, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE migration_comparisons SET name = ?, spec = ?, generation = generation + 1, state = 'running',
+		error = '', updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?`, name, string(js), id)
+	if err != nil {
+		return fmt.Errorf("migration: update comparison %d: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("comparison %d: %w", id, ErrNotFound)
+	}
+	for _, q := range []string{`DELETE FROM migration_checkpoints WHERE comparison_id = ?`, `DELETE FROM migration_differences WHERE comparison_id = ?`} {
+		if _, err := tx.ExecContext(ctx, q, id); err != nil {
+			return fmt.Errorf("migration: update comparison %d: %w", id, err)
+		}
+	}
+	return tx.Commit()
+}
+
 // Delete removes a comparison with its checkpoint and differences.
 func (s *Store) Delete(ctx context.Context, id int64) error {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM migration_comparisons WHERE id = ?`, id)
