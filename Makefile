@@ -23,7 +23,7 @@ KAFKAJS_DIR ?= $(HOME)/.cache/sluice-test/kafkajs-$(KAFKAJS_VERSION)
 TEST_TIMEOUT ?= 14m
 FUZZTIME ?= 4s
 
-.PHONY: all build run test test-short test-deps test-go test-fuzz fuzz generate check-generated vet fmt package bench clean screenshots
+.PHONY: all build run test test-short test-deps test-go test-fuzz fuzz generate check-generated docs vet fmt package bench soak clean screenshots
 
 all: build
 
@@ -60,6 +60,14 @@ vet:
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')
 
+# The configuration reference and the packaged server.properties are written
+# from the key table of package config; tests in config/ and packaging/ fail
+# when they are stale.
+docs:
+	$(GO) run ./cmd/sluice config docs -o docs/configuration.md
+	$(GO) run ./cmd/sluice config properties -o packaging/server.properties \
+		--set log.dirs=/var/lib/sluice/kafka --set console.data.dir=/var/lib/sluice/console
+
 # Generated templ code is committed; fail when it is stale.
 check-generated: generate
 	@if [ -n "$$(git status --porcelain -- '*_templ.go' 2>/dev/null)" ]; then \
@@ -75,11 +83,11 @@ test-short:
 	$(GO) test -count=1 -short -timeout 5m ./...
 
 # The fuzz targets of the decoders that read bytes from outside — record
-# batches and segments from disk, request frames and their handlers, replica framing,
+# batches and segments from disk, request frames and their handlers, Kafka framing,
 # __consumer_offsets records, znodes, compared JSON — a few seconds each
 # (longer: make test-fuzz FUZZTIME=5m). Every other target's seed corpus runs
 # in test-go; `make fuzz` fuzzes them all.
-FUZZ_PKGS ?= ./storage ./protocol ./broker ./group ./zkcoord ./migration/jsondiff ./schemareg/serde
+FUZZ_PKGS ?= ./record ./storage ./protocol ./internal/kwire ./group ./zkcoord ./migration/jsondiff ./schemareg/serde
 test-fuzz:
 	./scripts/fuzz.sh $(FUZZTIME) $(FUZZ_PKGS)
 
@@ -97,6 +105,18 @@ package: build
 
 bench: build
 	./scripts/bench.sh
+
+# The soak test (internal/soak, build tag soak): mixed load on a three-broker
+# ZooKeeper cluster for SOAK_DURATION, failing when a broker's RSS, goroutines
+# or open files grow after warm-up. 5 minutes by default; the hour-long
+# version is `make soak SOAK_DURATION=60m`. Every SOAK_* variable of
+# internal/soak (SOAK_RATE, SOAK_PARTITIONS, SOAK_INTERVAL, SOAK_OUT, ...)
+# can be given the same way.
+SOAK_DURATION ?= 5m
+SOAK_TIMEOUT ?= 3h
+soak: build
+	SLUICE_BIN=$(CURDIR)/bin/sluice SOAK_DURATION=$(SOAK_DURATION) \
+		$(GO) test -tags soak -count=1 -run TestSoak -v -timeout $(SOAK_TIMEOUT) ./internal/soak
 
 clean:
 	rm -rf bin dist

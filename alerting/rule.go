@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sluice-io/sluice/config"
 )
 
 // Kind is what a rule watches.
@@ -278,10 +280,8 @@ func (r *Rule) Validate() error {
 	return v.orNil()
 }
 
-var topicChars = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
-
 func validTopic(t string) error {
-	if len(t) > 249 || !topicChars.MatchString(t) || t == "." || t == ".." {
+	if config.ValidateTopicName(t) != nil {
 		return errors.New("not a valid topic name (letters, digits, '.', '_', '-'; at most 249)")
 	}
 	return nil

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -171,7 +170,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		return err
 	}
 
-	defaults := topicDefaults(cfg)
+	defaults := cfg.TopicDefaults()
 	coord := a.coord
 	a.logs, err = storage.OpenManager(storage.ManagerConfig{
 		Dirs:                   cfg.LogDirs,
@@ -236,7 +235,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		MaxRequestBytes:               cfg.SocketRequestMaxBytes,
 		FetchMaxBytes:                 cfg.FetchMaxBytes,
 		TopicDefaults:                 defaults,
-		BrokerConfigs:                 broker.BrokerConfigEntries(brokerKeys(), cfg.Given, a.brokerID),
+		BrokerConfigs:                 broker.BrokerConfigEntries(&cfg.Config, a.brokerID),
 		OffsetsTopicPartitions:        cfg.OffsetsTopicNumPartitions,
 		OffsetsTopicReplicationFactor: cfg.OffsetsTopicReplicationFactor,
 		OffsetsTopicSegmentBytes:      cfg.OffsetsTopicSegmentBytes,
@@ -438,56 +437,4 @@ func connectionLimits(ctx context.Context, cfg *Config, pc *protocol.Config) err
 		}
 	}
 	return nil
-}
-
-// topicDefaults maps each topic config to its broker key's value and
-// whether that key was set explicitly.
-func topicDefaults(cfg *Config) map[string]broker.TopicDefault {
-	given := func(keys ...string) (string, bool) {
-		for _, k := range keys {
-			if _, ok := cfg.Given[k]; ok {
-				return k, true
-			}
-		}
-		return keys[0], false
-	}
-	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
-	out := map[string]broker.TopicDefault{}
-	add := func(topicKey, value string, brokerKeys ...string) {
-		k, static := given(brokerKeys...)
-		out[topicKey] = broker.TopicDefault{BrokerKey: k, Value: value, Static: static}
-	}
-	add("cleanup.policy", cfg.LogCleanupPolicy, "log.cleanup.policy")
-	add("compression.type", cfg.CompressionType, "compression.type")
-	add("delete.retention.ms", i64(cfg.LogCleanerDeleteRetentionMs), "log.cleaner.delete.retention.ms")
-	add("flush.messages", i64(cfg.LogFlushIntervalMessages), "log.flush.interval.messages")
-	add("flush.ms", i64(cfg.LogFlushIntervalMs), "log.flush.interval.ms")
-	add("index.interval.bytes", i64(int64(cfg.LogIndexIntervalBytes)), "log.index.interval.bytes")
-	add("max.message.bytes", i64(int64(cfg.MessageMaxBytes)), "message.max.bytes")
-	add("message.timestamp.type", cfg.LogMessageTimestampType, "log.message.timestamp.type")
-	add("min.cleanable.dirty.ratio", strconv.FormatFloat(cfg.LogCleanerMinCleanableRatio, 'g', -1, 64), "log.cleaner.min.cleanable.ratio")
-	add("min.compaction.lag.ms", i64(cfg.LogCleanerMinCompactionLagMs), "log.cleaner.min.compaction.lag.ms")
-	add("min.insync.replicas", i64(int64(cfg.MinInsyncReplicas)), "min.insync.replicas")
-	add("retention.bytes", i64(cfg.LogRetentionBytes), "log.retention.bytes")
-	add("retention.ms", i64(cfg.LogRetentionMs), "log.retention.ms", "log.retention.minutes", "log.retention.hours")
-	add("segment.bytes", i64(cfg.LogSegmentBytes), "log.segment.bytes")
-	add("segment.index.bytes", i64(int64(cfg.LogIndexSizeMaxBytes)), "log.index.size.max.bytes")
-	add("segment.ms", i64(cfg.LogRollMs), "log.roll.ms", "log.roll.hours")
-	add("unclean.leader.election.enable", strconv.FormatBool(cfg.UncleanLeaderElectionEnable), "unclean.leader.election.enable")
-	if cfg.LogFlushIntervalMs == math.MaxInt64 {
-		d := out["flush.ms"]
-		d.Value = i64(math.MaxInt64)
-		out["flush.ms"] = d
-	}
-	return out
-}
-
-// brokerKeys is the key table as broker.BrokerConfigEntries lists it for
-// DescribeConfigs(BROKER).
-func brokerKeys() []broker.BrokerKey {
-	out := make([]broker.BrokerKey, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, broker.BrokerKey{Name: k.name, Default: k.def, Doc: k.doc})
-	}
-	return out
 }

@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -8,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/config"
 	"github.com/sluice-io/sluice/group"
+	"github.com/sluice-io/sluice/protocol"
+	"github.com/sluice-io/sluice/record"
 )
 
 func TestDefaultsAreKafkas(t *testing.T) {
@@ -147,22 +152,6 @@ func TestLoadErrorsNameTheKey(t *testing.T) {
 	}
 }
 
-func TestPropertiesEscapes(t *testing.T) {
-	props, err := parseProperties(strings.NewReader("a\\ b=c\\td\\u0041\nkey : value with spaces  \nempty\ncrlf=x\r\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := [][2]string{{"a b", "c\tdA"}, {"key", "value with spaces  "}, {"empty", ""}, {"crlf", "x"}}
-	if len(props) != len(want) {
-		t.Fatalf("%v", props)
-	}
-	for i, w := range want {
-		if props[i].key != w[0] || props[i].value != w[1] {
-			t.Errorf("property %d = %q=%q, want %q=%q", i, props[i].key, props[i].value, w[0], w[1])
-		}
-	}
-}
-
 func TestAdvertisedEndpoints(t *testing.T) {
 	c, _ := Load("", []string{"listeners=PLAINTEXT://127.0.0.1:0"})
 	eps := c.AdvertisedEndpoints(map[string]int{"PLAINTEXT": 45678})
@@ -179,82 +168,106 @@ func TestAdvertisedEndpoints(t *testing.T) {
 	}
 }
 
-// TestDocsListEveryKey keeps README.md ("Configuration keys") in step with
-// the keys: each has a table row with its default.
-func TestDocsListEveryKey(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	for _, k := range Keys() {
-		def := "(empty)"
-		if k.Default != "" {
-			def = "`" + k.Default + "`"
-		}
-		if row := "| `" + k.Name + "` | " + def + " |"; !strings.Contains(doc, row) {
-			t.Errorf("README.md lacks the row %q", row)
-		}
-	}
-}
-
-// TestGroupKeys: every key the group coordinator understands is accepted in
-// the properties file with the coordinator's own default, a value given
-// there reaches the coordinator's configuration the way groups.go passes
-// it, and an out-of-range value is refused naming the key.
+// TestGroupKeys: the group coordinator's configuration comes from the
+// table: its defaults are the table's, a value given in the properties file
+// reaches it the way groups.go passes it, and an out-of-range value is
+// refused naming the key.
 func TestGroupKeys(t *testing.T) {
-	defaults := map[string]string{}
-	for _, k := range Keys() {
-		defaults[k.Name] = k.Default
+	d := DefaultConfig()
+	if g := group.NewConfig(&d.Config); g != group.DefaultConfig() || g.SegmentBytes != 100<<20 || g.MinSessionTimeout != 6*time.Second ||
+		g.MaxSize != math.MaxInt32 || g.OffsetsRetention != 7*24*time.Hour || g.LoadBufferSize != 5<<20 {
+		t.Errorf("coordinator defaults %+v", g)
 	}
-	fromDefaults := group.DefaultConfig()
-	for _, k := range group.ConfigKeys {
-		def, ok := defaults[k]
-		if !ok {
-			t.Errorf("group key %s is not an appliance key", k)
-			continue
-		}
-		if _, err := fromDefaults.Set(k, def); err != nil {
-			t.Errorf("%s: appliance default %q: %v", k, def, err)
-		}
-	}
-	if fromDefaults != group.DefaultConfig() {
-		t.Errorf("the appliance's defaults give the coordinator %+v, its own defaults are %+v", fromDefaults, group.DefaultConfig())
-	}
-
 	c, err := Load("", []string{
 		"group.max.size=7",
 		"offsets.retention.check.interval.ms=1500",
 		"offsets.commit.timeout.ms=2500",
 		"offset.metadata.max.bytes=0",
 		"offsets.load.buffer.size=65536",
+		"offsets.retention.minutes=60",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.GroupMaxSize != 7 || c.OffsetsRetentionCheckInterval != 1500*time.Millisecond || c.OffsetsCommitTimeout != 2500*time.Millisecond ||
-		c.OffsetMetadataMaxBytes != 0 || c.OffsetsLoadBufferSize != 65536 {
-		t.Fatalf("loaded %d %v %v %d %d", c.GroupMaxSize, c.OffsetsRetentionCheckInterval, c.OffsetsCommitTimeout, c.OffsetMetadataMaxBytes, c.OffsetsLoadBufferSize)
-	}
-	gc := group.DefaultConfig()
-	for _, k := range group.ConfigKeys {
-		if v, ok := c.Given[k]; ok {
-			if _, err := gc.Set(k, v); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	gc := group.NewConfig(&c.Config)
 	if gc.MaxSize != 7 || gc.OffsetsRetentionCheckInterval != 1500*time.Millisecond || gc.CommitTimeout != 2500*time.Millisecond ||
-		gc.MaxMetadataBytes != 0 || gc.LoadBufferSize != 65536 {
+		gc.MaxMetadataBytes != 0 || gc.LoadBufferSize != 65536 || gc.OffsetsRetention != time.Hour {
 		t.Fatalf("coordinator config %+v", gc)
+	}
+	if err := gc.Validate(); err != nil {
+		t.Fatal(err)
 	}
 
 	for _, bad := range []string{"group.max.size=0", "offsets.retention.check.interval.ms=0", "offsets.commit.timeout.ms=-1",
-		"offset.metadata.max.bytes=-1", "offsets.load.buffer.size=0", "group.max.size=many"} {
+		"offset.metadata.max.bytes=-1", "offsets.load.buffer.size=0", "group.max.size=many", "offsets.topic.segment.bytes=13"} {
 		key, _, _ := strings.Cut(bad, "=")
 		if _, err := Load("", []string{bad}); err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("%s: error %v, want one naming %s", bad, err, key)
 		}
+	}
+	gc.MaxSize, gc.MaxSessionTimeout = 0, time.Second
+	if err := gc.Validate(); err == nil || !strings.Contains(err.Error(), "group.max.size") || !strings.Contains(err.Error(), "group.max.session.timeout.ms") {
+		t.Errorf("coordinator config validated with the table's rules: %v", err)
+	}
+}
+
+// TestDocsHaveOneReference: the keys are described in one place,
+// docs/configuration.md (generated from the table and checked fresh by
+// package config), which README.md links to; no other page repeats a key
+// in a table of its own, where it would drift from the table.
+func TestDocsHaveOneReference(t *testing.T) {
+	pages, _ := filepath.Glob(filepath.Join("..", "docs", "*.md"))
+	pages = append(pages, filepath.Join("..", "README.md"))
+	names := map[string]bool{}
+	for _, k := range append(config.Keys(), config.TopicKeys()...) {
+		names[k.Name] = true
+	}
+	for _, page := range pages {
+		if filepath.Base(page) == "configuration.md" {
+			continue
+		}
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if filepath.Base(page) == "README.md" && !strings.Contains(string(b), "docs/configuration.md") {
+			t.Errorf("README.md does not link to docs/configuration.md")
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if !strings.HasPrefix(line, "| `") {
+				continue
+			}
+			cell, _, _ := strings.Cut(strings.TrimPrefix(line, "| `"), "`")
+			if names[cell] {
+				t.Errorf("%s:%d: a table row for the key %s; link to docs/configuration.md instead", page, i+1, cell)
+			}
+		}
+	}
+}
+
+// TestTableLimits: the ranges and defaults of the table that stand for
+// another package's limit or default agree with it.
+func TestTableLimits(t *testing.T) {
+	for _, tc := range []struct {
+		key     string
+		ok, bad int64
+	}{
+		{"num.partitions", cluster.MaxRecordsPerRequest - 1, cluster.MaxRecordsPerRequest},
+		{"offsets.topic.num.partitions", cluster.MaxRecordsPerRequest - 4, cluster.MaxRecordsPerRequest - 3},
+		{"message.decompressed.max.bytes", record.MaxDecompressedBatchBytesLimit, record.MaxDecompressedBatchBytesLimit + 1},
+	} {
+		if _, err := Load("", []string{fmt.Sprintf("%s=%d", tc.key, tc.ok)}); err != nil {
+			t.Errorf("%s=%d: %v", tc.key, tc.ok, err)
+		}
+		if _, err := Load("", []string{fmt.Sprintf("%s=%d", tc.key, tc.bad)}); err == nil || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("%s=%d: %v, want an error naming the key", tc.key, tc.bad, err)
+		}
+	}
+	c := DefaultConfig()
+	if c.ConnectionsMaxIdleMs != protocol.DefaultConnectionsMaxIdle.Milliseconds() || c.SocketRequestReadTimeoutMs != protocol.DefaultRequestReadTimeout.Milliseconds() ||
+		c.MaxConnections != protocol.DefaultMaxConnections || c.MaxConnectionsPerIP != protocol.DefaultMaxConnectionsPerIP ||
+		c.QueuedMaxRequestBytes != protocol.DefaultQueuedMaxRequestBytes || c.MessageDecompressedMaxBytes != record.DefaultMaxDecompressedBatchBytes {
+		t.Errorf("the table's defaults differ from the protocol server's and the log's own: %+v", c.Config)
 	}
 }
 
@@ -282,21 +295,22 @@ func TestDocsPropertiesExamples(t *testing.T) {
 		block := rest[:end]
 		rest = rest[end:]
 		blocks++
-		props, err := parseProperties(strings.NewReader(block))
+		props, err := config.ReadProperties(strings.NewReader(block))
 		if err != nil {
 			t.Errorf("README.md properties block %d: %v\n%s", blocks, err, block)
 			continue
 		}
 		given := map[string]string{}
 		for _, p := range props {
-			if _, ok := lookupKey(p.key); !ok {
-				t.Errorf("README.md properties block %d: unknown key %q", blocks, p.key)
+			if _, ok := config.Lookup(p.Key); !ok {
+				t.Errorf("README.md properties block %d: unknown key %q", blocks, p.Key)
 			}
-			given[p.key] = p.value
+			given[p.Key] = p.Value
 		}
-		c := &Config{Given: given}
-		if err := c.apply(); err != nil {
+		c, err := config.Parse(given)
+		if err != nil {
 			t.Errorf("README.md properties block %d: %v", blocks, err)
+			continue
 		}
 		if w := c.Warnings(); len(w) > 0 {
 			t.Errorf("README.md properties block %d: %v", blocks, w)

@@ -1,7 +1,6 @@
 package appliance
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/sluice-io/sluice/broker"
@@ -10,21 +9,11 @@ import (
 )
 
 // newGroupCoordinator builds the consumer-group coordinator of package
-// group for a broker that has started but does not serve yet, fed the
-// group.* and offsets.* keys given in the config (the others keep Kafka's
-// defaults, which are also this package's defaults). The protocol server's
+// group for a broker that has started but does not serve yet, with the
+// offsets.* and group.* keys of the configuration. The protocol server's
 // group handlers call it; the closer is closed after the listener stops.
 func newGroupCoordinator(a *App, b *broker.Broker) (protocol.GroupCoordinator, io.Closer, error) {
-	cfg := group.DefaultConfig()
-	for _, k := range group.ConfigKeys {
-		v, ok := a.cfg.Given[k]
-		if !ok {
-			continue
-		}
-		if _, err := cfg.Set(k, v); err != nil {
-			return nil, nil, fmt.Errorf("config: %w", err)
-		}
-	}
+	cfg := group.NewConfig(&a.cfg.Config)
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/protocol"
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 // TestConnectionAndDecompressionKeys: the connection limits and
@@ -21,7 +21,7 @@ func TestConnectionAndDecompressionKeys(t *testing.T) {
 	}
 	if c.ConnectionsMaxIdleMs != 600000 || c.SocketRequestReadTimeoutMs != 30000 || c.MaxConnections != protocol.DefaultMaxConnections ||
 		c.MaxConnectionsPerIP != 2147483647 || len(c.MaxConnectionsPerIPOverrides) != 0 ||
-		c.QueuedMaxRequestBytes != protocol.DefaultQueuedMaxRequestBytes || c.MessageDecompressedMaxBytes != storage.DefaultMaxDecompressedBatchBytes {
+		c.QueuedMaxRequestBytes != protocol.DefaultQueuedMaxRequestBytes || c.MessageDecompressedMaxBytes != record.DefaultMaxDecompressedBatchBytes {
 		t.Fatalf("defaults: %+v", c)
 	}
 	var hand Config

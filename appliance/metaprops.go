@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/config"
 )
 
 // metaPropertiesFile is Kafka's per-log-dir identity file: which broker and
@@ -35,22 +36,22 @@ func readMetaProperties(dirs []string) (*metaProperties, error) {
 		if err != nil {
 			return nil, err
 		}
-		props, err := parseProperties(f)
+		props, err := config.ReadProperties(f)
 		f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		mp := &metaProperties{brokerID: -1}
 		for _, p := range props {
-			switch p.key {
+			switch p.Key {
 			case "broker.id":
-				n, err := strconv.ParseInt(p.value, 10, 32)
+				n, err := strconv.ParseInt(p.Value, 10, 32)
 				if err != nil {
-					return nil, fmt.Errorf("%s: broker.id %q is not a number", path, p.value)
+					return nil, fmt.Errorf("%s: broker.id %q is not a number", path, p.Value)
 				}
 				mp.brokerID = int32(n)
 			case "cluster.id":
-				mp.clusterID = p.value
+				mp.clusterID = p.Value
 			}
 		}
 		if found != nil && (found.brokerID != mp.brokerID || found.clusterID != mp.clusterID) {

@@ -1,10 +1,36 @@
 // Package broker holds partitions and their replicas and the semantics of
-// Kafka's data path: produce (validation and offsets by storage, idempotence
-// through storage's producer state, acks 0/1/all), fetch (reads as file
-// regions, long-poll woken by appends), topic and partition lifecycle, topic
-// configs, and producer id allocation. It knows partitions and replicas, not
-// the wire format of requests: package protocol decodes requests and calls
-// the methods here.
+// Kafka's data path, topic and partition lifecycle, topic configs, producer
+// id allocation and the follower side of replication. It knows partitions
+// and replicas, not the wire format of requests: package protocol decodes
+// requests and calls the methods here, and encodes what they return.
+//
+// # Produce and Fetch
+//
+// The data path is two operations, Produce (produce.go) and Fetch
+// (fetch.go), each a whole request: Produce converts message sets, appends
+// each partition's batches as leader (storage validates them and assigns
+// offsets; idempotence through storage's producer state; the broker's own
+// policy on each batch through storage.Admit) and, for acks=all, waits in
+// the purgatory for the high watermark. Fetch reads file regions within the
+// request's budget (KIP-74, fetch.max.bytes), answers a diverged follower
+// with where its log diverged (KIP-595), records a follower's position, and
+// long-polls on partition notifications for min_bytes. A produce goes
+// protocol -> broker -> storage -> broker -> protocol.
+//
+// Their requests and results are plain structs (ProduceRequest,
+// FetchRequest), not kmsg's types: the broker stays ignorant of request
+// versions and encodings (protocol folds a version into plain fields, such
+// as MessageSets or a -1 leader epoch), the operations are tested without
+// the wire, and what comes next — transactions (read_committed and the last
+// stable offset where FetchRequest.Isolation is taken, the transactional id
+// beside the batches' admission), quotas (a throttle time in the result) and
+// authorisation (a refusal per partition before the append or the read) —
+// lands on fields and steps here, not in the handlers. The partitions carry
+// their outcome beside their input, so a request costs no allocation beyond
+// its partition list, which the caller owns (on its stack for the common
+// single-partition produce). A WaitHook lets the caller, protocol, let its
+// connection read on while an operation parks, without broker importing
+// protocol. Errors are classified once, in errors.go (ErrorCode).
 //
 // The broker's view of the cluster comes from a cluster.Coordinator: a
 // reconcile loop reads topics, assignments, partition states and configs on

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/record"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -59,11 +60,11 @@ func startBroker(t *testing.T, cfg Config, follower bool) (*Broker, *cluster.Sta
 
 func batchOf(t *testing.T, n int) []byte {
 	t.Helper()
-	recs := make([]storage.Record, n)
+	recs := make([]record.Record, n)
 	for i := range recs {
-		recs[i] = storage.Record{OffsetDelta: int32(i), Value: []byte("v")}
+		recs[i] = record.Record{OffsetDelta: int32(i), Value: []byte("v")}
 	}
-	b, err := storage.BuildBatch(storage.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: time.Now().UnixMilli()}, recs)
+	b, err := record.BuildBatch(record.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: time.Now().UnixMilli()}, recs)
 	if err != nil {
 		t.Fatal(err)
 	}

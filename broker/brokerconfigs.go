@@ -1,27 +1,26 @@
 package broker
 
-import "strconv"
+import (
+	"strconv"
 
-// BrokerKey is one broker config key as DescribeConfigs(BROKER) lists it:
-// its name, Kafka's default as text ("" when unset) and its documentation.
-type BrokerKey struct {
-	Name    string
-	Default string
-	Doc     string
-}
+	"github.com/sluice-io/sluice/config"
+)
 
-// BrokerConfigEntries lists every key for DescribeConfigs(BROKER), in the
-// order of keys: the value given in the config file or an override
-// (STATIC_BROKER_CONFIG, given holds those), else the default
+// BrokerConfigEntries lists every broker key of the table (package config)
+// for DescribeConfigs(BROKER), in the table's order, with its type and
+// documentation: the value given in the config file or an override
+// (STATIC_BROKER_CONFIG; c.Given holds those), else the default
 // (DEFAULT_CONFIG). broker.id shows brokerID, the id in use (it may come
-// from meta.properties). All are read-only: they change by editing the file
-// and restarting. The result is Config.BrokerConfigs.
-func BrokerConfigEntries(keys []BrokerKey, given map[string]string, brokerID int32) []ConfigEntry {
-	var out []ConfigEntry
+// from meta.properties). All are read-only: Sluice reads them at start, so
+// they change by editing the file and restarting. The result is
+// Config.BrokerConfigs.
+func BrokerConfigEntries(c *config.Config, brokerID int32) []ConfigEntry {
+	keys := config.Keys()
+	out := make([]ConfigEntry, 0, len(keys))
 	for _, k := range keys {
-		e := ConfigEntry{Name: k.Name, ReadOnly: true, Type: TypeString, Doc: k.Doc, Source: SourceDefault}
+		e := ConfigEntry{Name: k.Name, ReadOnly: true, Type: k.Type, Doc: k.Documentation(), Source: SourceDefault}
 		v := k.Default
-		if g, ok := given[k.Name]; ok {
+		if g, ok := c.Given[k.Name]; ok {
 			v, e.Source = g, SourceStaticBroker
 			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: k.Name, Value: g, Source: SourceStaticBroker})
 		}
@@ -29,8 +28,7 @@ func BrokerConfigEntries(keys []BrokerKey, given map[string]string, brokerID int
 		if k.Name == "broker.id" {
 			v = strconv.Itoa(int(brokerID))
 		}
-		vv := v
-		e.Value = &vv
+		e.Value = &v
 		out = append(out, e)
 	}
 	return out

@@ -87,7 +87,7 @@ func (b *Broker) IncrementalAlterTopicConfigs(ctx context.Context, topic string,
 			case 1:
 				delete(next, op.Name)
 			case 2, 3:
-				if c.typ != TypeList {
+				if c.Type != TypeList {
 					return nil, errorf(kerr.InvalidConfig, "Config value append/subtract is not allowed for config %s: it is not a list", op.Name)
 				}
 				curVal, ok := next[op.Name]

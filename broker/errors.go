@@ -8,12 +8,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/record"
 	"github.com/sluice-io/sluice/storage"
 )
 
 // Error is a Kafka error code with a message for the client. Everything the
 // broker returns to package protocol is either nil, an *Error, or an error
-// that ErrorCode maps (storage markers, context errors).
+// that ErrorCode maps (the markers of errorTable).
 type Error struct {
 	Code *kerr.Error
 	Msg  string // for the response's error_message where the API has one
@@ -33,10 +34,50 @@ func errorf(code *kerr.Error, format string, args ...any) *Error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
+// errorTable is the one place an error marker of the packages below the
+// wire (record, storage, cluster, context) meets the Kafka error it is
+// answered with. A *kerr.Error carries the rest of what a client learns: the
+// code, its name and description, and whether the client retries it. The
+// first marker err wraps, in table order, decides.
+var errorTable = []struct {
+	marker error
+	code   *kerr.Error
+}{
+	// The bytes of a batch (package record).
+	{record.ErrCorruptBatch, kerr.CorruptMessage},
+	{record.ErrUnsupportedMagic, kerr.CorruptMessage},
+	{record.ErrInvalidRecord, kerr.InvalidRecord},
+	// The log (package storage).
+	{storage.ErrBatchTooLarge, kerr.MessageTooLarge},
+	{storage.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
+	{storage.ErrDuplicateSequence, kerr.DuplicateSequenceNumber},
+	{storage.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
+	{storage.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
+	{storage.ErrUnknownProducerID, kerr.UnknownProducerID},
+	{storage.ErrLogClosed, kerr.NotLeaderForPartition},
+	{storage.ErrLogDeleted, kerr.NotLeaderForPartition},
+	// Waits that ended, and a metadata store out of reach (transient:
+	// clients retry).
+	{context.Canceled, kerr.RequestTimedOut},
+	{context.DeadlineExceeded, kerr.RequestTimedOut},
+	{cluster.ErrUnavailable, kerr.RequestTimedOut},
+	// The controller's answers (ControlledShutdown, ElectLeaders,
+	// AlterPartitionReassignments).
+	{cluster.ErrNotController, kerr.NotController},
+	{cluster.ErrBrokerNotAvailable, kerr.BrokerNotAvailable},
+	{cluster.ErrElectionNotNeeded, kerr.ElectionNotNeeded},
+	{cluster.ErrPreferredLeaderNotAvailable, kerr.PreferredLeaderNotAvailable},
+	{cluster.ErrEligibleLeadersNotAvailable, kerr.EligibleLeadersNotAvailable},
+	{cluster.ErrUnknownPartition, kerr.UnknownTopicOrPartition},
+	{cluster.ErrNoTopic, kerr.UnknownTopicOrPartition},
+	{cluster.ErrNoReassignment, kerr.NoReassignmentInProgress},
+	{cluster.ErrInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
+}
+
 // ErrorCode maps err to its Kafka error code and message: 0 and "" for nil;
-// *Error and *kerr.Error as they are; storage's markers to the codes Kafka
-// uses for them; cancellation and deadlines to REQUEST_TIMED_OUT; anything
-// else to UNKNOWN_SERVER_ERROR.
+// *Error and *kerr.Error as they are; the markers of errorTable to their
+// codes, with err's text as the message; anything else to
+// UNKNOWN_SERVER_ERROR.
 func ErrorCode(err error) (int16, string) {
 	if err == nil {
 		return 0, ""
@@ -49,32 +90,12 @@ func ErrorCode(err error) (int16, string) {
 	if errors.As(err, &ke) {
 		return ke.Code, ""
 	}
-	code := kerr.UnknownServerError
-	switch {
-	case errors.Is(err, storage.ErrCorruptBatch), errors.Is(err, storage.ErrUnsupportedMagic):
-		code = kerr.CorruptMessage
-	case errors.Is(err, storage.ErrInvalidRecord):
-		code = kerr.InvalidRecord
-	case errors.Is(err, storage.ErrBatchTooLarge):
-		code = kerr.MessageTooLarge
-	case errors.Is(err, storage.ErrOffsetOutOfRange):
-		code = kerr.OffsetOutOfRange
-	case errors.Is(err, storage.ErrDuplicateSequence):
-		code = kerr.DuplicateSequenceNumber
-	case errors.Is(err, storage.ErrOutOfOrderSequence):
-		code = kerr.OutOfOrderSequenceNumber
-	case errors.Is(err, storage.ErrInvalidProducerEpoch):
-		code = kerr.InvalidProducerEpoch
-	case errors.Is(err, storage.ErrUnknownProducerID):
-		code = kerr.UnknownProducerID
-	case errors.Is(err, storage.ErrLogClosed), errors.Is(err, storage.ErrLogDeleted):
-		code = kerr.NotLeaderForPartition
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		code = kerr.RequestTimedOut
-	case errors.Is(err, cluster.ErrUnavailable): // no ZooKeeper session: transient
-		code = kerr.RequestTimedOut
+	for _, e := range errorTable {
+		if errors.Is(err, e.marker) {
+			return e.code.Code, err.Error()
+		}
 	}
-	return code.Code, err.Error()
+	return kerr.UnknownServerError.Code, err.Error()
 }
 
 var (

@@ -15,25 +15,25 @@ import (
 //     allocates nor locks for them: topic bytes and messages in after a
 //     successful leader append (a retried duplicate is not counted again),
 //     topic bytes and messages out for consumer fetches and replication bytes
-//     out for follower fetches (CountSent, called by the fetch handler once
-//     per region it answers with), replication bytes in after a follower's
+//     out for follower fetches (countSent, called by Fetch once per region
+//     it answers with), replication bytes in after a follower's
 //     append, ISR shrinks and expands after the ISR change is written.
 //   - State gauges, read at scrape time (collectMetrics): partitions held and
 //     led, under-replicated and under-min-ISR partitions, the active
 //     controller and the offline partitions it sees, each partition's log
 //     size, start and end offsets and segments, and the requests parked in
-//     the purgatory (EnterPurgatory/LeavePurgatory).
+//     the purgatory (enterPurgatory/leavePurgatory).
 //
 // A topic's series are removed when its last partition leaves this broker.
 
-// DelayedOp is a kind of request parked in the purgatory.
-type DelayedOp int
+// delayedOp is a kind of request parked in the purgatory.
+type delayedOp int
 
 const (
-	// DelayedProduce is an acks=all produce waiting for the high watermark.
-	DelayedProduce DelayedOp = iota
-	// DelayedFetch is a fetch waiting for min_bytes or max_wait_ms.
-	DelayedFetch
+	// delayedProduce is an acks=all produce waiting for the high watermark.
+	delayedProduce delayedOp = iota
+	// delayedFetch is a fetch waiting for min_bytes or max_wait_ms.
+	delayedFetch
 	numDelayedOps
 )
 
@@ -41,26 +41,26 @@ const (
 // sluice_broker_purgatory_size, Kafka's purgatory names.
 var delayedOpNames = [numDelayedOps]string{"produce", "fetch"}
 
-// EnterPurgatory counts a request of kind op that starts waiting; call
-// LeavePurgatory when it stops.
-func (b *Broker) EnterPurgatory(op DelayedOp) { b.purgatory[op].Add(1) }
+// enterPurgatory counts a request of kind op that starts waiting; call
+// leavePurgatory when it stops.
+func (b *Broker) enterPurgatory(op delayedOp) { b.purgatory[op].Add(1) }
 
-// LeavePurgatory counts a request of kind op that stopped waiting.
-func (b *Broker) LeavePurgatory(op DelayedOp) { b.purgatory[op].Add(-1) }
+// leavePurgatory counts a request of kind op that stopped waiting.
+func (b *Broker) leavePurgatory(op delayedOp) { b.purgatory[op].Add(-1) }
 
 // Metrics is the registry the broker's metrics go to (Config.Metrics, or
 // metrics.Default() when that was nil); the protocol server's request
 // metrics default to it too.
 func (b *Broker) Metrics() *metrics.Registry { return b.cfg.Metrics }
 
-// CountSent counts a region returned by Read as sent in a fetch response:
+// countSent counts a region returned by Read as sent in a fetch response:
 // to a consumer (replicaID < 0) as the topic's bytes out and messages out,
 // to a follower replica as replication bytes out. Messages are the region's
 // offset span (storage.ReadInfo.NextOffset - FirstOffset): exact in a log
 // without gaps, an upper bound in a compacted one, counting whole batches
 // even when the fetch offset lies inside the first. Call it once per region
 // actually answered with, not for the reads a parked fetch repeats.
-func (p *Partition) CountSent(info *storage.ReadInfo, replicaID int32) {
+func (p *Partition) countSent(info *storage.ReadInfo, replicaID int32) {
 	n := int(info.Region.Len)
 	if n <= 0 {
 		return

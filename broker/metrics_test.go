@@ -10,7 +10,7 @@ import (
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/metrics"
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 // newMetricsBroker runs broker 1 over a standalone coordinator with its
@@ -88,8 +88,8 @@ func TestTrafficMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	recs := []storage.Record{{Value: []byte("a")}, {OffsetDelta: 1, Value: []byte("b")}}
-	idem, err := storage.BuildBatch(storage.BatchOptions{ProducerID: 7, ProducerEpoch: 0, BaseSequence: 0, BaseTimestamp: time.Now().UnixMilli()}, recs)
+	recs := []record.Record{{Value: []byte("a")}, {OffsetDelta: 1, Value: []byte("b")}}
+	idem, err := record.BuildBatch(record.BatchOptions{ProducerID: 7, ProducerEpoch: 0, BaseSequence: 0, BaseTimestamp: time.Now().UnixMilli()}, recs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestTrafficMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.CountSent(&ri, 2)
+	p.countSent(&ri, 2)
 	ri.Release()
 	if err := p.UpdateFollower(2, p.LogEndOffset()); err != nil || p.HighWatermark() != 17 {
 		t.Fatalf("follower caught up: hw %d, %v", p.HighWatermark(), err)
@@ -120,7 +120,7 @@ func TestTrafficMetrics(t *testing.T) {
 	if err != nil || ri.Region.Len != int64(bytesIn) {
 		t.Fatalf("consumer read %d bytes, %v", ri.Region.Len, err)
 	}
-	p.CountSent(&ri, -1)
+	p.countSent(&ri, -1)
 	ri.Release()
 	wantSeries(t, reg, float64(bytesIn), "sluice_broker_topic_bytes_out_total", topic...)
 	wantSeries(t, reg, 17, "sluice_broker_topic_messages_out_total", topic...)
@@ -130,7 +130,7 @@ func TestTrafficMetrics(t *testing.T) {
 	if err != nil || ri.FirstOffset != 5 {
 		t.Fatalf("read from 6: first %d, %v", ri.FirstOffset, err)
 	}
-	p.CountSent(&ri, -1)
+	p.countSent(&ri, -1)
 	ri.Release()
 	wantSeries(t, reg, 17+12, "sluice_broker_topic_messages_out_total", topic...)
 
@@ -181,7 +181,7 @@ func TestMetricsDoNotAllocate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.CountSent(&ri, 2)
+		p.countSent(&ri, 2)
 		ri.Release()
 	}); n != 0 {
 		t.Errorf("a follower read counted as sent allocates %v times", n)
@@ -194,16 +194,16 @@ func TestMetricsDoNotAllocate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.CountSent(&ri, -1)
+		p.countSent(&ri, -1)
 		ri.Release()
 	}); n != 0 {
 		t.Errorf("a consumer read counted as sent allocates %v times", n)
 	}
 	if n := testing.AllocsPerRun(300, func() {
-		b.EnterPurgatory(DelayedFetch)
-		b.LeavePurgatory(DelayedFetch)
-		b.EnterPurgatory(DelayedProduce)
-		b.LeavePurgatory(DelayedProduce)
+		b.enterPurgatory(delayedFetch)
+		b.leavePurgatory(delayedFetch)
+		b.enterPurgatory(delayedProduce)
+		b.leavePurgatory(delayedProduce)
 	}); n != 0 {
 		t.Errorf("purgatory counting allocates %v times", n)
 	}
@@ -263,14 +263,14 @@ func TestStateMetrics(t *testing.T) {
 	wantSeries(t, reg, 1, "sluice_controller_active", brk)
 	wantSeries(t, reg, 1, "sluice_controller_offline_partitions", brk)
 
-	b.EnterPurgatory(DelayedFetch)
-	b.EnterPurgatory(DelayedFetch)
-	b.EnterPurgatory(DelayedProduce)
+	b.enterPurgatory(delayedFetch)
+	b.enterPurgatory(delayedFetch)
+	b.enterPurgatory(delayedProduce)
 	wantSeries(t, reg, 2, "sluice_broker_purgatory_size", brk, "operation=fetch")
 	wantSeries(t, reg, 1, "sluice_broker_purgatory_size", brk, "operation=produce")
-	b.LeavePurgatory(DelayedFetch)
-	b.LeavePurgatory(DelayedFetch)
-	b.LeavePurgatory(DelayedProduce)
+	b.leavePurgatory(delayedFetch)
+	b.leavePurgatory(delayedFetch)
+	b.leavePurgatory(delayedProduce)
 	wantSeries(t, reg, 0, "sluice_broker_purgatory_size", brk, "operation=fetch")
 	wantSeries(t, reg, 0, "sluice_broker_purgatory_size", brk, "operation=produce")
 

@@ -221,7 +221,13 @@ func (p *Partition) CheckLeader(currentLeaderEpoch int32) error {
 // recent batches is not written again; its original offsets are returned
 // with a nil error, as Kafka does.
 func (p *Partition) AppendRecords(records []byte, acks int16) (storage.AppendInfo, error) {
-	info, err := p.appendAsLeader(records, acks)
+	return p.appendRecords(records, acks, nil)
+}
+
+// appendRecords is AppendRecords with admit asked about every batch (see
+// storage.Admit): a client's produce refuses transactional batches.
+func (p *Partition) appendRecords(records []byte, acks int16, admit storage.Admit) (storage.AppendInfo, error) {
+	info, err := p.appendAsLeader(records, acks, admit)
 	if err != nil {
 		return info, err
 	}
@@ -229,7 +235,7 @@ func (p *Partition) AppendRecords(records []byte, acks int16) (storage.AppendInf
 	return info, nil
 }
 
-func (p *Partition) appendAsLeader(records []byte, acks int16) (storage.AppendInfo, error) {
+func (p *Partition) appendAsLeader(records []byte, acks int16, admit storage.Admit) (storage.AppendInfo, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.leader != p.b.cfg.BrokerID {
@@ -239,7 +245,7 @@ func (p *Partition) appendAsLeader(records []byte, acks int16) (storage.AppendIn
 		return storage.AppendInfo{}, errorf(kerr.NotEnoughReplicas,
 			"The size of the current ISR %v is insufficient to satisfy the min.isr requirement of %d for partition %s", p.isr, p.settings.minISR, p.tp)
 	}
-	info, err := p.log.AppendAsLeader(records, p.leaderEpoch)
+	info, err := p.log.AppendAsLeaderAdmit(records, p.leaderEpoch, admit)
 	if errors.Is(err, storage.ErrDuplicateSequence) {
 		return info, nil // not appended again: not counted again
 	}
@@ -648,7 +654,7 @@ func (p *Partition) epochOf(offset int64, current int32) int32 {
 // watermark) and returns the new low watermark, for a client's
 // DeleteRecords. OFFSET_OUT_OF_RANGE when offset is beyond the high
 // watermark; INVALID_TOPIC_EXCEPTION on an internal topic (see
-// CheckClientAppend).
+// checkClientAppend).
 func (p *Partition) DeleteRecords(offset int64) (int64, error) {
 	if IsInternalTopic(p.tp.Topic) {
 		return -1, errorf(kerr.InvalidTopicException, "Cannot delete records of internal topic %s", p.tp.Topic)

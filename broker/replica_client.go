@@ -2,22 +2,22 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/internal/kwire"
 )
 
 // brokerConn is a broker-to-broker connection: requests go one at a time
-// (a replica fetcher is sequential), framed by kmsg. It is what Kafka's
-// NetworkClient is to its ReplicaFetcherThread; no client library sits in
-// between, so the fetch response's record bytes are appended to the
-// follower's log straight from the read buffer.
+// (a replica fetcher is sequential), framed by kmsg and kwire (as package
+// protocol frames the other end). It is what Kafka's NetworkClient is to its
+// ReplicaFetcherThread; no client library sits in between, so the fetch
+// response's record bytes are appended to the follower's log straight from
+// the read buffer.
 type brokerConn struct {
 	conn    net.Conn
 	format  *kmsg.RequestFormatter
@@ -68,59 +68,12 @@ func (c *brokerConn) request(ctx context.Context, req kmsg.Request, extra time.D
 	if _, err := c.conn.Write(c.wbuf); err != nil {
 		return nil, err
 	}
-	var size [4]byte
-	if _, err := io.ReadFull(c.conn, size[:]); err != nil {
+	frame, rbuf, err := kwire.ReadFrame(c.conn, c.rbuf, 4, maxResponseBytes)
+	c.rbuf = rbuf
+	if err != nil {
 		return nil, err
 	}
-	n := int(binary.BigEndian.Uint32(size[:]))
-	if n < 4 || n > maxResponseBytes {
-		return nil, fmt.Errorf("response frame of %d bytes", n)
-	}
-	if cap(c.rbuf) < n {
-		c.rbuf = make([]byte, n)
-	}
-	body := c.rbuf[:n]
-	if _, err := io.ReadFull(c.conn, body); err != nil {
-		return nil, err
-	}
-	if corr := int32(binary.BigEndian.Uint32(body)); corr != c.corr {
-		return nil, fmt.Errorf("response correlation id %d, want %d", corr, c.corr)
-	}
-	body = body[4:]
-	resp := req.ResponseKind()
-	resp.SetVersion(req.GetVersion())
-	if resp.IsFlexible() && req.Key() != 18 { // ApiVersions responses have no header tags
-		var err error
-		if body, err = skipTags(body); err != nil {
-			return nil, err
-		}
-	}
-	if err := resp.ReadFrom(body); err != nil {
-		return nil, fmt.Errorf("decode %s response: %w", kmsg.NameForKey(req.Key()), err)
-	}
-	return resp, nil
-}
-
-// skipTags skips a flexible response header's tagged fields.
-func skipTags(b []byte) ([]byte, error) {
-	n, w := binary.Uvarint(b)
-	if w <= 0 {
-		return nil, errors.New("bad response header tags")
-	}
-	b = b[w:]
-	for range n {
-		_, w := binary.Uvarint(b) // tag
-		if w <= 0 {
-			return nil, errors.New("bad response header tag")
-		}
-		b = b[w:]
-		size, w := binary.Uvarint(b)
-		if w <= 0 || uint64(len(b)-w) < size {
-			return nil, errors.New("bad response header tag size")
-		}
-		b = b[w+int(size):]
-	}
-	return b, nil
+	return kwire.DecodeResponse(req, c.corr, frame)
 }
 
 // RequestBroker sends one request to a live broker of the image over the

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/record"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -430,7 +431,7 @@ func (f *fetcher) fetch(conn *brokerConn, tps []storage.TopicPartition, states m
 				}
 				continue
 			}
-			records := wholeBatches(rp.RecordBatches)
+			records := record.WholeBatches(rp.RecordBatches)
 			if err := st.p.appendAsFollower(st.epoch, records, rp.HighWatermark, rp.LogStartOffset); err != nil {
 				if errors.Is(err, errStaleFollower) {
 					continue
@@ -473,18 +474,4 @@ func (f *fetcher) partitionError(tp storage.TopicPartition, st *followState, cod
 		f.r.log.Warn(what+" error from the leader", "partition", tp.String(), "err", kerr.ErrorForCode(code))
 		f.retry(st, f.r.b.cfg.ReplicaFetchBackoff)
 	}
-}
-
-// wholeBatches drops a trailing partial batch (a leader may cut a response
-// at its size limit mid-batch).
-func wholeBatches(b []byte) []byte {
-	n := 0
-	for len(b)-n >= storage.BatchHeaderSize {
-		h, err := storage.ParseBatchHeader(b[n:])
-		if err != nil || h.Size() > len(b)-n {
-			break
-		}
-		n += h.Size()
-	}
-	return b[:n]
 }

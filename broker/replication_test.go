@@ -124,29 +124,3 @@ func TestFollowerAppendFencedByEpoch(t *testing.T) {
 		t.Fatalf("follower truncation on the leader: %v", err)
 	}
 }
-
-func TestWholeBatches(t *testing.T) {
-	a, b := batchOf(t, 2), batchOf(t, 3)
-	all := append(append([]byte{}, a...), b...)
-	if got := wholeBatches(all); len(got) != len(all) {
-		t.Fatalf("two whole batches: %d of %d bytes", len(got), len(all))
-	}
-	if got := wholeBatches(all[:len(a)+10]); len(got) != len(a) {
-		t.Fatalf("a trailing partial batch must go: %d bytes, want %d", len(got), len(a))
-	}
-	if got := wholeBatches(all[:20]); len(got) != 0 {
-		t.Fatalf("a partial header: %d bytes", len(got))
-	}
-}
-
-func TestSkipTags(t *testing.T) {
-	// Two tags: (0, 1 byte), (5, 2 bytes), then the body.
-	in := []byte{2, 0, 1, 0xaa, 5, 2, 0xbb, 0xcc, 'b', 'o', 'd', 'y'}
-	out, err := skipTags(in)
-	if err != nil || string(out) != "body" {
-		t.Fatalf("%q %v", out, err)
-	}
-	if _, err := skipTags([]byte{1, 0, 9, 1}); err == nil {
-		t.Fatal("a tag longer than the buffer was accepted")
-	}
-}

@@ -1,14 +1,9 @@
 package broker
 
 import (
-	"fmt"
-	"math"
-	"slices"
-	"strconv"
-	"strings"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-io/sluice/config"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -24,16 +19,16 @@ const (
 )
 
 // ConfigType is a config's type; the values are Kafka's (config_type, v3+).
-type ConfigType int8
+type ConfigType = config.Type
 
 const (
-	TypeBoolean ConfigType = 1
-	TypeString  ConfigType = 2
-	TypeInt     ConfigType = 3
-	TypeShort   ConfigType = 4
-	TypeLong    ConfigType = 5
-	TypeDouble  ConfigType = 6
-	TypeList    ConfigType = 7
+	TypeBoolean = config.Boolean
+	TypeString  = config.String
+	TypeInt     = config.Int
+	TypeShort   = config.Short
+	TypeLong    = config.Long
+	TypeDouble  = config.Double
+	TypeList    = config.List
 )
 
 // ConfigSynonym is one source a config's value could come from, in
@@ -58,155 +53,34 @@ type ConfigEntry struct {
 
 // TopicDefault is the broker-level value behind a topic config: the value of
 // its broker key (log.retention.ms for retention.ms, ...) and whether that
-// key was set explicitly.
-type TopicDefault struct {
-	BrokerKey string
-	Value     string
-	Static    bool // set in the config file or an override
-}
+// key was set explicitly (config.Config.TopicDefaults).
+type TopicDefault = config.TopicDefault
 
-// topicConfig is one topic-level config Sluice honours.
-type topicConfig struct {
-	name      string
-	brokerKey string
-	def       string // Kafka's default
-	typ       ConfigType
-	doc       string
-	// apply stores the parsed value into cfg; it returns an error for a
-	// value that does not parse (INVALID_CONFIG).
-	apply func(cfg *topicSettings, v string) error
-}
-
-// topicSettings is a topic's effective configuration.
+// topicSettings is a topic's effective configuration, as its partitions use
+// it.
 type topicSettings struct {
 	log           storage.LogConfig
 	minISR        int32
 	uncleanLeader bool
 }
 
-// topicConfigs lists every topic config, sorted by name.
-var topicConfigs = []topicConfig{
-	{"cleanup.policy", "log.cleanup.policy", "delete", TypeList, "delete, compact, or both",
-		func(c *topicSettings, v string) error {
-			v = strings.ReplaceAll(v, " ", "")
-			for _, p := range strings.Split(v, ",") {
-				if p != "delete" && p != "compact" {
-					return fmt.Errorf("%q is not delete or compact", p)
-				}
-			}
-			c.log.Cleanup = v
-			return nil
-		}},
-	{"compression.type", "compression.type", "producer", TypeString, "final compression of the topic's batches: producer keeps the producer's",
-		func(c *topicSettings, v string) error {
-			v = strings.ToLower(v)
-			if _, _, err := storage.ParseCompressionType(v); err != nil {
-				return err
-			}
-			c.log.CompressionType = v
-			return nil
-		}},
-	{"delete.retention.ms", "log.cleaner.delete.retention.ms", "86400000", TypeLong, "how long tombstones are kept after compaction",
-		func(c *topicSettings, v string) error { return setInt64(v, &c.log.DeleteRetentionMs) }},
-	{"flush.messages", "log.flush.interval.messages", strconv.FormatInt(math.MaxInt64, 10), TypeLong, "fsync after this many messages",
-		func(c *topicSettings, v string) error { return setInt64(v, &c.log.FlushMessages) }},
-	{"flush.ms", "log.flush.interval.ms", strconv.FormatInt(math.MaxInt64, 10), TypeLong, "fsync when unflushed data is this old",
-		func(c *topicSettings, v string) error { return setInt64(v, &c.log.FlushMs) }},
-	{"index.interval.bytes", "log.index.interval.bytes", "4096", TypeInt, "bytes between offset index entries",
-		func(c *topicSettings, v string) error { return setInt32(v, &c.log.IndexIntervalBytes) }},
-	{"max.message.bytes", "message.max.bytes", "1048588", TypeInt, "largest record batch accepted",
-		func(c *topicSettings, v string) error { return setInt32(v, &c.log.MaxMessageBytes) }},
-	{"message.timestamp.type", "log.message.timestamp.type", "CreateTime", TypeString, "CreateTime or LogAppendTime",
-		func(c *topicSettings, v string) error {
-			if v != "CreateTime" && v != "LogAppendTime" {
-				return fmt.Errorf("%q is not CreateTime or LogAppendTime", v)
-			}
-			c.log.MessageTimestampType = v
-			return nil
-		}},
-	{"min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio", "0.5", TypeDouble, "dirty ratio that triggers compaction",
-		func(c *topicSettings, v string) error {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				return fmt.Errorf("%q is not a number", v)
-			}
-			c.log.MinCleanableDirtyRatio = f
-			return nil
-		}},
-	{"min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", "0", TypeLong, "minimum age of a record before compaction",
-		func(c *topicSettings, v string) error { return setInt64(v, &c.log.MinCompactionLagMs) }},
-	{"min.insync.replicas", "min.insync.replicas", "1", TypeInt, "acks=all produce needs at least this many in-sync replicas",
-		func(c *topicSettings, v string) error { return setInt32(v, &c.minISR) }},
-	{"retention.bytes", "log.retention.bytes", "-1", TypeLong, "partition size beyond which old segments are deleted; -1 = none",
-		func(c *topicSettings, v string) error { return setInt64(v, &c.log.RetentionBytes) }},
-	{"retention.ms", "log.retention.ms", "604800000", TypeLong, "age beyond which old segments are deleted; -1 = forever",
-		func(c *topicSettings, v string) error { return setInt64(v, &c.log.RetentionMs) }},
-	{"segment.bytes", "log.segment.bytes", "1073741824", TypeInt, "segment size before a roll",
-		func(c *topicSettings, v string) error { return setInt64(v, &c.log.SegmentBytes) }},
-	{"segment.index.bytes", "log.index.size.max.bytes", "10485760", TypeInt, "preallocated size of a segment's index",
-		func(c *topicSettings, v string) error { return setInt32(v, &c.log.SegmentIndexBytes) }},
-	{"segment.ms", "log.roll.ms", "604800000", TypeLong, "segment age before a roll",
-		func(c *topicSettings, v string) error { return setInt64(v, &c.log.SegmentMs) }},
-	{"unclean.leader.election.enable", "unclean.leader.election.enable", "false", TypeBoolean, "let a replica outside the ISR lead when no ISR member is alive",
-		func(c *topicSettings, v string) error {
-			b, err := strconv.ParseBool(strings.ToLower(strings.TrimSpace(v)))
-			if err != nil {
-				return fmt.Errorf("%q is not true or false", v)
-			}
-			c.uncleanLeader = b
-			return nil
-		}},
-}
-
-func lookupTopicConfig(name string) (*topicConfig, bool) {
-	i, ok := slices.BinarySearchFunc(topicConfigs, name, func(c topicConfig, n string) int { return strings.Compare(c.name, n) })
-	if !ok {
-		return nil, false
-	}
-	return &topicConfigs[i], true
-}
-
-// TopicConfigNames returns the topic configs Sluice accepts, sorted.
-func TopicConfigNames() []string {
-	out := make([]string, len(topicConfigs))
-	for i, c := range topicConfigs {
-		out[i] = c.name
-	}
-	return out
-}
-
-func setInt64(v string, dst *int64) error {
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil {
-		return fmt.Errorf("%q is not an integer", v)
-	}
-	*dst = n
-	return nil
-}
-
-func setInt32(v string, dst *int32) error {
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
-	if err != nil {
-		return fmt.Errorf("%q is not a 32-bit integer", v)
-	}
-	*dst = int32(n)
-	return nil
-}
+// lookupTopicConfig returns the topic config name of the table.
+func lookupTopicConfig(name string) (*config.Key, bool) { return config.LookupTopic(name) }
 
 // defaultValue is the broker-level value of c: the broker's setting when
 // known, else Kafka's default.
-func (b *Broker) defaultValue(c *topicConfig) (string, ConfigSource) {
+func (b *Broker) defaultValue(c *config.Key) (string, ConfigSource) {
 	return defaultValue(b.cfg.TopicDefaults, c)
 }
 
-func defaultValue(defaults map[string]TopicDefault, c *topicConfig) (string, ConfigSource) {
-	if d, ok := defaults[c.name]; ok {
+func defaultValue(defaults map[string]TopicDefault, c *config.Key) (string, ConfigSource) {
+	if d, ok := defaults[c.Name]; ok {
 		if d.Static {
 			return d.Value, SourceStaticBroker
 		}
 		return d.Value, SourceDefault
 	}
-	return c.def, SourceDefault
+	return c.Default, SourceDefault
 }
 
 // settings computes a topic's effective configuration from the broker-level
@@ -217,18 +91,17 @@ func (b *Broker) settings(overrides map[string]string) (topicSettings, error) {
 }
 
 func settings(defaults map[string]TopicDefault, overrides map[string]string) (topicSettings, error) {
-	s := topicSettings{log: storage.DefaultLogConfig(), minISR: 1}
-	for i := range topicConfigs {
-		c := &topicConfigs[i]
-		v, ok := overrides[c.name]
+	t := config.DefaultTopic()
+	for _, c := range config.TopicKeys() {
+		v, ok := overrides[c.Name]
 		if !ok {
-			v, _ = defaultValue(defaults, c)
+			v, _ = defaultValue(defaults, &c)
 		}
-		if err := c.apply(&s, v); err != nil {
-			return s, errorf(kerr.InvalidConfig, "Invalid value %s for configuration %s: %v", v, c.name, err)
+		if err := c.Set(&t, v); err != nil {
+			return topicSettings{}, errorf(kerr.InvalidConfig, "Invalid value %s for configuration %s: %v", v, c.Name, err)
 		}
 	}
-	return s, nil
+	return topicSettings{log: storage.LogConfig{Log: t.Log}, minISR: t.MinInsyncReplicas, uncleanLeader: t.UncleanLeaderElectionEnable}, nil
 }
 
 // TopicLogConfig is the storage configuration of a topic with the given
@@ -243,16 +116,6 @@ func TopicLogConfig(defaults map[string]TopicDefault, overrides map[string]strin
 	return s.log
 }
 
-// TopicConfigBrokerKey returns the broker key behind a topic config
-// (retention.ms -> log.retention.ms) and Kafka's default for it.
-func TopicConfigBrokerKey(name string) (brokerKey, kafkaDefault string, ok bool) {
-	c, ok := lookupTopicConfig(name)
-	if !ok {
-		return "", "", false
-	}
-	return c.brokerKey, c.def, true
-}
-
 // validateTopicConfigs checks config overrides for a topic whose replication
 // factor is rf (0 = unknown): an unknown name or a value that does not parse
 // is INVALID_CONFIG, as in Kafka; a value that parses but is out of range or
@@ -264,9 +127,8 @@ func (b *Broker) validateTopicConfigs(overrides map[string]string, rf int) error
 		if !ok {
 			return errorf(kerr.InvalidConfig, "Unknown topic config name: %s", name)
 		}
-		var s topicSettings
-		s.log = storage.DefaultLogConfig()
-		if err := c.apply(&s, v); err != nil {
+		t := config.DefaultTopic()
+		if err := c.Set(&t, v); err != nil {
 			return errorf(kerr.InvalidConfig, "Invalid value %s for configuration %s: %v", v, name, err)
 		}
 	}
@@ -274,11 +136,9 @@ func (b *Broker) validateTopicConfigs(overrides map[string]string, rf int) error
 	if err != nil {
 		return err
 	}
-	if err := s.log.Validate(); err != nil {
+	t := config.Topic{Log: s.log.Log, MinInsyncReplicas: s.minISR, UncleanLeaderElectionEnable: s.uncleanLeader}
+	if err := t.Validate(); err != nil {
 		return errorf(kerr.PolicyViolation, "%v", err)
-	}
-	if s.minISR < 1 {
-		return errorf(kerr.PolicyViolation, "min.insync.replicas %d must be at least 1", s.minISR)
 	}
 	// The cross-checks apply to values set on the topic: the broker's own
 	// defaults are the operator's business.
@@ -294,25 +154,26 @@ func (b *Broker) validateTopicConfigs(overrides map[string]string, rf int) error
 // describeTopicConfigs lists every topic config of a topic with the given
 // overrides, with its value and source, and the synonyms when asked.
 func (b *Broker) describeTopicConfigs(overrides map[string]string, synonyms bool) []ConfigEntry {
-	out := make([]ConfigEntry, 0, len(topicConfigs))
-	for i := range topicConfigs {
-		c := &topicConfigs[i]
+	keys := config.TopicKeys()
+	out := make([]ConfigEntry, 0, len(keys))
+	for i := range keys {
+		c := &keys[i]
 		def, defSource := b.defaultValue(c)
-		e := ConfigEntry{Name: c.name, Type: c.typ, Doc: c.doc}
-		if v, ok := overrides[c.name]; ok {
+		e := ConfigEntry{Name: c.Name, Type: c.Type, Doc: c.Doc}
+		if v, ok := overrides[c.Name]; ok {
 			e.Value, e.Source = &v, SourceDynamicTopic
 		} else {
 			v := def
 			e.Value, e.Source = &v, defSource
 		}
 		if synonyms {
-			if v, ok := overrides[c.name]; ok {
-				e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: c.name, Value: v, Source: SourceDynamicTopic})
+			if v, ok := overrides[c.Name]; ok {
+				e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: c.Name, Value: v, Source: SourceDynamicTopic})
 			}
 			if defSource == SourceStaticBroker {
-				e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: b.cfg.TopicDefaults[c.name].BrokerKey, Value: def, Source: SourceStaticBroker})
+				e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: b.cfg.TopicDefaults[c.Name].BrokerKey, Value: def, Source: SourceStaticBroker})
 			}
-			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: c.brokerKey, Value: c.def, Source: SourceDefault})
+			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: c.BrokerKey, Value: c.Default, Source: SourceDefault})
 		}
 		out = append(out, e)
 	}

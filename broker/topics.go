@@ -336,10 +336,10 @@ func (b *Broker) DeleteTopicByID(ctx context.Context, id cluster.TopicID, wait t
 // INVALID_PARTITIONS: the partition count decides where every group lives
 // (Kafka's topic tool refuses it with the same words).
 
-// CheckClientAppend returns the error a client's Produce to topic gets when
+// checkClientAppend returns the error a client's Produce to topic gets when
 // topic is internal, else nil. The group coordinator appends to
 // __consumer_offsets through Partition.AppendRecords, not through this.
-func CheckClientAppend(topic string) error {
+func checkClientAppend(topic string) error {
 	if IsInternalTopic(topic) {
 		return errorf(kerr.InvalidTopicException, "Cannot append to internal topic %s", topic)
 	}

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+
+	"github.com/sluice-io/sluice/config"
 )
 
 // ErrInvalidReplicationFactor is returned when a topic asks for more replicas
@@ -15,9 +17,6 @@ var ErrInvalidReplicationFactor = errors.New("invalid replication factor")
 
 // ErrInvalidTopic marks a topic name Kafka would refuse.
 var ErrInvalidTopic = errors.New("invalid topic name")
-
-// MaxTopicNameLength is Kafka's limit on topic names.
-const MaxTopicNameLength = 249
 
 // MaxRecordsPerRequest bounds the metadata one admin request may create or
 // change: Kafka's controller refuses a request that would write more than
@@ -33,23 +32,11 @@ const MaxRecordsPerRequest = 10000
 // MaxRecordsPerRequest partitions.
 var ErrTooManyPartitions = errors.New("too many partitions for one request")
 
-// ValidateTopicName checks a topic name as Kafka does: 1 to 249 characters
-// of [a-zA-Z0-9._-], and not "." or "..".
+// ValidateTopicName checks a topic name as Kafka does
+// (config.ValidateTopicName); the error wraps ErrInvalidTopic.
 func ValidateTopicName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: the empty string", ErrInvalidTopic)
-	case name == "." || name == "..":
-		return fmt.Errorf("%w: %q is not allowed", ErrInvalidTopic, name)
-	case len(name) > MaxTopicNameLength:
-		return fmt.Errorf("%w: %q is longer than %d characters", ErrInvalidTopic, name, MaxTopicNameLength)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' {
-			continue
-		}
-		return fmt.Errorf("%w: %q contains a character other than ASCII alphanumerics, '.', '_' and '-'", ErrInvalidTopic, name)
+	if err := config.ValidateTopicName(name); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidTopic, err)
 	}
 	return nil
 }

@@ -129,11 +129,11 @@ func (st *state) deleteGroups(req *kmsg.DeleteGroupsRequest, reply func(*kmsg.De
 			codes[i] = kerr.NonEmptyGroup.Code
 			continue
 		}
-		recs := make([]record, 0, len(g.offsets)+1)
+		recs := make([]offsetsRecord, 0, len(g.offsets)+1)
 		for _, tp := range sortedOffsetKeys(g.offsets) {
-			recs = append(recs, record{key: encodeOffsetKey(nil, name, tp.topic, tp.partition)})
+			recs = append(recs, offsetsRecord{key: encodeOffsetKey(nil, name, tp.topic, tp.partition)})
 		}
-		recs = append(recs, record{key: encodeGroupKey(nil, name)})
+		recs = append(recs, offsetsRecord{key: encodeGroupKey(nil, name)})
 		for id := range g.pending {
 			delete(g.pending, id)
 		}

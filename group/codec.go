@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 // The records of __consumer_offsets, in Kafka's own schemas
@@ -293,20 +293,20 @@ func decodeGroupValue(b []byte) (storedGroup, error) {
 	return g, nil
 }
 
-// record is one __consumer_offsets record to append: a key and a value (nil
-// value = tombstone).
-type record struct {
+// offsetsRecord is one __consumer_offsets record to append: a key and a
+// value (nil value = tombstone).
+type offsetsRecord struct {
 	key, value []byte
 }
 
 // buildBatch turns records into one uncompressed record batch v2 stamped
 // with now, as Kafka's coordinator writes them (CreateTime, no producer).
-func buildBatch(records []record, nowMs int64) ([]byte, error) {
-	rs := make([]storage.Record, len(records))
+func buildBatch(records []offsetsRecord, nowMs int64) ([]byte, error) {
+	rs := make([]record.Record, len(records))
 	for i, r := range records {
-		rs[i] = storage.Record{Key: r.key, Value: r.value}
+		rs[i] = record.Record{Key: r.key, Value: r.value}
 	}
-	return storage.BuildBatch(storage.BatchOptions{
+	return record.BuildBatch(record.BatchOptions{
 		PartitionLeaderEpoch: -1,
 		ProducerID:           -1,
 		ProducerEpoch:        -1,

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 func TestPartitionFor(t *testing.T) {
@@ -198,13 +198,13 @@ func FuzzOffsetsRecord(f *testing.F) {
 // batches (offsets.topic.compression.codec) — and a read that starts
 // inside a batch skips the records before the asked offset.
 func TestLoadBatches(t *testing.T) {
-	recs := []storage.Record{
+	recs := []record.Record{
 		{Key: encodeOffsetKey(nil, "g", "t", 0), Value: encodeOffsetValue(nil, offsetCommit{offset: 1, leaderEpoch: -1, expireTime: -1})},
 		{Key: encodeOffsetKey(nil, "g", "t", 1), Value: encodeOffsetValue(nil, offsetCommit{offset: 2, leaderEpoch: -1, expireTime: -1})},
 		{Key: encodeOffsetKey(nil, "g", "t", 0), Value: nil}, // tombstone
 		{Key: encodeGroupKey(nil, "g"), Value: encodeGroupValue(nil, &storedGroup{protocolType: "consumer", generation: 9})},
 	}
-	gz, err := storage.BuildBatch(storage.BatchOptions{Compression: storage.CompressionGzip, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+	gz, err := record.BuildBatch(record.BatchOptions{Compression: record.CompressionGzip, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestLoadBatches(t *testing.T) {
 		t.Fatalf("from 2: offsets %+v, %d records", lr.offsets, lr.records)
 	}
 	// A corrupt record is skipped and counted; the rest still loads.
-	bad, _ := storage.BuildBatch(storage.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []storage.Record{
+	bad, _ := record.BuildBatch(record.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []record.Record{
 		{Key: []byte{0, 1, 0xff}, Value: []byte{1}},
 		recs[1],
 	})

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 // harness drives the state machine directly: a fake clock, and appends that
@@ -59,7 +59,7 @@ func (h *harness) flush() {
 				op.done(h.appendErr)
 				continue
 			}
-			if _, err := storage.ValidateBatch(op.batch); err != nil {
+			if _, err := record.ValidateBatch(op.batch); err != nil {
 				h.t.Fatalf("coordinator built an invalid batch: %v", err)
 			}
 			h.logs[op.partition] = append(h.logs[op.partition], op.batch...)

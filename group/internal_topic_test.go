@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/group"
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 // commitAt commits offset for partition 0 of topic as group (a simple
@@ -63,8 +63,8 @@ func TestClientsCannotWriteOffsetsTopic(t *testing.T) {
 	key.Version, key.Group, key.Topic, key.Partition = 1, "victim", "orders", 0
 	val := kmsg.NewOffsetCommitValue()
 	val.Version, val.Offset, val.CommitTimestamp, val.LeaderEpoch = 3, 999, time.Now().UnixMilli(), -1
-	batch, err := storage.BuildBatch(storage.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: time.Now().UnixMilli()},
-		[]storage.Record{{Key: key.AppendTo(nil), Value: val.AppendTo(nil)}})
+	batch, err := record.BuildBatch(record.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: time.Now().UnixMilli()},
+		[]record.Record{{Key: key.AppendTo(nil), Value: val.AppendTo(nil)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 // Loading and unloading __consumer_offsets partitions. When this broker
@@ -86,14 +86,14 @@ func (lr *loadResult) apply(key, value []byte) error {
 // records are skipped. It returns the offset after the last batch.
 func (lr *loadResult) applyBatches(b []byte, from int64) (next int64, err error) {
 	next = from
-	err = storage.ForEachBatch(b, func(h *storage.BatchHeader, batch []byte) error {
+	err = record.ForEachBatch(b, func(h *record.BatchHeader, batch []byte) error {
 		if h.NextOffset() > next {
 			next = h.NextOffset()
 		}
 		if h.Control() {
 			return nil
 		}
-		return storage.Records(batch, func(h *storage.BatchHeader, r *storage.Record) error {
+		return record.Records(batch, func(h *record.BatchHeader, r *record.Record) error {
 			if h.BaseOffset+int64(r.OffsetDelta) < from {
 				return nil
 			}

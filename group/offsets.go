@@ -85,7 +85,7 @@ func (st *state) storeGroupWith(g *group, assignments map[string][]byte, done fu
 			})
 		}
 	}
-	st.appendRecords(g.partition, []record{{
+	st.appendRecords(g.partition, []offsetsRecord{{
 		key:   encodeGroupKey(nil, g.name),
 		value: encodeGroupValue(nil, &sg),
 	}}, done)
@@ -165,7 +165,7 @@ func (st *state) commit(req *kmsg.OffsetCommitRequest, unknown map[topicPartitio
 	}
 
 	nowMs := st.now.UnixMilli()
-	var recs []record
+	var recs []offsetsRecord
 	commits := make(map[topicPartition]offsetCommit)
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
@@ -190,7 +190,7 @@ func (st *state) commit(req *kmsg.OffsetCommitRequest, unknown map[topicPartitio
 				c.expireTime = c.commitTime + req.RetentionTimeMillis
 			}
 			commits[tp] = c
-			recs = append(recs, record{
+			recs = append(recs, offsetsRecord{
 				key:   encodeOffsetKey(nil, g.name, tp.topic, tp.partition),
 				value: encodeOffsetValue(nil, c),
 			})
@@ -411,7 +411,7 @@ func (st *state) offsetDelete(req *kmsg.OffsetDeleteRequest, reply func(*kmsg.Of
 		allSubscribed = !ok
 	}
 	codes := make(map[topicPartition]int16)
-	var recs []record
+	var recs []offsetsRecord
 	var deleting []topicPartition
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
@@ -422,7 +422,7 @@ func (st *state) offsetDelete(req *kmsg.OffsetDeleteRequest, reply func(*kmsg.Of
 			}
 			if _, ok := g.offsets[tp]; ok {
 				deleting = append(deleting, tp)
-				recs = append(recs, record{key: encodeOffsetKey(nil, g.name, tp.topic, tp.partition)})
+				recs = append(recs, offsetsRecord{key: encodeOffsetKey(nil, g.name, tp.topic, tp.partition)})
 			}
 		}
 	}
@@ -484,7 +484,7 @@ func (st *state) expireOffsets() {
 				base = func(c offsetCommit) int64 { return c.commitTime }
 			}
 		}
-		var recs []record
+		var recs []offsetsRecord
 		if base != nil {
 			for _, tp := range sortedOffsetKeys(g.offsets) {
 				c := g.offsets[tp]
@@ -495,13 +495,13 @@ func (st *state) expireOffsets() {
 					(c.expireTime < 0 && nowMs-base(c) >= retention)
 				if expired {
 					delete(g.offsets, tp)
-					recs = append(recs, record{key: encodeOffsetKey(nil, g.name, tp.topic, tp.partition)})
+					recs = append(recs, offsetsRecord{key: encodeOffsetKey(nil, g.name, tp.topic, tp.partition)})
 				}
 			}
 		}
 		dead := g.state == stateEmpty && len(g.offsets) == 0 && len(g.pending) == 0
 		if dead {
-			recs = append(recs, record{key: encodeGroupKey(nil, g.name)})
+			recs = append(recs, offsetsRecord{key: encodeGroupKey(nil, g.name)})
 			st.removeGroup(g)
 		}
 		if len(recs) == 0 {

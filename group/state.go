@@ -345,7 +345,7 @@ func (st *state) maybeDropUnused(g *group) {
 // appendRecords queues records for g's partition; done runs on the owner
 // goroutine with the append's outcome, after which the records are durable
 // (and, with replication, committed).
-func (st *state) appendRecords(partition int32, records []record, done func(error)) {
+func (st *state) appendRecords(partition int32, records []offsetsRecord, done func(error)) {
 	p, ok := st.partitions[partition]
 	if !ok {
 		done(kerr.NotCoordinator)

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/config"
 )
 
 // TopicStats are the figures of a topic that need more than metadata.
@@ -258,26 +260,22 @@ func sourceName(s kmsg.ConfigSource) string {
 	return strings.ToLower(s.String())
 }
 
-// ValidateTopicName applies Kafka's rules: 1-249 characters of ASCII letters,
-// digits, '.', '_' and '-', and not "." or "..".
+// ValidateTopicName applies Kafka's rules (config.ValidateTopicName), in
+// words for the create form.
 func ValidateTopicName(name string) error {
-	if name == "" {
+	var e *config.TopicNameError
+	if !errors.As(config.ValidateTopicName(name), &e) {
+		return nil
+	}
+	switch e.Problem {
+	case config.TopicNameEmpty:
 		return errors.New("enter a topic name")
-	}
-	if len(name) > 249 {
-		return fmt.Errorf("a topic name is at most 249 characters (this one has %d)", len(name))
-	}
-	if name == "." || name == ".." {
+	case config.TopicNameTooLong:
+		return fmt.Errorf("a topic name is at most %d characters (this one has %d)", config.MaxTopicNameLength, len(name))
+	case config.TopicNameDots:
 		return errors.New(`a topic cannot be named "." or ".."`)
 	}
-	for _, r := range name {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
-		default:
-			return fmt.Errorf("%q is not allowed in a topic name: use letters, digits, '.', '_' and '-'", r)
-		}
-	}
-	return nil
+	return fmt.Errorf("%q is not allowed in a topic name: use letters, digits, '.', '_' and '-'", e.Char)
 }
 
 // NewTopic is what the create form asks for.

@@ -2,6 +2,7 @@ package packaging
 
 import (
 	"bufio"
+	"bytes"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluice-io/sluice/appliance"
+	"github.com/sluice-io/sluice/config"
 )
 
 // settingRE matches a setting line of server.properties: "key=value", or
@@ -59,7 +61,7 @@ func TestConfigFileListsEveryKey(t *testing.T) {
 		"console.data.dir": "/var/lib/sluice/console",
 	}
 	known := map[string]bool{}
-	for _, k := range appliance.Keys() {
+	for _, k := range config.Keys() {
 		known[k.Name] = true
 		s, ok := got[k.Name]
 		switch {
@@ -90,5 +92,16 @@ func TestConfigFileListsEveryKey(t *testing.T) {
 	}
 	if w := cfg.Warnings(); len(w) > 0 {
 		t.Errorf("the packaged configuration draws warnings at start: %v", w)
+	}
+
+	// The file is generated from the key table; its comments are the keys'
+	// documentation.
+	var want bytes.Buffer
+	if err := config.WriteProperties(&want, packaged); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); !bytes.Equal(b, want.Bytes()) {
+		t.Errorf("packaging/server.properties is stale: regenerate it with `make docs` (go run ./cmd/sluice config properties --set log.dirs=%s --set console.data.dir=%s -o packaging/server.properties)",
+			packaged["log.dirs"], packaged["console.data.dir"])
 	}
 }

@@ -2,12 +2,11 @@ package protocol
 
 import (
 	"context"
-	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/broker"
 )
 
 // ControlledShutdown: v0-3
@@ -45,14 +44,9 @@ func handleControlledShutdown(ctx context.Context, s *Server, r *Request) (kmsg.
 	}
 	r.Detach()
 	remaining, err := s.cfg.Controller.ControlledShutdown(ctx, req.BrokerID)
-	switch {
-	case errors.Is(err, cluster.ErrNotController):
-		resp.ErrorCode = kerr.NotController.Code
-	case errors.Is(err, cluster.ErrBrokerNotAvailable):
-		resp.ErrorCode = kerr.BrokerNotAvailable.Code
-	case err != nil:
+	resp.ErrorCode, _ = broker.ErrorCode(err)
+	if resp.ErrorCode == kerr.UnknownServerError.Code {
 		s.log.Warn("controlled shutdown", "broker", req.BrokerID, "err", err)
-		resp.ErrorCode = kerr.UnknownServerError.Code
 	}
 	for _, tp := range remaining {
 		p := kmsg.NewControlledShutdownResponsePartitionsRemaining()

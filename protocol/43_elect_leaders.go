@@ -2,11 +2,11 @@ package protocol
 
 import (
 	"context"
-	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
 )
 
@@ -32,9 +32,9 @@ func init() { register(43, 0, 2, handleElectLeaders) }
 func handleElectLeaders(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
-	fail := func(code *kerr.Error) (kmsg.Response, error) {
+	fail := func(code int16) (kmsg.Response, error) {
 		if req.Version >= 1 {
-			resp.ErrorCode = code.Code
+			resp.ErrorCode = code
 			return resp, nil
 		}
 		// v0 has no top-level error: put it on every partition.
@@ -43,7 +43,7 @@ func handleElectLeaders(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 			t.Topic = rt.Topic
 			for _, p := range rt.Partitions {
 				rp := kmsg.NewElectLeadersResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p, code.Code
+				rp.Partition, rp.ErrorCode = p, code
 				t.Partitions = append(t.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, t)
@@ -51,10 +51,10 @@ func handleElectLeaders(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 		return resp, nil
 	}
 	if s.cfg.Controller == nil || s.cfg.Controller.Epoch() == 0 {
-		return fail(kerr.NotController)
+		return fail(kerr.NotController.Code)
 	}
 	if req.Version >= 1 && req.ElectionType != 0 && req.ElectionType != 1 {
-		return fail(kerr.InvalidRequest)
+		return fail(kerr.InvalidRequest.Code)
 	}
 	var parts []cluster.TopicPartitionID
 	if req.Topics != nil {
@@ -67,12 +67,12 @@ func handleElectLeaders(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 	}
 	r.Detach()
 	results, err := s.cfg.Controller.ElectLeaders(ctx, req.Version >= 1 && req.ElectionType == 1, parts)
-	if errors.Is(err, cluster.ErrNotController) {
-		return fail(kerr.NotController)
-	}
 	if err != nil {
-		s.log.Warn("elect leaders", "err", err)
-		return fail(kerr.UnknownServerError)
+		code, _ := broker.ErrorCode(err)
+		if code == kerr.UnknownServerError.Code {
+			s.log.Warn("elect leaders", "err", err)
+		}
+		return fail(code)
 	}
 	byTopic := map[string]int{}
 	add := func(tp cluster.TopicPartitionID, err error) {
@@ -87,21 +87,8 @@ func handleElectLeaders(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 		rp := kmsg.NewElectLeadersResponseTopicPartition()
 		rp.Partition = tp.Partition
 		if err != nil {
-			code := kerr.UnknownServerError
-			switch {
-			case errors.Is(err, cluster.ErrElectionNotNeeded):
-				code = kerr.ElectionNotNeeded
-			case errors.Is(err, cluster.ErrPreferredLeaderNotAvailable):
-				code = kerr.PreferredLeaderNotAvailable
-			case errors.Is(err, cluster.ErrEligibleLeadersNotAvailable):
-				code = kerr.EligibleLeadersNotAvailable
-			case errors.Is(err, cluster.ErrUnknownPartition):
-				code = kerr.UnknownTopicOrPartition
-			case errors.Is(err, cluster.ErrNotController):
-				code = kerr.NotController
-			}
-			msg := err.Error()
-			rp.ErrorCode, rp.ErrorMessage = code.Code, &msg
+			code, msg := broker.ErrorCode(err)
+			rp.ErrorCode, rp.ErrorMessage = code, &msg
 		}
 		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
 	}

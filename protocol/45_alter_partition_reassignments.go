@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"context"
-	"errors"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -74,7 +73,7 @@ func handleAlterPartitionReassignments(ctx context.Context, s *Server, r *Reques
 			case !ok || ti.Deleting || rp.Partition < 0 || int(rp.Partition) >= len(ti.Partitions):
 				results[rp.Partition] = cluster.ErrUnknownPartition
 			case rp.Replicas != nil && len(rp.Replicas) == 0:
-				results[rp.Partition] = errors.New("an empty replica list")
+				results[rp.Partition] = errEmptyReplicas
 			case req.Version >= 1 && !req.AllowReplicationFactorChange && rp.Replicas != nil &&
 				len(rp.Replicas) != len(originalReplicas(ti.Partitions[rp.Partition])):
 				results[rp.Partition] = errRFChange
@@ -97,21 +96,8 @@ func handleAlterPartitionReassignments(ctx context.Context, s *Server, r *Reques
 			sp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			if err := results[rp.Partition]; err != nil {
-				code := kerr.UnknownServerError
-				switch {
-				case errors.Is(err, cluster.ErrUnknownPartition), errors.Is(err, cluster.ErrNoTopic):
-					code = kerr.UnknownTopicOrPartition
-				case errors.Is(err, cluster.ErrNoReassignment):
-					code = kerr.NoReassignmentInProgress
-				case errors.Is(err, cluster.ErrNotController):
-					code = kerr.NotController
-				case errors.Is(err, errRFChange):
-					code = kerr.InvalidReplicationFactor
-				case errors.Is(err, cluster.ErrInvalidReplicaAssignment), err.Error() == "an empty replica list":
-					code = kerr.InvalidReplicaAssignment
-				}
-				msg := err.Error()
-				sp.ErrorCode, sp.ErrorMessage = code.Code, &msg
+				code, msg := broker.ErrorCode(err)
+				sp.ErrorCode, sp.ErrorMessage = code, &msg
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -120,7 +106,10 @@ func handleAlterPartitionReassignments(ctx context.Context, s *Server, r *Reques
 	return resp, nil
 }
 
-var errRFChange = errors.New("the replication factor may not change (allow_replication_factor_change is false)")
+var (
+	errRFChange      = &broker.Error{Code: kerr.InvalidReplicationFactor, Msg: "the replication factor may not change (allow_replication_factor_change is false)"}
+	errEmptyReplicas = &broker.Error{Code: kerr.InvalidReplicaAssignment, Msg: "an empty replica list"}
+)
 
 // originalReplicas is a partition's replica set before any ongoing
 // reassignment.

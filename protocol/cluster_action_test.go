@@ -58,14 +58,24 @@ func TestBrokerOnlyRequestsNeedTheBrokersAddress(t *testing.T) {
 	prod := kmsg.NewPtrProduceRequest()
 	prod.Version, prod.Acks, prod.TimeoutMillis = 9, 1, 5000
 	prod.Topics = []kmsg.ProduceRequestTopic{{Topic: "r", Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: benchBatch(t, 3, 10)}}}}
-	var pr kmsg.ProduceResponse
-	pr.Version = prod.Version
-	if err := c.roundTrip(prod, &pr); err != nil {
-		t.Fatal(err)
-	}
-	if code := pr.Topics[0].Partitions[0].ErrorCode; code != 0 {
-		t.Fatalf("produce: %v", kerr.ErrorForCode(code))
-	}
+	// Metadata names the leader once the image is published, which may be
+	// before the broker has applied it to its local partition: until then
+	// the produce gets NOT_LEADER_OR_FOLLOWER, as a client would, and is
+	// retried.
+	testutil.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		var pr kmsg.ProduceResponse
+		pr.Version = prod.Version
+		if err := c.roundTrip(prod, &pr); err != nil {
+			t.Fatal(err)
+		}
+		if code := pr.Topics[0].Partitions[0].ErrorCode; code != 0 {
+			if code != kerr.NotLeaderForPartition.Code {
+				t.Fatalf("produce: %v", kerr.ErrorForCode(code))
+			}
+			return kerr.ErrorForCode(code)
+		}
+		return nil
+	})
 	highWatermark := func() int64 {
 		lo := kmsg.NewPtrListOffsetsRequest()
 		lo.Version, lo.ReplicaID = 7, -1

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/internal/kwire"
 	"github.com/sluice-io/sluice/metrics"
 )
 
@@ -57,6 +58,10 @@ func (r *Request) Detach() {
 		r.c.startReader()
 	}
 }
+
+// BeforeWait implements broker.WaitHook: a Produce or Fetch that the broker
+// is about to park detaches its request, so the connection reads on.
+func (r *Request) BeforeWait() { r.Detach() }
 
 // streamResponse is a response whose encoding may send file regions straight
 // to the connection with sendfile (Fetch).
@@ -428,7 +433,7 @@ func decodeFrameID(frame []byte, lastID string) (*Request, *api, *slot, error) {
 	msg.SetVersion(version)
 	if msg.IsFlexible() {
 		var err error
-		if rest, err = skipTags(rest); err != nil {
+		if rest, err = kwire.SkipTags(rest); err != nil {
 			return nil, nil, nil, fmt.Errorf("%s v%d request header: %w", kmsg.NameForKey(key), version, err)
 		}
 	}
@@ -438,28 +443,6 @@ func decodeFrameID(frame []byte, lastID string) (*Request, *api, *slot, error) {
 	r := &Request{Key: key, Version: version, CorrelationID: corr, ClientID: clientID, Msg: msg}
 	r.slot.corr, r.slot.key = corr, key
 	return r, a, &r.slot, nil
-}
-
-// skipTags skips a tagged-field section (a uvarint count, then for each a
-// uvarint tag, a uvarint size and that many bytes).
-func skipTags(b []byte) ([]byte, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 {
-		return nil, errors.New("bad tagged fields count")
-	}
-	b = b[k:]
-	for range n {
-		if _, k = binary.Uvarint(b); k <= 0 {
-			return nil, errors.New("bad tag")
-		}
-		b = b[k:]
-		size, k := binary.Uvarint(b)
-		if k <= 0 || size > uint64(len(b)-k) {
-			return nil, errors.New("bad tag size")
-		}
-		b = b[k+int(size):]
-	}
-	return b, nil
 }
 
 // handle runs a handler and records its outcome in sl. A panic is caught,
@@ -560,7 +543,7 @@ func (c *conn) write(first, last *slot) {
 				buf, err = sl.stream.appendResponse(buf, c.nc, sl.corr)
 				sl.stream.release()
 			default:
-				buf = appendResponse(buf, sl.corr, sl.resp)
+				buf = kwire.AppendResponse(buf, sl.corr, sl.resp)
 			}
 			if err != nil {
 				c.fail(fmt.Errorf("write response: %w", err), sl)
@@ -636,21 +619,6 @@ func (c *conn) finish(err error) {
 		c.lmx.Closed()
 	}
 	c.s.removeConn(c)
-}
-
-// appendResponse frames resp: size, correlation id, the response header's
-// empty tag section for flexible versions (never for ApiVersions, whose
-// response header is always v0), then the body.
-func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
-	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
-	if resp.IsFlexible() && resp.Key() != 18 {
-		dst = append(dst, 0)
-	}
-	dst = resp.AppendTo(dst)
-	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
-	return dst
 }
 
 // Frame buffers of Produce and Fetch requests are reused, from pools by

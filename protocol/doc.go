@@ -1,7 +1,14 @@
 // Package protocol is Sluice's Kafka wire layer: a TCP listener, request
 // framing, dispatch of decoded requests to handlers, and response encoding.
-// It turns bytes into calls on package broker (and on the group coordinator)
-// and their results back into bytes; it keeps no partition state itself.
+// It turns bytes into calls on package broker (and on the group coordinator
+// and the controller) and their results back into bytes; it keeps no
+// partition state itself and knows no storage: a handler decodes, checks
+// what is the wire's to check (versions, sessions, which broker may send a
+// broker-only request; authorisation will join them), calls, and encodes.
+// Produce and Fetch are broker.Produce and broker.Fetch; the Fetch response
+// alone has its own encoder (fetchenc.go), which sends the file regions
+// broker.Fetch returns with sendfile. Framing shared with the broker's own
+// client (frame size, response header, tagged fields) is internal/kwire's.
 //
 // # Connections
 //
@@ -62,16 +69,23 @@
 //   - Handlers run concurrently across connections. On one connection,
 //     handler N+1 starts only after handler N returned or called r.Detach():
 //     requests are applied in the order they were sent, as Kafka does. A
-//     handler that is about to park (a long-poll Fetch, a Produce waiting for
-//     acks=all, a JoinGroup waiting for the rebalance) calls r.Detach() first
-//     so the connection's next requests are processed meanwhile; its response
-//     is still written in order.
+//     handler that is about to park calls r.Detach() first so the
+//     connection's next requests are processed meanwhile; its response is
+//     still written in order. The admin requests that wait for the
+//     controller or the metadata store detach before they call; Produce and
+//     Fetch pass r to broker.Produce and broker.Fetch as their
+//     broker.WaitHook, and the broker detaches them only when an acks=all
+//     produce or a long-poll fetch must actually wait. The group handlers do
+//     not detach (groups.go): a JoinGroup waiting for the rebalance holds up
+//     its connection's later requests, as in Kafka.
 //   - The request's byte slices (for example Produce records) alias the frame
 //     buffer and are valid until the handler returns.
 //
-// Server state a handler needs is on s: s.cfg.Broker (*broker.Broker: topics,
-// partitions, produce and fetch), s.cfg.Groups (GroupCoordinator, nil when
-// not wired), s.log (a *slog.Logger), s.cfg.Broker.ID() (this broker's id).
+// Server state a handler needs is on s: s.cfg.Broker (*broker.Broker:
+// topics, partitions, the Produce and Fetch operations, the error table
+// broker.ErrorCode), s.cfg.Groups (GroupCoordinator, nil when not wired),
+// s.cfg.Controller (Controller, the controller-only APIs; nil when not
+// wired), s.log (a *slog.Logger), s.cfg.Broker.ID() (this broker's id).
 //
 // ApiVersions (18_api_versions.go) is built from the registry, so only
 // registered APIs are advertised, with exactly their registered ranges.

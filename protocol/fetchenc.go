@@ -6,8 +6,8 @@ import (
 	"net"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/internal/kwire"
 	"github.com/sluice-io/sluice/metrics"
-	"github.com/sluice-io/sluice/storage"
 )
 
 // The Fetch response is the one response kmsg cannot encode for us: its
@@ -18,101 +18,54 @@ import (
 // buffer and sends that partition's file region straight from the page cache
 // with sendfile (small regions are copied into the buffer instead, so a
 // consumer that keeps up gets its answer in one write: see
-// copyRecordsBelow). The encoding
-// is checked against kmsg.FetchResponse.ReadFrom for every version in
-// fetchenc_test.go.
+// copyRecordsBelow). The partitions and their records are broker.Fetch's
+// result (broker.Records: protocol never sees the storage behind them). The
+// encoding is checked against kmsg.FetchResponse.ReadFrom for every version
+// in fetchenc_test.go.
 
 type fetchResponse struct {
 	version   int16
 	throttle  int32
 	errorCode int16
 	sessionID int32
-	topics    []fetchTopic
+	// abortedEmpty: each partition's aborted transactions are an empty
+	// array (read_committed), not null.
+	abortedEmpty bool
+
+	// req is the broker's fetch: its partitions, in the request's order,
+	// carry their outcomes and records (file regions to release).
+	req broker.FetchRequest
+	// topics are the response's topics, each a run of consecutive
+	// partitions of req.Partitions.
+	topics []fetchTopic
+
+	// The common fetch of one partition needs no allocation beyond the
+	// response itself.
+	onePartition [1]broker.FetchPartition
+	oneTopic     [1]fetchTopic
 }
 
 type fetchTopic struct {
 	name       string
-	partitions []fetchPartition
+	partitions int // how many of req.Partitions are this topic's, after the previous topic's
 }
 
-type fetchPartition struct {
-	partition            int32
-	errorCode            int16
-	highWatermark        int64
-	lastStableOffset     int64
-	logStartOffset       int64
-	abortedEmpty         bool // read_committed: an empty (not null) aborted transactions array
-	preferredReadReplica int32
-
-	// records: a file region (read, present when read.Region.File is set;
-	// it must be released) or, for tests and errors, in-memory bytes.
-	read    storage.ReadInfo
-	records []byte
-	// part is the partition read was read from, to count what is sent
-	// (Partition.CountSent).
-	part *broker.Partition
-
-	// v12+ tagged fields; -1 means absent.
-	divergingEpoch     int32
-	divergingEndOffset int64
-	currentLeaderID    int32
-	currentLeaderEpoch int32
-}
-
-func newFetchPartition(p int32) fetchPartition {
-	return fetchPartition{
-		partition: p, highWatermark: -1, lastStableOffset: -1, logStartOffset: -1,
-		preferredReadReplica: -1,
-		divergingEpoch:       -1, divergingEndOffset: -1,
-		currentLeaderID: -1, currentLeaderEpoch: -1,
+// reserve sizes the response for a request of topics and partitions.
+func (f *fetchResponse) reserve(topics, partitions int) {
+	f.req.Partitions = f.onePartition[:0]
+	if partitions > 1 {
+		f.req.Partitions = make([]broker.FetchPartition, 0, partitions)
 	}
-}
-
-func (p *fetchPartition) recordsLen() int64 {
-	if p.read.Region.File != nil {
-		return p.read.Region.Len
+	f.topics = f.oneTopic[:0]
+	if topics > 1 {
+		f.topics = make([]fetchTopic, 0, topics)
 	}
-	return int64(len(p.records))
 }
 
 func (f *fetchResponse) flexible() bool { return f.version >= 12 }
 
 // release frees every file region.
-func (f *fetchResponse) release() {
-	for i := range f.topics {
-		for j := range f.topics[i].partitions {
-			p := &f.topics[i].partitions[j]
-			if p.read.Region.File != nil {
-				p.read.Release()
-				p.read = storage.ReadInfo{}
-			}
-		}
-	}
-}
-
-// countSent counts every region in the response as sent, to a consumer or
-// to the follower replicaID (broker.Partition.CountSent).
-func (f *fetchResponse) countSent(replicaID int32) {
-	for i := range f.topics {
-		for j := range f.topics[i].partitions {
-			p := &f.topics[i].partitions[j]
-			if p.part != nil && p.read.Region.File != nil {
-				p.part.CountSent(&p.read, replicaID)
-			}
-		}
-	}
-}
-
-// bytes is the number of record bytes in the response.
-func (f *fetchResponse) bytes() int64 {
-	var n int64
-	for i := range f.topics {
-		for j := range f.topics[i].partitions {
-			n += f.topics[i].partitions[j].recordsLen()
-		}
-	}
-	return n
-}
+func (f *fetchResponse) release() { f.req.Release() }
 
 // The encoding walks the response twice with the same code: once to count
 // (counting) and once to append, so the frame size is exact.
@@ -201,10 +154,10 @@ func (fw *fetchWriter) string(s string) {
 }
 
 // records writes the records field: its length, then the bytes: copied
-// into the buffer when small (or when there is no connection), else sent
-// with sendfile after writing the buffer.
-func (fw *fetchWriter) records(p *fetchPartition) {
-	n := p.recordsLen()
+// into the buffer when small (or in memory, or when there is no
+// connection), else sent with sendfile after writing the buffer.
+func (fw *fetchWriter) records(recs *broker.Records) {
+	n := recs.Len()
 	if fw.flex {
 		fw.uvarint(uint64(n) + 1)
 	} else {
@@ -214,11 +167,7 @@ func (fw *fetchWriter) records(p *fetchPartition) {
 	if fw.counting || fw.err != nil || n == 0 {
 		return
 	}
-	if p.read.Region.File == nil {
-		fw.buf = append(fw.buf, p.records...)
-		return
-	}
-	if n < copyRecordsBelow || fw.nc == nil {
+	if n < copyRecordsBelow || fw.nc == nil || recs.InMemory() {
 		// A response of many small regions goes out in pieces of about
 		// maxWriteBuffer, not gathered whole (a fetch may be 50 MB).
 		if fw.nc != nil && len(fw.buf)+int(n) > maxWriteBuffer {
@@ -228,7 +177,7 @@ func (fw *fetchWriter) records(p *fetchPartition) {
 			fw.buf = fw.buf[:0]
 		}
 		l := len(fw.buf)
-		fw.buf, fw.err = p.read.AppendTo(fw.buf)
+		fw.buf, fw.err = recs.AppendTo(fw.buf)
 		if fw.err == nil && int64(len(fw.buf)-l) != n {
 			fw.err = errShortRegion
 		}
@@ -241,7 +190,7 @@ func (fw *fetchWriter) records(p *fetchPartition) {
 		fw.buf = fw.buf[:0]
 	}
 	var m int64
-	m, fw.err = p.read.Region.WriteTo(fw.nc)
+	m, fw.err = recs.WriteTo(fw.nc)
 	if fw.err == nil && m != n {
 		fw.err = errShortRegion
 	}
@@ -262,53 +211,55 @@ func (f *fetchResponse) body(fw *fetchWriter) {
 		fw.int32(f.sessionID)
 	}
 	fw.arrayLen(len(f.topics))
+	parts := f.req.Partitions
 	for i := range f.topics {
 		t := &f.topics[i]
 		fw.string(t.name)
-		fw.arrayLen(len(t.partitions))
-		for j := range t.partitions {
-			p := &t.partitions[j]
-			fw.int32(p.partition)
-			fw.int16(p.errorCode)
-			fw.int64(p.highWatermark)
-			fw.int64(p.lastStableOffset)
+		fw.arrayLen(t.partitions)
+		for j := range parts[:t.partitions] {
+			p := &parts[j]
+			fw.int32(p.Partition)
+			fw.int16(p.ErrorCode)
+			fw.int64(p.HighWatermark)
+			fw.int64(p.LastStableOffset)
 			if v >= 5 {
-				fw.int64(p.logStartOffset)
+				fw.int64(p.LogStartOffset)
 			}
-			if p.abortedEmpty {
+			if f.abortedEmpty {
 				fw.arrayLen(0)
 			} else {
 				fw.nullArrayLen()
 			}
 			if v >= 11 {
-				fw.int32(p.preferredReadReplica)
+				fw.int32(-1) // preferred read replica: none (no rack-aware reads)
 			}
-			fw.records(p)
+			fw.records(&p.Records)
 			if fw.flex {
 				var tags uint64
-				if p.divergingEpoch >= 0 {
+				if p.DivergingEpoch >= 0 {
 					tags++
 				}
-				if p.currentLeaderID >= 0 {
+				if p.LeaderID >= 0 {
 					tags++
 				}
 				fw.uvarint(tags)
-				if p.divergingEpoch >= 0 {
+				if p.DivergingEpoch >= 0 {
 					fw.uvarint(0)         // tag DivergingEpoch
 					fw.uvarint(4 + 8 + 1) // size: epoch, end offset, empty tags
-					fw.int32(p.divergingEpoch)
-					fw.int64(p.divergingEndOffset)
+					fw.int32(p.DivergingEpoch)
+					fw.int64(p.DivergingEndOffset)
 					fw.uvarint(0)
 				}
-				if p.currentLeaderID >= 0 {
+				if p.LeaderID >= 0 {
 					fw.uvarint(1)         // tag CurrentLeader
 					fw.uvarint(4 + 4 + 1) // size: leader id, leader epoch, empty tags
-					fw.int32(p.currentLeaderID)
-					fw.int32(p.currentLeaderEpoch)
+					fw.int32(p.LeaderID)
+					fw.int32(p.LeaderEpoch)
 					fw.uvarint(0)
 				}
 			}
 		}
+		parts = parts[t.partitions:]
 		if fw.flex {
 			fw.uvarint(0) // topic tags
 		}
@@ -323,7 +274,7 @@ func (f *fetchResponse) size() int64 {
 	fw := fetchWriter{flex: f.flexible(), counting: true}
 	f.body(&fw)
 	n := fw.n + 4 // correlation id
-	if f.flexible() {
+	if kwire.ResponseHeaderTags(1, f.flexible()) {
 		n++ // response header tags
 	}
 	return n
@@ -335,7 +286,7 @@ func (f *fetchResponse) appendResponse(buf []byte, nc net.Conn, corr int32) ([]b
 	fw := fetchWriter{buf: buf, nc: nc, flex: f.flexible()}
 	fw.int32(int32(size))
 	fw.int32(corr)
-	if fw.flex {
+	if kwire.ResponseHeaderTags(1, fw.flex) {
 		fw.uvarint(0)
 	}
 	f.body(&fw)
@@ -363,10 +314,8 @@ func (f *fetchResponse) writeResponse(w *bufio.Writer, nc net.Conn, corr int32) 
 func (f *fetchResponse) errorCodes(mx *metrics.API) int16 {
 	t := errTally{api: mx}
 	t.add(f.errorCode)
-	for i := range f.topics {
-		for j := range f.topics[i].partitions {
-			t.add(f.topics[i].partitions[j].errorCode)
-		}
+	for i := range f.req.Partitions {
+		t.add(f.req.Partitions[i].ErrorCode)
 	}
 	return t.first
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/broker"
 )
 
 // TestFetchEncoderDecodesWithKmsg encodes a Fetch response with the
@@ -16,25 +18,25 @@ func TestFetchEncoderDecodesWithKmsg(t *testing.T) {
 	batchA := bytes.Repeat([]byte{0xAB}, 300)
 	batchB := []byte("some record batch bytes")
 	for v := int16(4); v <= 12; v++ {
-		f := &fetchResponse{version: v, throttle: 7, errorCode: 0, sessionID: 0}
-		p0 := newFetchPartition(0)
-		p0.highWatermark, p0.lastStableOffset, p0.logStartOffset = 100, 100, 3
-		p0.records = batchA
-		p1 := newFetchPartition(5)
-		p1.errorCode = 6 // NOT_LEADER_OR_FOLLOWER
-		p1.currentLeaderID, p1.currentLeaderEpoch = 2, 9
-		p2 := newFetchPartition(1)
-		p2.highWatermark, p2.lastStableOffset, p2.logStartOffset = 42, 42, 0
-		p2.abortedEmpty = true
-		p2.divergingEpoch, p2.divergingEndOffset = 4, 40
-		p3 := newFetchPartition(2) // empty records
-		p3.highWatermark, p3.lastStableOffset, p3.logStartOffset = 0, 0, 0
-		f.topics = []fetchTopic{
-			{name: "orders", partitions: []fetchPartition{p0, p1}},
-			{name: "t2", partitions: []fetchPartition{p2, p3}},
-			{name: "empty-topic-list", partitions: nil},
-		}
-		f.topics[1].partitions[0].records = batchB
+		// read_committed (an empty, not null, aborted transactions array
+		// on every partition) on every other version.
+		readCommitted := v%2 == 0
+		f := &fetchResponse{version: v, throttle: 7, errorCode: 0, sessionID: 0, abortedEmpty: readCommitted}
+		p0 := testFetchPartition(0)
+		p0.HighWatermark, p0.LastStableOffset, p0.LogStartOffset = 100, 100, 3
+		p0.Records = broker.MemoryRecords(batchA)
+		p1 := testFetchPartition(5)
+		p1.ErrorCode = 6 // NOT_LEADER_OR_FOLLOWER
+		p1.LeaderID, p1.LeaderEpoch = 2, 9
+		p2 := testFetchPartition(1)
+		p2.HighWatermark, p2.LastStableOffset, p2.LogStartOffset = 42, 42, 0
+		p2.DivergingEpoch, p2.DivergingEndOffset = 4, 40
+		p2.Records = broker.MemoryRecords(batchB)
+		p3 := testFetchPartition(2) // empty records
+		p3.HighWatermark, p3.LastStableOffset, p3.LogStartOffset = 0, 0, 0
+		f.addTopic("orders", p0, p1)
+		f.addTopic("t2", p2, p3)
+		f.addTopic("empty-topic-list")
 
 		var out bytes.Buffer
 		w := bufio.NewWriter(&out)
@@ -76,8 +78,8 @@ func TestFetchEncoderDecodesWithKmsg(t *testing.T) {
 		if v >= 5 && rp.LogStartOffset != 3 {
 			t.Fatalf("v%d: log start %d", v, rp.LogStartOffset)
 		}
-		if rp.AbortedTransactions != nil {
-			t.Fatalf("v%d: aborted transactions should be null", v)
+		if (rp.AbortedTransactions != nil) != readCommitted || len(rp.AbortedTransactions) != 0 {
+			t.Fatalf("v%d: aborted transactions %v (read_committed %v)", v, rp.AbortedTransactions, readCommitted)
 		}
 		if v >= 11 && rp.PreferredReadReplica != -1 {
 			t.Fatalf("v%d: preferred read replica %d", v, rp.PreferredReadReplica)
@@ -90,7 +92,7 @@ func TestFetchEncoderDecodesWithKmsg(t *testing.T) {
 			t.Fatalf("v%d: current leader %+v", v, nl.CurrentLeader)
 		}
 		d := resp.Topics[1].Partitions[0]
-		if !bytes.Equal(d.RecordBatches, batchB) || d.AbortedTransactions == nil || len(d.AbortedTransactions) != 0 {
+		if !bytes.Equal(d.RecordBatches, batchB) || (d.AbortedTransactions != nil) != readCommitted || len(d.AbortedTransactions) != 0 {
 			t.Fatalf("v%d: t2/1: %+v", v, d)
 		}
 		if v >= 12 && (d.DivergingEpoch.Epoch != 4 || d.DivergingEpoch.EndOffset != 40) {
@@ -126,4 +128,18 @@ func TestFetchEncoderSessionError(t *testing.T) {
 			t.Fatalf("v%d: %+v", v, resp)
 		}
 	}
+}
+
+// testFetchPartition is a partition result with nothing set: no offsets, no
+// diverging epoch, no leader.
+func testFetchPartition(p int32) broker.FetchPartition {
+	fp := broker.FetchPartition{Partition: p}
+	fp.Fail(nil)
+	return fp
+}
+
+// addTopic appends a topic and its partitions.
+func (f *fetchResponse) addTopic(name string, partitions ...broker.FetchPartition) {
+	f.topics = append(f.topics, fetchTopic{name: name, partitions: len(partitions)})
+	f.req.Partitions = append(f.req.Partitions, partitions...)
 }

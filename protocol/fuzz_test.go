@@ -66,17 +66,3 @@ func FuzzRequestFrame(f *testing.F) {
 		}
 	})
 }
-
-func TestSkipTags(t *testing.T) {
-	b := []byte{2, 0, 1, 0xAA, 5, 2, 0xBB, 0xCC, 0x99}
-	rest, err := skipTags(b)
-	if err != nil || len(rest) != 1 || rest[0] != 0x99 {
-		t.Fatalf("rest %x err %v", rest, err)
-	}
-	if _, err := skipTags([]byte{1, 0, 200}); err == nil {
-		t.Fatal("oversized tag accepted")
-	}
-	if _, err := skipTags(nil); err == nil {
-		t.Fatal("empty tag section accepted")
-	}
-}

@@ -19,6 +19,8 @@ import (
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/group"
+	"github.com/sluice-io/sluice/internal/kwire"
+	"github.com/sluice-io/sluice/record"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -241,8 +243,8 @@ func newFuzzNode(tb testing.TB) *fuzzNode {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	batch, err := storage.BuildBatch(storage.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: time.Now().UnixMilli()},
-		[]storage.Record{{Key: []byte("k"), Value: []byte("v")}, {OffsetDelta: 1, Value: []byte("w")}})
+	batch, err := record.BuildBatch(record.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: time.Now().UnixMilli()},
+		[]record.Record{{Key: []byte("k"), Value: []byte("v")}, {OffsetDelta: 1, Value: []byte("w")}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -298,7 +300,7 @@ func (n *fuzzNode) run(a *api, r *Request) []byte {
 	if resp.Key() != r.Key || resp.GetVersion() != r.Version {
 		panic(fmt.Sprintf("%s v%d answered with key %d v%d", kmsg.NameForKey(r.Key), r.Version, resp.Key(), resp.GetVersion()))
 	}
-	return appendResponse(nil, r.CorrelationID, resp)
+	return kwire.AppendResponse(nil, r.CorrelationID, resp)
 }
 
 // state is an estimate of what describing the broker's whole state takes
@@ -509,8 +511,8 @@ func seedRequest(key, v int16) kmsg.Request {
 
 // seedBatch is a record batch v2 of two records.
 func seedBatch() []byte {
-	b, err := storage.BuildBatch(storage.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: 1700000000000},
-		[]storage.Record{{Key: []byte("k"), Value: []byte("v")}, {OffsetDelta: 1, Value: []byte("w")}})
+	b, err := record.BuildBatch(record.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: 1700000000000},
+		[]record.Record{{Key: []byte("k"), Value: []byte("v")}, {OffsetDelta: 1, Value: []byte("w")}})
 	if err != nil {
 		panic(err)
 	}

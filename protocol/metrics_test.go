@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/metrics"
 )
 
@@ -63,8 +64,10 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 	rt.Partitions[1].ErrorCode = kerr.NotLeaderForPartition.Code
 	rt.Partitions[2].ErrorCode = kerr.MessageTooLarge.Code
 	resp.Topics = append(resp.Topics, rt)
-	fr := &fetchResponse{version: 12, topics: []fetchTopic{{name: "t", partitions: []fetchPartition{newFetchPartition(0), newFetchPartition(1)}}}}
-	fr.topics[0].partitions[1].errorCode = kerr.OffsetOutOfRange.Code
+	fr := &fetchResponse{version: 12}
+	p1 := testFetchPartition(1)
+	p1.Fail(&broker.Error{Code: kerr.OffsetOutOfRange})
+	fr.addTopic("t", testFetchPartition(0), p1)
 	a := lookup(0)
 	start := time.Now()
 	// Resolve the error series once, as the first failure of a kind does.

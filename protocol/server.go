@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/broker"
-	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/metrics"
 )
 
@@ -30,9 +29,9 @@ type Config struct {
 	// until it is wired (see groups.go).
 	Groups GroupCoordinator
 	// Controller is this broker's controller role, which the
-	// controller-only APIs (ControlledShutdown, ElectLeaders) call and the
-	// reassignment APIs use; nil answers them NOT_CONTROLLER.
-	Controller *cluster.Controller
+	// controller-only APIs (ControlledShutdown, ElectLeaders,
+	// AlterPartitionReassignments) call; nil answers them NOT_CONTROLLER.
+	Controller Controller
 	Logger     *slog.Logger
 	// MaxRequestBytes is socket.request.max.bytes: a larger frame closes the
 	// connection.
@@ -371,10 +370,6 @@ func (b *Bound) Serve(brk *broker.Broker) (*Server, error) {
 
 // Close releases the listeners of a Bound that never served.
 func (b *Bound) Close() error { return b.s.Close() }
-
-// SetController sets the controller the controller APIs call, before the
-// server serves.
-func (b *Bound) SetController(c *cluster.Controller) { b.s.cfg.Controller = c }
 
 // Close is Shutdown with a five second grace period.
 func (s *Server) Close() error {

@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/protocol"
+	"github.com/sluice-io/sluice/record"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -246,12 +247,12 @@ func (c *rawConn) roundTrip(req kmsg.Request, resp kmsg.Response) error {
 }
 
 func benchBatch(tb testing.TB, records, size int) []byte {
-	recs := make([]storage.Record, records)
+	recs := make([]record.Record, records)
 	for i := range recs {
 		recs[i].Value = make([]byte, size)
 		rand.Read(recs[i].Value)
 	}
-	b, err := storage.BuildBatch(storage.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: time.Now().UnixMilli()}, recs)
+	b, err := record.BuildBatch(record.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: time.Now().UnixMilli()}, recs)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark of Sluice, franz-go's kfake and NATS JetStream
-# (`make bench`, which runs `make build` first). Writes the report into BENCHMARKS.md
+# Side-by-side benchmark of Sluice, franz-go's kfake, NATS JetStream and
+# RabbitMQ (stream queues and quorum queues) (`make bench`, which runs
+# `make build` first). Writes the report into BENCHMARKS.md
 # (between its "make bench" markers).
 #
 #   make bench                              # the full matrix, 3 runs (tens of minutes)
@@ -8,6 +9,7 @@
 #   ./scripts/bench.sh --smoke              # the same without rebuilding bin/sluice
 #   BENCH_RECORDS=200000 BENCH_RUNS=1 make bench
 #   BENCH_SYSTEMS=kfake,nats make bench     # leave a system out
+#   BENCH_SYSTEMS=sluice,rabbitmq-stream,rabbitmq-quorum make bench   # Sluice against RabbitMQ only
 #   BENCH_REPLICATION=3 make bench          # three-broker clusters, topics/streams with 3 replicas
 #   BENCH_SMOKE=1 BENCH_REPLICATION=3 ./scripts/bench.sh   # ~30 s check of the cluster harness
 #   ./scripts/bench.sh --replication 3 --records 50000 --runs 1
@@ -26,7 +28,8 @@
 #
 # Every flag of bench/benchrun can be given after the script name; their
 # defaults come from these variables:
-#   BENCH_RECORDS (1000000)  BENCH_RUNS (3)  BENCH_SYSTEMS (sluice,kfake,nats)
+#   BENCH_RECORDS (1000000)  BENCH_RUNS (3)
+#   BENCH_SYSTEMS (sluice,kfake,nats,rabbitmq-stream,rabbitmq-quorum)
 #   BENCH_SIZES (100,1024)   BENCH_PARTITIONS (1,6; 6 with replication)  BENCH_ACKS (1,all)
 #   BENCH_COMPRESSION (none,zstd; none with replication)  BENCH_E2E (1)  BENCH_E2E_RATE (10000)
 #   BENCH_E2E_SECONDS (10)   BENCH_REPLICATION (1)  BENCH_PROFILE (0)
@@ -34,10 +37,17 @@
 #   BENCH_SLUICE_SERVE (the `sluice serve` arguments, {port} and {dir} filled in)
 #   BENCH_SLUICE_CLUSTER (added per broker of a Sluice cluster: {id}, {zk}, {rf}, {minisr})
 #   BENCH_NATS_SERVER (/usr/sbin/nats-server)
+#   BENCH_RABBITMQ_SERVER (/usr/lib/rabbitmq/bin/rabbitmq-server)  BENCH_EPMD (/usr/bin/epmd)
 #   SLUICE_JAVA, SLUICE_ZOOKEEPER_JAR (where java and the ZooKeeper jar are, for replication)
 #
-# The kfake launcher and the NATS load generator live in their own Go module
-# (bench/), so nats.go never enters the main module or the sluice binary.
+# RabbitMQ is Debian's rabbitmq-server, installed here with apt-get when
+# missing and a RabbitMQ system is asked for; each measurement starts a node
+# of its own on free loopback ports (see bench/benchrun/rabbitmq.go). It is
+# not a test dependency: `make test` never needs it.
+#
+# The kfake launcher and the NATS and RabbitMQ load generators live in their
+# own Go module (bench/), so nats.go and amqp091-go never enter the main
+# module or the sluice binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,7 +60,27 @@ if [[ ! -x ${BENCH_NATS_SERVER:-/usr/sbin/nats-server} ]]; then
 	echo "bench: nats-server not found (apt-get install nats-server); NATS JetStream will be skipped" >&2
 fi
 
+wants_rabbitmq() {
+	local systems=${BENCH_SYSTEMS:-rabbitmq} arg prev=""
+	for arg in "$@"; do
+		case $prev in --systems) systems=$arg ;; esac
+		case $arg in --systems=*) systems=${arg#--systems=} ;; esac
+		prev=$arg
+	done
+	[[ $systems == *rabbitmq* ]]
+}
+if wants_rabbitmq "$@" && [[ ! -x ${BENCH_RABBITMQ_SERVER:-/usr/lib/rabbitmq/bin/rabbitmq-server} ]]; then
+	echo "bench: installing rabbitmq-server (Debian's package)" >&2
+	if [[ $(id -u) -eq 0 ]]; then SUDO=(); else SUDO=(sudo); fi
+	# Where systemd runs, the package starts its own service on port 5672;
+	# the harness leaves it alone and starts nodes of its own.
+	if ! { "${SUDO[@]}" apt-get update -qq &&
+		"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends rabbitmq-server >/dev/null; }; then
+		echo "bench: could not install rabbitmq-server; RabbitMQ will be skipped" >&2
+	fi
+fi
+
 mkdir -p bin/bench
-(cd bench && CGO_ENABLED=0 "$GO" build -trimpath -o ../bin/bench/ ./kfakeserver ./natsperf ./benchrun)
+(cd bench && CGO_ENABLED=0 "$GO" build -trimpath -o ../bin/bench/ ./kfakeserver ./natsperf ./rabbitperf ./benchrun)
 
 exec bin/bench/benchrun "$@"

@@ -2,7 +2,7 @@
 # Runs native Go fuzz targets for a short time each.
 # Usage: scripts/fuzz.sh [fuzztime] [package-dir...]
 #   scripts/fuzz.sh 4s                       every target in the repository
-#   scripts/fuzz.sh 4s ./storage ./protocol  only the targets of these packages
+#   scripts/fuzz.sh 4s ./record ./protocol   only the targets of these packages
 # (`make test-fuzz` runs the decoders of outside bytes; `make fuzz` runs all.)
 set -euo pipefail
 cd "$(dirname "$0")/.."

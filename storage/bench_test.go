@@ -11,13 +11,16 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/record/recordtest"
 )
 
 // batchOfSize builds an uncompressed batch of about size bytes made of
 // records with recordSize-byte values.
 func batchOfSize(b testing.TB, size, recordSize int) []byte {
 	n := size / (recordSize + 12)
-	return testBatch(b, n, recordSize, time.Now().UnixMilli(), CompressionNone)
+	return recordtest.Batch(b, n, recordSize, time.Now().UnixMilli(), record.CompressionNone)
 }
 
 // BenchmarkAppend measures AppendAsLeader of 16 KiB batches into the page
@@ -158,8 +161,8 @@ func BenchmarkOffsetLookup(b *testing.B) {
 	for i := range targets {
 		targets[i] = rng.Int63n(min(leo, s.next.Load()))
 	}
-	var hb [BatchHeaderSize]byte
-	var h BatchHeader
+	var hb [record.BatchHeaderSize]byte
+	var h record.BatchHeader
 	size := s.size.Load()
 	b.Run("index", func(b *testing.B) {
 		b.ReportAllocs()
@@ -242,7 +245,7 @@ func BenchmarkAppendFsync(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			batch := testBatch(b, 10, 100, time.Now().UnixMilli(), CompressionNone)
+			batch := recordtest.Batch(b, 10, 100, time.Now().UnixMilli(), record.CompressionNone)
 			b.ReportAllocs()
 			b.ResetTimer()
 			var next atomic.Int64
@@ -274,15 +277,15 @@ func BenchmarkAppendFsync(b *testing.B) {
 // BenchmarkCheckRecords: the per-record structure check of an uncompressed
 // producer batch (1,000 records of 100 B), done on every append.
 func BenchmarkCheckRecords(b *testing.B) {
-	batch := testBatch(b, 1000, 100, time.Now().UnixMilli(), CompressionNone)
-	h, err := ParseBatchHeader(batch)
+	batch := recordtest.Batch(b, 1000, 100, time.Now().UnixMilli(), record.CompressionNone)
+	h, err := record.ParseBatchHeader(batch)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(int64(len(batch)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := checkUncompressedRecords(&h, batch); err != nil {
+		if err := record.CheckUncompressedRecords(&h, batch); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -292,7 +295,7 @@ func BenchmarkCheckRecords(b *testing.B) {
 // textBatch builds a batch of n records of size bytes of text (words from a
 // 4,096-word vocabulary, as `sluice perf --payload text`), compressed with c:
 // it shrinks about as log lines do, so decompression does real work.
-func textBatch(b testing.TB, n, size int, c Compression) []byte {
+func textBatch(b testing.TB, n, size int, c record.Compression) []byte {
 	rng := rand.New(rand.NewSource(1))
 	words := make([][]byte, 4096)
 	for i := range words {
@@ -302,15 +305,15 @@ func textBatch(b testing.TB, n, size int, c Compression) []byte {
 		}
 		words[i] = w
 	}
-	recs := make([]Record, n)
+	recs := make([]record.Record, n)
 	for i := range recs {
 		v := make([]byte, 0, size+11)
 		for len(v) < size {
 			v = append(append(v, words[rng.Intn(len(words))]...), ' ')
 		}
-		recs[i] = Record{Key: []byte(fmt.Sprintf("key-%d", i)), Value: v[:size]}
+		recs[i] = record.Record{Key: []byte(fmt.Sprintf("key-%d", i)), Value: v[:size]}
 	}
-	batch, err := BuildBatch(BatchOptions{Compression: c, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: time.Now().UnixMilli()}, recs)
+	batch, err := record.BuildBatch(record.BatchOptions{Compression: c, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: time.Now().UnixMilli()}, recs)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -323,7 +326,7 @@ func textBatch(b testing.TB, n, size int, c Compression) []byte {
 // uncompressed record bytes. BenchmarkCheckCompressed is the check alone:
 // the difference is what the rest of the append costs.
 func BenchmarkAppendCompressed(b *testing.B) {
-	for _, c := range []Compression{CompressionNone, CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd} {
+	for _, c := range []record.Compression{record.CompressionNone, record.CompressionGzip, record.CompressionSnappy, record.CompressionLZ4, record.CompressionZstd} {
 		b.Run(c.String(), func(b *testing.B) {
 			m := openTestManager(b, b.TempDir(), nil)
 			defer m.Close()
@@ -355,17 +358,17 @@ func BenchmarkAppendCompressed(b *testing.B) {
 }
 
 func BenchmarkCheckCompressed(b *testing.B) {
-	for _, c := range []Compression{CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd} {
+	for _, c := range []record.Compression{record.CompressionGzip, record.CompressionSnappy, record.CompressionLZ4, record.CompressionZstd} {
 		b.Run(c.String(), func(b *testing.B) {
 			batch := textBatch(b, 256, 1024, c)
-			h, err := ParseBatchHeader(batch)
+			h, err := record.ParseBatchHeader(batch)
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.SetBytes(256 * 1024)
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := checkCompressedRecords(&h, batch, false, DefaultMaxDecompressedBatchBytes); err != nil {
+				if err := record.CheckCompressedRecords(&h, batch, false, record.DefaultMaxDecompressedBatchBytes); err != nil {
 					b.Fatal(err)
 				}
 			}

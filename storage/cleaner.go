@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"github.com/sluice-io/sluice/record"
 )
 
 // Compaction (cleanup.policy=compact), after Kafka's LogCleaner:
@@ -155,11 +157,11 @@ func (l *Log) Clean(force bool) (CleanResult, error) {
 		if segs[i+1].base <= firstDirty {
 			continue
 		}
-		err := l.scanSegment(s, func(h *BatchHeader, batch []byte) error {
+		err := l.scanSegment(s, func(h *record.BatchHeader, batch []byte) error {
 			if h.Control() || h.NextOffset() <= firstDirty {
 				return nil
 			}
-			return walkRecords(h, batch, func(h *BatchHeader, r *Record) error {
+			return record.WalkRecords(h, batch, func(h *record.BatchHeader, r *record.Record) error {
 				if off := h.BaseOffset + int64(r.OffsetDelta); r.Key != nil && off >= firstDirty {
 					offsets[string(r.Key)] = off
 				}
@@ -204,7 +206,7 @@ func (l *Log) Clean(force bool) (CleanResult, error) {
 }
 
 // scanSegment calls fn for each batch of a segment (CRC checked).
-func (l *Log) scanSegment(s *segment, fn func(h *BatchHeader, batch []byte) error) error {
+func (l *Log) scanSegment(s *segment, fn func(h *record.BatchHeader, batch []byte) error) error {
 	f, err := s.acquire()
 	if err != nil {
 		return err
@@ -256,14 +258,14 @@ func (c *cleaner) cleanGroup(group []*segment, next int64) (size, removed int64,
 	// crash-interrupted swap finds the old segments to remove at load.
 	var lastDropped []byte
 	for _, s := range group {
-		err := l.scanSegment(s, func(h *BatchHeader, batch []byte) error {
+		err := l.scanSegment(s, func(h *record.BatchHeader, batch []byte) error {
 			out, n, err := c.filterBatch(h, batch)
 			if err != nil {
 				return err
 			}
 			removed += n
 			if len(out) == 0 {
-				lastDropped = append(lastDropped[:0], batch[:BatchHeaderSize]...)
+				lastDropped = append(lastDropped[:0], batch[:record.BatchHeaderSize]...)
 				return nil
 			}
 			lastDropped = lastDropped[:0]
@@ -274,8 +276,8 @@ func (c *cleaner) cleanGroup(group []*segment, next int64) (size, removed int64,
 		}
 	}
 	if len(lastDropped) > 0 {
-		var h BatchHeader
-		parseHeader(lastDropped, &h)
+		var h record.BatchHeader
+		record.DecodeHeader(lastDropped, &h)
 		c.out = append(c.out[:0], lastDropped...)
 		if err := ns.appendBatches(c.emptyBatch(&h), interval); err != nil {
 			return fail(err)
@@ -368,13 +370,13 @@ func (c *cleaner) cleanGroup(group []*segment, next int64) (size, removed int64,
 
 // filterBatch returns the batch as it should be after cleaning (the input
 // itself when nothing changes; nil when it goes) and how many records it lost.
-func (c *cleaner) filterBatch(h *BatchHeader, batch []byte) ([]byte, int64, error) {
+func (c *cleaner) filterBatch(h *record.BatchHeader, batch []byte) ([]byte, int64, error) {
 	if h.Control() {
 		return batch, 0, nil
 	}
 	horizonPassed := h.HasDeleteHorizon() && c.now >= h.BaseTimestamp
 	kept, tombstones := int32(0), false
-	err := walkRecords(h, batch, func(h *BatchHeader, r *Record) error {
+	err := record.WalkRecords(h, batch, func(h *record.BatchHeader, r *record.Record) error {
 		if c.retain(h, r, horizonPassed) {
 			kept++
 			tombstones = tombstones || r.Value == nil
@@ -392,7 +394,7 @@ func (c *cleaner) filterBatch(h *BatchHeader, batch []byte) ([]byte, int64, erro
 	if kept == 0 {
 		if last, ok := c.producerLast[h.ProducerID]; ok && h.ProducerID >= 0 && last == h.LastOffset() {
 			c.out = c.out[:0]
-			c.out = append(c.out, batch[:BatchHeaderSize]...)
+			c.out = append(c.out, batch[:record.BatchHeaderSize]...)
 			return c.emptyBatch(h), removed, nil
 		}
 		return nil, removed, nil
@@ -405,7 +407,7 @@ func (c *cleaner) filterBatch(h *BatchHeader, batch []byte) ([]byte, int64, erro
 	}
 	maxTS := int64(-1)
 	c.body = c.body[:0]
-	err = walkRecords(h, batch, func(h *BatchHeader, r *Record) error {
+	err = record.WalkRecords(h, batch, func(h *record.BatchHeader, r *record.Record) error {
 		if !c.retain(h, r, horizonPassed) {
 			return nil
 		}
@@ -413,7 +415,7 @@ func (c *cleaner) filterBatch(h *BatchHeader, batch []byte) ([]byte, int64, erro
 		maxTS = max(maxTS, ts)
 		rr := *r
 		rr.TimestampDelta = ts - newBase
-		c.body = appendRecord(c.body, &rr, r.OffsetDelta)
+		c.body = record.AppendRecord(c.body, &rr, r.OffsetDelta)
 		return nil
 	})
 	if err != nil {
@@ -422,37 +424,37 @@ func (c *cleaner) filterBatch(h *BatchHeader, batch []byte) ([]byte, int64, erro
 	if h.LogAppendTime() {
 		maxTS = h.MaxTimestamp
 	}
-	c.out = append(c.out[:0], batch[:BatchHeaderSize]...)
-	if c.out, err = Compress(h.Compression(), c.out, c.body); err != nil {
+	c.out = append(c.out[:0], batch[:record.BatchHeaderSize]...)
+	if c.out, err = record.Compress(h.Compression(), c.out, c.body); err != nil {
 		return nil, 0, err
 	}
 	nh := *h
-	nh.BatchLength = int32(len(c.out) - batchLengthOverhead)
+	nh.BatchLength = int32(len(c.out) - record.BatchLengthOverhead)
 	nh.BaseTimestamp = newBase
 	nh.MaxTimestamp = maxTS
 	nh.RecordCount = kept
 	if needHorizon || h.HasDeleteHorizon() {
-		nh.Attributes |= attrHasDeleteHorizon
+		nh.Attributes |= record.AttrHasDeleteHorizon
 	}
-	putHeader(c.out, &nh)
-	binary.BigEndian.PutUint32(c.out[offCRC:], batchCRC(c.out))
+	record.PutHeader(c.out, &nh)
+	binary.BigEndian.PutUint32(c.out[record.OffCRC:], record.BatchCRC(c.out))
 	return c.out, removed, nil
 }
 
 // emptyBatch turns c.out (a copy of h's header) into a batch with no records.
-func (c *cleaner) emptyBatch(h *BatchHeader) []byte {
+func (c *cleaner) emptyBatch(h *record.BatchHeader) []byte {
 	nh := *h
-	nh.BatchLength = minBatchLength
+	nh.BatchLength = record.MinBatchLength
 	nh.RecordCount = 0
-	nh.Attributes &^= attrCompressionMask
-	putHeader(c.out, &nh)
-	binary.BigEndian.PutUint32(c.out[offCRC:], batchCRC(c.out))
+	nh.Attributes &^= record.AttrCompressionMask
+	record.PutHeader(c.out, &nh)
+	binary.BigEndian.PutUint32(c.out[record.OffCRC:], record.BatchCRC(c.out))
 	return c.out
 }
 
 // retain decides one record: it needs a key, no newer record of that key
 // may exist, and a tombstone goes once its batch's delete horizon passed.
-func (c *cleaner) retain(h *BatchHeader, r *Record, horizonPassed bool) bool {
+func (c *cleaner) retain(h *record.BatchHeader, r *record.Record, horizonPassed bool) bool {
 	if r.Key == nil {
 		return false
 	}

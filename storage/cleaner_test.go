@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
@@ -9,6 +10,9 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/record/recordtest"
 )
 
 type modelEntry struct {
@@ -30,17 +34,17 @@ func compactConfig() LogConfig {
 // and records them in the model.
 func appendRandom(t *testing.T, l *Log, rng *rand.Rand, model map[string]modelEntry, n, nKeys int, now int64) {
 	t.Helper()
-	codecs := []Compression{CompressionNone, CompressionNone, CompressionGzip, CompressionZstd, CompressionLZ4, CompressionSnappy}
+	codecs := []record.Compression{record.CompressionNone, record.CompressionNone, record.CompressionGzip, record.CompressionZstd, record.CompressionLZ4, record.CompressionSnappy}
 	for i := 0; i < n; i++ {
-		recs := make([]Record, 1+rng.Intn(5))
+		recs := make([]record.Record, 1+rng.Intn(5))
 		for j := range recs {
 			k := fmt.Sprintf("key-%03d", rng.Intn(nKeys))
-			recs[j] = Record{Key: []byte(k)}
+			recs[j] = record.Record{Key: []byte(k)}
 			if rng.Intn(5) > 0 {
 				recs[j].Value = []byte(fmt.Sprintf("%s=%d", k, rng.Int63()))
 			}
 		}
-		b, err := BuildBatch(BatchOptions{Compression: codecs[rng.Intn(len(codecs))], ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: now}, recs)
+		b, err := record.BuildBatch(record.BatchOptions{Compression: codecs[rng.Intn(len(codecs))], ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: now}, recs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,9 +159,9 @@ func TestCompactionAgainstModel(t *testing.T) {
 		t.Fatalf("log end went back to %d", l.LogEndOffset())
 	}
 	// The broker refuses keyless records on a compacted topic.
-	b := testBatch(t, 1, 10, now, CompressionNone)
-	nokey, _ := BuildBatch(BatchOptions{ProducerID: -1, BaseSequence: -1, BaseTimestamp: now}, []Record{{Value: []byte("v")}})
-	if _, err := l.AppendAsLeader(nokey, 0); !isErr(err, ErrInvalidRecord) {
+	b := recordtest.Batch(t, 1, 10, now, record.CompressionNone)
+	nokey, _ := record.BuildBatch(record.BatchOptions{ProducerID: -1, BaseSequence: -1, BaseTimestamp: now}, []record.Record{{Value: []byte("v")}})
+	if _, err := l.AppendAsLeader(nokey, 0); !errors.Is(err, record.ErrInvalidRecord) {
 		t.Fatalf("keyless record on compacted topic: %v", err)
 	}
 	mustAppend(t, l, b)

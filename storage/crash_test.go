@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/record/recordtest"
 )
 
 // copyDir copies a flat tree (log dir with partition folders).
@@ -79,9 +82,9 @@ func buildCrashFixture(t *testing.T) *crashFixture {
 	fx := &crashFixture{pristine: dir, tp: tp, prevValues: map[int64]string{}}
 	now := time.Now().UnixMilli()
 	for i := 0; i < 12; i++ {
-		recs := []Record{{Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("value-%02d-%s", i, strings.Repeat("x", 60)))},
+		recs := []record.Record{{Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("value-%02d-%s", i, strings.Repeat("x", 60)))},
 			{Key: []byte("second"), Value: []byte(fmt.Sprintf("v%d", i))}}
-		b, err := BuildBatch(BatchOptions{ProducerID: 9, ProducerEpoch: 0, BaseSequence: int32(2 * i), BaseTimestamp: now + int64(i)}, recs)
+		b, err := record.BuildBatch(record.BatchOptions{ProducerID: 9, ProducerEpoch: 0, BaseSequence: int32(2 * i), BaseTimestamp: now + int64(i)}, recs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +143,7 @@ func (fx *crashFixture) check(t *testing.T, dir string, lastKept bool) {
 	if lastKept {
 		seq = 24
 	}
-	b, _ := BuildBatch(BatchOptions{ProducerID: 9, BaseSequence: seq, BaseTimestamp: time.Now().UnixMilli()}, []Record{{Key: []byte("after"), Value: []byte("crash")}})
+	b, _ := record.BuildBatch(record.BatchOptions{ProducerID: 9, BaseSequence: seq, BaseTimestamp: time.Now().UnixMilli()}, []record.Record{{Key: []byte("after"), Value: []byte("crash")}})
 	info, err := l.AppendAsLeader(b, 0)
 	if err != nil {
 		t.Fatalf("append after recovery: %v", err)
@@ -188,9 +191,9 @@ func TestCrashRecoveryCorruptTail(t *testing.T) {
 			t.Fatal(err)
 		}
 		switch {
-		case pos >= offPartitionLeaderEpoch && pos < offMagic:
+		case pos >= record.OffPartitionLeaderEpoch && pos < record.OffMagic:
 			fx.check(t, dir, true) // not covered by the CRC: kept
-		case pos < offBatchLength:
+		case pos < record.OffBatchLength:
 			// A changed base offset: lower than the log end it is rejected;
 			// a gap forward is legal (compaction) and kept.
 			m := openTestManager(t, dir, nil, crashConfig)
@@ -219,11 +222,11 @@ func TestCrashRecoveryMidLog(t *testing.T) {
 	pdir := filepath.Join(dir, fx.tp.String())
 	first := filepath.Join(pdir, offsetFileName(0, logSuffix))
 	data, _ := os.ReadFile(first)
-	h, err := ParseBatchHeader(data)
+	h, err := record.ParseBatchHeader(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data[h.Size()+BatchHeaderSize+3] ^= 0xff // second batch's records
+	data[h.Size()+record.BatchHeaderSize+3] ^= 0xff // second batch's records
 	os.WriteFile(first, data, 0o644)
 	m := openTestManager(t, dir, nil, crashConfig)
 	l, _ := m.Log(fx.tp)
@@ -277,7 +280,7 @@ func TestStrayDirectorySkipped(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mustAppend(t, l, testBatch(t, 5, 10, time.Now().UnixMilli(), CompressionNone))
+			mustAppend(t, l, recordtest.Batch(t, 5, 10, time.Now().UnixMilli(), record.CompressionNone))
 		}
 		if logs := m.Logs(); len(logs) != 1 || logs[0].LogEndOffset() != 5 {
 			t.Fatalf("start %d: logs %v", start, logs)
@@ -306,13 +309,10 @@ func TestLoadErrors(t *testing.T) {
 	t.Run("old message format", func(t *testing.T) {
 		dir := t.TempDir()
 		os.MkdirAll(filepath.Join(dir, "t-0"), 0o755)
-		msgset, err := os.ReadFile(filepath.Join("testdata", "kcat-v1-none.bin"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		msgset := recordtest.Capture(t, "kcat-v1-none.bin")
 		seg := filepath.Join(dir, "t-0", offsetFileName(0, logSuffix))
 		os.WriteFile(seg, msgset, 0o644)
-		_, err = OpenManager(ManagerConfig{Dirs: []string{dir}})
+		_, err := OpenManager(ManagerConfig{Dirs: []string{dir}})
 		if err == nil || !strings.Contains(err.Error(), seg) || !strings.Contains(err.Error(), "v1") {
 			t.Fatalf("error %v", err)
 		}

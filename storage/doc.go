@@ -1,6 +1,9 @@
 // Package storage is the partition log of Sluice: Kafka record batches v2
 // stored on disk exactly as Apache Kafka stores them, so an operator who opens
-// a Sluice data directory recognises every file.
+// a Sluice data directory recognises every file. The bytes of a batch (its
+// header, CRC, records, compression) are package record's; storage keeps the
+// log: segments, indexes, recovery, retention, compaction, producer state,
+// leader epochs and checkpoints, and its own errors (errors.go).
 //
 // # Layout
 //

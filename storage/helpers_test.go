@@ -1,15 +1,14 @@
 package storage
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/record"
 )
 
 // testClock is an injectable clock for retention and compaction tests.
@@ -66,22 +65,6 @@ func openTestManager(t testing.TB, dir string, clock *testClock, opts ...func(*M
 	return m
 }
 
-// testBatch builds an uncompressed batch of n records of valueSize bytes
-// with keys "k<i>", timestamps at ts.
-func testBatch(t testing.TB, n, valueSize int, ts int64, c Compression) []byte {
-	t.Helper()
-	recs := make([]Record, n)
-	for i := range recs {
-		v := bytes.Repeat([]byte{byte('a' + i%26)}, valueSize)
-		recs[i] = Record{Key: []byte(fmt.Sprintf("k%d", i)), Value: v}
-	}
-	b, err := BuildBatch(BatchOptions{Compression: c, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: ts}, recs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // readAll reads every record from offset to the log end and returns
 // offset -> value (tombstones as nil values) plus key per offset.
 type readRecord struct {
@@ -110,9 +93,9 @@ func readAllRecords(t testing.TB, l *Log, from int64) []readRecord {
 		}
 		ri.Release()
 		last := off
-		err = ForEachBatch(buf, func(h *BatchHeader, b []byte) error {
+		err = record.ForEachBatch(buf, func(h *record.BatchHeader, b []byte) error {
 			last = h.NextOffset()
-			return walkRecords(h, b, func(h *BatchHeader, r *Record) error {
+			return record.WalkRecords(h, b, func(h *record.BatchHeader, r *record.Record) error {
 				o := h.BaseOffset + int64(r.OffsetDelta)
 				if o < from {
 					return nil
@@ -144,8 +127,6 @@ func mustAppend(t testing.TB, l *Log, b []byte) AppendInfo {
 	}
 	return info
 }
-
-func isErr(err, target error) bool { return errors.Is(err, target) }
 
 // noSync turns fsync off for the rest of the test (see syncEnabled).
 func noSync(t testing.TB) {

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/sluice-io/sluice/record"
 )
 
 // logLoad carries what the manager knows about a log from its checkpoints.
@@ -80,8 +82,8 @@ func openLog(p logLoad) (*Log, error) {
 // replayProducers applies the headers of the batches in [from, to) to the
 // producer state. It reads only headers.
 func (l *Log) replayProducers(from, to int64) error {
-	var hb [BatchHeaderSize]byte
-	var h BatchHeader
+	var hb [record.BatchHeaderSize]byte
+	var h record.BatchHeader
 	for _, s := range l.segments() {
 		if s.next.Load() <= from || s.base >= to {
 			continue
@@ -307,8 +309,8 @@ func (s *segment) loadIndexes(p logLoad) error {
 		return err
 	}
 	defer f.Close()
-	var hb [BatchHeaderSize]byte
-	var h BatchHeader
+	var hb [record.BatchHeaderSize]byte
+	var h record.BatchHeader
 	next := s.base
 	for pos := scanFrom; pos < size; pos += int64(h.Size()) {
 		if err := readHeader(f, pos, size, hb[:], &h); err != nil {
@@ -340,8 +342,8 @@ func (s *segment) loadRollState() error {
 		return err
 	}
 	defer s.release()
-	var hb [BatchHeaderSize]byte
-	var h BatchHeader
+	var hb [record.BatchHeaderSize]byte
+	var h record.BatchHeader
 	if err := readHeader(f, 0, size, hb[:], &h); err == nil && h.MaxTimestamp >= 0 {
 		s.rollTS = h.MaxTimestamp
 	} else if st, err := f.Stat(); err == nil {
@@ -386,15 +388,15 @@ func (l *Log) recoverSegment(p logLoad, s *segment, last bool) (truncated bool, 
 	for sc.next() {
 		h := &sc.h
 		if h.BaseOffset < next || h.LastOffset() < h.BaseOffset {
-			sc.bad = fmt.Errorf("%w: batch at position %d has offsets %d-%d after %d", ErrCorruptBatch, sc.pos, h.BaseOffset, h.LastOffset(), next)
+			sc.bad = fmt.Errorf("%w: batch at position %d has offsets %d-%d after %d", record.ErrCorruptBatch, sc.pos, h.BaseOffset, h.LastOffset(), next)
 			break
 		}
 		if h.LastOffset()-s.base > math.MaxInt32 || sc.pos > math.MaxInt32 {
-			sc.bad = fmt.Errorf("%w: batch at position %d does not fit the segment's 32-bit index", ErrCorruptBatch, sc.pos)
+			sc.bad = fmt.Errorf("%w: batch at position %d does not fit the segment's 32-bit index", record.ErrCorruptBatch, sc.pos)
 			break
 		}
 		if s.oi.full() || s.ti.full() {
-			sc.bad = fmt.Errorf("%w: index full at position %d", ErrCorruptBatch, sc.pos)
+			sc.bad = fmt.Errorf("%w: index full at position %d", record.ErrCorruptBatch, sc.pos)
 			break
 		}
 		s.indexBatch(sc.pos, int64(len(sc.batch)), h.LastOffset(), h.MaxTimestamp, interval)
@@ -412,10 +414,10 @@ func (l *Log) recoverSegment(p logLoad, s *segment, last bool) (truncated bool, 
 	}
 	if sc.bad != nil {
 		pos := sc.pos
-		if pos == 0 && size > offMagic {
-			var m [offMagic + 1]byte
-			if _, err := f.ReadAt(m[:], 0); err == nil && (m[offMagic] == 0 || m[offMagic] == 1) {
-				return false, fmt.Errorf("%s: holds message format v%d (magic %d at position 0), not record batch v2; convert or move it away", path, m[offMagic], m[offMagic])
+		if pos == 0 && size > record.OffMagic {
+			var m [record.OffMagic + 1]byte
+			if _, err := f.ReadAt(m[:], 0); err == nil && (m[record.OffMagic] == 0 || m[record.OffMagic] == 1) {
+				return false, fmt.Errorf("%s: holds message format v%d (magic %d at position 0), not record batch v2; convert or move it away", path, m[record.OffMagic], m[record.OffMagic])
 			}
 		}
 		if err := saveTail(f, pos, size); err != nil {
@@ -458,14 +460,14 @@ func saveTail(f *os.File, pos, size int64) error {
 	if len(bytes.Trim(tail, "\x00")) == 0 {
 		return nil
 	}
-	if len(tail) >= BatchHeaderSize {
-		var h BatchHeader
-		if parseBatchHeaderInto(tail, &h) == nil && h.Size() > len(tail) {
+	if len(tail) >= record.BatchHeaderSize {
+		var h record.BatchHeader
+		if record.ParseBatchHeaderInto(tail, &h) == nil && h.Size() > len(tail) {
 			return nil
 		}
-	} else if len(tail) > offMagic && tail[offMagic] == 2 {
+	} else if len(tail) > record.OffMagic && tail[record.OffMagic] == 2 {
 		return nil // a header cut short
-	} else if len(tail) <= offMagic {
+	} else if len(tail) <= record.OffMagic {
 		return nil
 	}
 	name := fmt.Sprintf("%s.%d%s", f.Name(), pos, corruptSuffix)
@@ -542,8 +544,8 @@ func scanNextOffset(path string, base int64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var hb [BatchHeaderSize]byte
-	var h BatchHeader
+	var hb [record.BatchHeaderSize]byte
+	var h record.BatchHeader
 	next := base
 	for pos := int64(0); pos < st.Size(); pos += int64(h.Size()) {
 		if err := readHeader(f, pos, st.Size(), hb[:], &h); err != nil {

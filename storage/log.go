@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-io/sluice/record"
 )
 
 // env is what a Log needs from its Manager.
@@ -34,7 +36,7 @@ func (e *env) decompressLimit() int64 {
 	if e.maxDecompressed > 0 {
 		return e.maxDecompressed
 	}
-	return DefaultMaxDecompressedBatchBytes
+	return record.DefaultMaxDecompressedBatchBytes
 }
 
 // Log is one partition's log. Safe for concurrent use: appends, truncation,
@@ -78,7 +80,7 @@ type Log struct {
 // logConfig is a LogConfig with its parsed forms cached for the append path.
 type logConfig struct {
 	LogConfig
-	codec         Compression
+	codec         record.Compression
 	keepCodec     bool
 	logAppendTime bool
 	compact       bool
@@ -91,7 +93,7 @@ func newLogConfig(c LogConfig) (*logConfig, error) {
 		return nil, err
 	}
 	lc := &logConfig{LogConfig: c}
-	lc.codec, lc.keepCodec, _ = ParseCompressionType(c.CompressionType)
+	lc.codec, lc.keepCodec, _ = record.ParseCompressionType(c.CompressionType)
 	lc.logAppendTime = c.MessageTimestampType == "LogAppendTime"
 	lc.compact, lc.deletes, _ = parseCleanupPolicy(c.Cleanup)
 	lc.maxIdx = max(int(c.SegmentIndexBytes), minSegmentIndexBytes)
@@ -200,16 +202,31 @@ func (l *Log) checkOpen() error {
 // on disk: appends that arrive while an fsync runs share the next one (group
 // commit), and no lock is held during the fsync.
 func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, error) {
+	return l.AppendAsLeaderAdmit(records, leaderEpoch, nil)
+}
+
+// Admit is a caller's say on each batch of a leader append, asked with the
+// header the append parsed (the caller parses none itself), before anything
+// else of the batch is checked; a compressed batch is asked about twice,
+// before its records are decompressed outside the lock and again under it.
+// An error refuses the whole append and is returned wrapped. The header
+// comes by value: a callback's pointer argument would move the append's
+// header to the heap.
+type Admit func(h record.BatchHeader) error
+
+// AppendAsLeaderAdmit is AppendAsLeader with admit (nil: none) asked about
+// every batch: the broker refuses a client's transactional batches this way.
+func (l *Log) AppendAsLeaderAdmit(records []byte, leaderEpoch int32, admit Admit) (AppendInfo, error) {
 	// The records of compressed batches are checked before the writer
 	// lock: the check needs only the bytes and the topic's config, and
 	// decompressing a gzip batch takes milliseconds that other appends to
 	// the partition need not wait for.
 	cfg := l.cfg.Load()
-	if err := checkCompressedBatches(records, cfg, l.env.decompressLimit()); err != nil {
+	if err := checkCompressedBatches(records, cfg, l.env.decompressLimit(), admit); err != nil {
 		return AppendInfo{LogAppendTime: -1, FirstOffset: -1, LastOffset: -1}, fmt.Errorf("%s: %w", l.tp, err)
 	}
 	l.mu.Lock()
-	info, needSync, err := l.appendAsLeaderLocked(records, leaderEpoch, cfg)
+	info, needSync, err := l.appendAsLeaderLocked(records, leaderEpoch, cfg, admit)
 	l.mu.Unlock()
 	if err == nil && needSync {
 		err = l.syncTo(info.LastOffset + 1)
@@ -217,51 +234,56 @@ func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32) (AppendInfo, err
 	return info, err
 }
 
-// appendAsLeaderLocked is AppendAsLeader once checkCompressedBatches passed
-// with cfg. Lock l.mu.
-func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32, cfg *logConfig) (info AppendInfo, needSync bool, err error) {
+// appendAsLeaderLocked is AppendAsLeaderAdmit once checkCompressedBatches
+// passed with cfg. Lock l.mu.
+func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32, cfg *logConfig, admit Admit) (info AppendInfo, needSync bool, err error) {
 	if err := l.checkOpen(); err != nil {
 		return AppendInfo{}, false, err
 	}
 	info = AppendInfo{LogAppendTime: -1, FirstOffset: -1, LastOffset: -1}
 	if len(records) == 0 {
-		return info, false, fmt.Errorf("%w: empty records", ErrCorruptBatch)
+		return info, false, fmt.Errorf("%w: empty records", record.ErrCorruptBatch)
 	}
 
 	// Pass 1: validate every batch before touching anything.
-	var h BatchHeader
+	var h record.BatchHeader
 	rewrite := false
 	l.pend = l.pend[:0]
 	for pos := 0; pos < len(records); pos += h.Size() {
 		b := records[pos:]
-		if err := parseBatchHeaderInto(b, &h); err != nil {
+		if err := record.ParseBatchHeaderInto(b, &h); err != nil {
 			return info, false, fmt.Errorf("%s: batch at byte %d: %w", l.tp, pos, err)
 		}
+		if admit != nil {
+			if err := admit(h); err != nil {
+				return info, false, fmt.Errorf("%s: batch at byte %d: %w", l.tp, pos, err)
+			}
+		}
 		if h.Size() > len(b) {
-			return info, false, fmt.Errorf("%s: batch at byte %d: %w: needs %d bytes, %d left", l.tp, pos, ErrCorruptBatch, h.Size(), len(b))
+			return info, false, fmt.Errorf("%s: batch at byte %d: %w: needs %d bytes, %d left", l.tp, pos, record.ErrCorruptBatch, h.Size(), len(b))
 		}
 		b = b[:h.Size()]
 		if h.Size() > int(cfg.MaxMessageBytes) {
 			return info, false, fmt.Errorf("%s: %w: batch of %d bytes, max.message.bytes %d", l.tp, ErrBatchTooLarge, h.Size(), cfg.MaxMessageBytes)
 		}
-		if crc := batchCRC(b); crc != h.CRC {
-			return info, false, fmt.Errorf("%s: batch at byte %d: %w: crc %08x, computed %08x", l.tp, pos, ErrCorruptBatch, h.CRC, crc)
+		if crc := record.BatchCRC(b); crc != h.CRC {
+			return info, false, fmt.Errorf("%s: batch at byte %d: %w: crc %08x, computed %08x", l.tp, pos, record.ErrCorruptBatch, h.CRC, crc)
 		}
 		// Kafka's LogValidator: the header's offset range must match the
 		// record count.
 		if h.RecordCount <= 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount) {
-			return info, false, fmt.Errorf("%s: %w: record count %d with last offset delta %d", l.tp, ErrInvalidRecord, h.RecordCount, h.LastOffsetDelta)
+			return info, false, fmt.Errorf("%s: %w: record count %d with last offset delta %d", l.tp, record.ErrInvalidRecord, h.RecordCount, h.LastOffsetDelta)
 		}
 		recompress := !cfg.keepCodec && h.Compression() != cfg.codec && !h.Control()
 		rewrite = rewrite || recompress
 		// The records of compressed batches were checked before the lock
 		// (checkCompressedBatches).
-		if h.Compression() == CompressionNone {
-			if err := checkUncompressedRecords(&h, b); err != nil {
+		if h.Compression() == record.CompressionNone {
+			if err := record.CheckUncompressedRecords(&h, b); err != nil {
 				return info, false, fmt.Errorf("%s: %w", l.tp, err)
 			}
 			if cfg.compact && !h.Control() {
-				hc := h // a copy: walkRecords' callback makes its argument escape
+				hc := h // a copy: WalkRecords' callback makes its argument escape
 				if err := checkProducerRecords(&hc, b, true); err != nil {
 					return info, false, fmt.Errorf("%s: %w", l.tp, err)
 				}
@@ -287,11 +309,11 @@ func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32, cfg *logCo
 	if rewrite {
 		out := l.scratch[:0]
 		for pos := 0; pos < len(records); pos += h.Size() {
-			parseHeader(records[pos:], &h)
+			record.DecodeHeader(records[pos:], &h)
 			b := records[pos : pos+h.Size()]
 			if !cfg.keepCodec && h.Compression() != cfg.codec && !h.Control() {
 				var err error
-				if out, err = recompressBatch(out, &h, b, cfg.codec); err != nil {
+				if out, err = record.Recompress(out, &h, b, cfg.codec); err != nil {
 					return info, false, fmt.Errorf("%s: %w", l.tp, err)
 				}
 			} else {
@@ -310,12 +332,12 @@ func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32, cfg *logCo
 	offset := l.LogEndOffset()
 	info.FirstOffset = offset
 	for pos := 0; pos < len(buf); pos += h.Size() {
-		parseHeader(buf[pos:], &h)
+		record.DecodeHeader(buf[pos:], &h)
 		b := buf[pos : pos+h.Size()]
-		setBaseOffset(b, offset)
-		setLeaderEpoch(b, leaderEpoch)
+		record.SetBaseOffset(b, offset)
+		record.SetLeaderEpoch(b, leaderEpoch)
 		if cfg.logAppendTime {
-			setLogAppendTime(b, now)
+			record.SetLogAppendTime(b, now)
 			info.LogAppendTime = now
 		}
 		offset += int64(h.LastOffsetDelta) + 1
@@ -337,36 +359,43 @@ func (l *Log) appendAsLeaderLocked(records []byte, leaderEpoch int32, cfg *logCo
 }
 
 // checkCompressedBatches checks the records of every compressed batch of an
-// append (checkCompressedRecords): as Kafka's LogValidator, every compressed
+// append (CheckCompressedRecords): as Kafka's LogValidator, every compressed
 // batch is decompressed and its records checked, so a batch no consumer
 // could read never enters the log. It stops without an error at the first
 // batch whose header, size or CRC is wrong, which the locked pass refuses
-// before anything is appended.
-func checkCompressedBatches(records []byte, cfg *logConfig, limit int64) error {
-	var h BatchHeader
+// before anything is appended. admit (nil: none) is asked about each
+// compressed batch before its records are checked, so a batch the caller
+// refuses is refused for that, not for its records.
+func checkCompressedBatches(records []byte, cfg *logConfig, limit int64, admit Admit) error {
+	var h record.BatchHeader
 	for pos := 0; pos < len(records); {
 		b := records[pos:]
-		if len(b) < BatchHeaderSize {
+		if len(b) < record.BatchHeaderSize {
 			return nil
 		}
-		size := batchLengthOverhead + int(int32(binary.BigEndian.Uint32(b[offBatchLength:])))
-		if size < BatchHeaderSize || size > len(b) {
+		size := record.BatchLengthOverhead + int(int32(binary.BigEndian.Uint32(b[record.OffBatchLength:])))
+		if size < record.BatchHeaderSize || size > len(b) {
 			return nil
 		}
 		pos += size
 		// Uncompressed batches (the common case) are skipped on their
 		// attributes alone.
-		if binary.BigEndian.Uint16(b[offAttributes:])&attrCompressionMask == 0 {
+		if binary.BigEndian.Uint16(b[record.OffAttributes:])&record.AttrCompressionMask == 0 {
 			continue
 		}
 		b = b[:size]
-		if parseBatchHeaderInto(b, &h) != nil {
+		if record.ParseBatchHeaderInto(b, &h) != nil {
 			return nil
 		}
-		if h.Size() > int(cfg.MaxMessageBytes) || batchCRC(b) != h.CRC || h.RecordCount <= 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount) {
+		if admit != nil {
+			if err := admit(h); err != nil {
+				return fmt.Errorf("batch at byte %d: %w", pos-size, err)
+			}
+		}
+		if h.Size() > int(cfg.MaxMessageBytes) || record.BatchCRC(b) != h.CRC || h.RecordCount <= 0 || int64(h.LastOffsetDelta)+1 != int64(h.RecordCount) {
 			return nil
 		}
-		if err := checkCompressedRecords(&h, b, cfg.compact && !h.Control(), limit); err != nil {
+		if err := record.CheckCompressedRecords(&h, b, cfg.compact && !h.Control(), limit); err != nil {
 			return err
 		}
 	}
@@ -376,47 +405,18 @@ func checkCompressedBatches(records []byte, cfg *logConfig, limit int64) error {
 // checkProducerRecords decompresses a batch and checks every record: offset
 // deltas 0..n-1 as Kafka requires of a producer, and a key on every record of
 // a compacted topic.
-func checkProducerRecords(h *BatchHeader, b []byte, needKeys bool) error {
+func checkProducerRecords(h *record.BatchHeader, b []byte, needKeys bool) error {
 	var want int32
-	return walkRecords(h, b, func(_ *BatchHeader, r *Record) error {
+	return record.WalkRecords(h, b, func(_ *record.BatchHeader, r *record.Record) error {
 		if r.OffsetDelta != want {
-			return fmt.Errorf("%w: record %d has offset delta %d", ErrInvalidRecord, want, r.OffsetDelta)
+			return fmt.Errorf("%w: record %d has offset delta %d", record.ErrInvalidRecord, want, r.OffsetDelta)
 		}
 		want++
 		if needKeys && r.Key == nil {
-			return fmt.Errorf("%w: compacted topic cannot accept a record without a key", ErrInvalidRecord)
+			return fmt.Errorf("%w: compacted topic cannot accept a record without a key", record.ErrInvalidRecord)
 		}
 		return nil
 	})
-}
-
-// recompressBatch appends b re-encoded with codec: the records are
-// decompressed and compressed again, the header keeps every field but the
-// length and codec bits, and the CRC is recomputed.
-func recompressBatch(dst []byte, h *BatchHeader, b []byte, codec Compression) ([]byte, error) {
-	body := b[BatchHeaderSize:]
-	if c := h.Compression(); c != CompressionNone {
-		bp := decompressBufs.Get().(*[]byte)
-		defer decompressBufs.Put(bp)
-		raw, err := Decompress(c, (*bp)[:0], body)
-		*bp = raw[:0]
-		if err != nil {
-			return dst, fmt.Errorf("%w: %s: %v", ErrInvalidRecord, c, err)
-		}
-		body = raw
-	}
-	start := len(dst)
-	dst = append(dst, b[:BatchHeaderSize]...)
-	var err error
-	if dst, err = Compress(codec, dst, body); err != nil {
-		return dst[:start], err
-	}
-	nb := dst[start:]
-	binary.BigEndian.PutUint32(nb[offBatchLength:], uint32(len(nb)-batchLengthOverhead))
-	attrs := binary.BigEndian.Uint16(nb[offAttributes:])&^attrCompressionMask | uint16(codec)
-	binary.BigEndian.PutUint16(nb[offAttributes:], attrs)
-	binary.BigEndian.PutUint32(nb[offCRC:], batchCRC(nb))
-	return dst, nil
 }
 
 // AppendAsFollower appends batches that already carry their offsets
@@ -442,7 +442,7 @@ func (l *Log) appendAsFollowerLocked(records []byte) (info AppendInfo, needSync 
 	leo := l.LogEndOffset()
 	prev := leo
 	var maxEpoch int32 = -1
-	err = ForEachBatch(records, func(h *BatchHeader, _ []byte) error {
+	err = record.ForEachBatch(records, func(h *record.BatchHeader, _ []byte) error {
 		if h.BaseOffset < prev {
 			return fmt.Errorf("%w: batch at offset %d, expected at least %d", ErrOffsetOutOfRange, h.BaseOffset, prev)
 		}
@@ -476,7 +476,7 @@ func (l *Log) appendAsFollowerLocked(records []byte) (info AppendInfo, needSync 
 		latest = e
 	}
 	if maxEpoch > latest {
-		ForEachBatch(records, func(h *BatchHeader, _ []byte) error {
+		record.ForEachBatch(records, func(h *record.BatchHeader, _ []byte) error {
 			if h.PartitionLeaderEpoch > latest {
 				l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset)
 				latest = h.PartitionLeaderEpoch
@@ -502,9 +502,9 @@ func (l *Log) appendLocked(cfg *logConfig, buf []byte, first, last int64, now in
 	if err := seg.appendBatches(buf, int64(cfg.IndexIntervalBytes)); err != nil {
 		return fmt.Errorf("%s: %w", l.tp, err)
 	}
-	var h BatchHeader
+	var h record.BatchHeader
 	for pos := 0; pos < len(buf); pos += h.Size() {
-		parseHeader(buf[pos:], &h)
+		record.DecodeHeader(buf[pos:], &h)
 		if h.ProducerID >= 0 {
 			l.producers.update(&h)
 		}
@@ -825,7 +825,7 @@ func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bo
 		return ReadInfo{}, err
 	}
 	l.touch()
-	var hb [BatchHeaderSize]byte
+	var hb [record.BatchHeaderSize]byte
 	for attempt := 0; ; attempt++ {
 		segs := l.segments()
 		info := ReadInfo{

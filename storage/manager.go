@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/record"
 )
 
 // ManagerConfig configures the log manager (broker-level settings).
@@ -71,7 +73,7 @@ func (c *ManagerConfig) setDefaults() {
 		c.DefaultConfig = func(string) LogConfig { return DefaultLogConfig() }
 	}
 	if c.MaxDecompressedBatchBytes <= 0 {
-		c.MaxDecompressedBatchBytes = DefaultMaxDecompressedBatchBytes
+		c.MaxDecompressedBatchBytes = record.DefaultMaxDecompressedBatchBytes
 	}
 }
 

@@ -10,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/record/recordtest"
 )
 
 // TestGroupCommit: with flush.messages=1, appends from many goroutines to
@@ -35,7 +38,7 @@ func TestGroupCommit(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b := testBatch(t, 3, 20, now, CompressionNone)
+			b := recordtest.Batch(t, 3, 20, now, record.CompressionNone)
 			for range each {
 				info, err := l.AppendAsLeader(bytes.Clone(b), 0)
 				if err != nil {
@@ -84,7 +87,10 @@ func TestFsyncHoldsNoLock(t *testing.T) {
 	}
 	now := time.Now().UnixMilli()
 	done := make(chan error, 2)
-	go func() { _, err := l.AppendAsLeader(testBatch(t, 2, 10, now, CompressionNone), 0); done <- err }()
+	go func() {
+		_, err := l.AppendAsLeader(recordtest.Batch(t, 2, 10, now, record.CompressionNone), 0)
+		done <- err
+	}()
 	select {
 	case <-entered:
 	case <-time.After(10 * time.Second):
@@ -98,7 +104,10 @@ func TestFsyncHoldsNoLock(t *testing.T) {
 	}
 	ri.Release()
 	// A second append writes while the first fsync is held.
-	go func() { _, err := l.AppendAsLeader(testBatch(t, 2, 10, now, CompressionNone), 0); done <- err }()
+	go func() {
+		_, err := l.AppendAsLeader(recordtest.Batch(t, 2, 10, now, record.CompressionNone), 0)
+		done <- err
+	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for l.LogEndOffset() != 4 {
 		if time.Now().After(deadline) {
@@ -138,7 +147,7 @@ func TestReadInfoAppendTo(t *testing.T) {
 	}
 	now := time.Now().UnixMilli()
 	for range 40 { // ~4 KiB batches: several segments
-		mustAppend(t, l, testBatch(t, 10, 400, now, CompressionNone))
+		mustAppend(t, l, recordtest.Batch(t, 10, 400, now, record.CompressionNone))
 	}
 	l.SetHighWatermark(l.LogEndOffset())
 	check := func(name string, offset int64) {
@@ -241,8 +250,8 @@ func TestLogMappingStaysSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch := testBatch(t, 4, 1000, time.Now().UnixMilli(), CompressionNone) // ~4 KiB
-	const batches = 16384                                                   // ~64 MiB
+	batch := recordtest.Batch(t, 4, 1000, time.Now().UnixMilli(), record.CompressionNone) // ~4 KiB
+	const batches = 16384                                                                 // ~64 MiB
 	for range batches {
 		mustAppend(t, l, bytes.Clone(batch))
 	}

@@ -1,19 +1,22 @@
 package storage
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/record"
 )
 
 func producerBatch(t *testing.T, pid int64, epoch int16, seq int32, n int) []byte {
 	t.Helper()
-	recs := make([]Record, n)
+	recs := make([]record.Record, n)
 	for i := range recs {
-		recs[i] = Record{Key: []byte("k"), Value: []byte("v")}
+		recs[i] = record.Record{Key: []byte("k"), Value: []byte("v")}
 	}
-	b, err := BuildBatch(BatchOptions{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, BaseTimestamp: time.Now().UnixMilli()}, recs)
+	b, err := record.BuildBatch(record.BatchOptions{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, BaseTimestamp: time.Now().UnixMilli()}, recs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +37,7 @@ func TestIdempotentProducer(t *testing.T) {
 	// Retries of the last 5 batches are duplicates with their offsets.
 	for i := 2; i < 7; i++ {
 		info, err := l.AppendAsLeader(producerBatch(t, pid, 0, int32(3*i), 3), 0)
-		if !isErr(err, ErrDuplicateSequence) || info.FirstOffset != first[i].FirstOffset || info.LastOffset != first[i].LastOffset {
+		if !errors.Is(err, ErrDuplicateSequence) || info.FirstOffset != first[i].FirstOffset || info.LastOffset != first[i].LastOffset {
 			t.Fatalf("retry of batch %d: %+v %v (first %+v)", i, info, err, first[i])
 		}
 	}
@@ -53,19 +56,19 @@ func TestIdempotentProducer(t *testing.T) {
 		{"new epoch must start at 0", 1, 5, ErrOutOfOrderSequence},
 	}
 	for _, c := range cases {
-		if _, err := l.AppendAsLeader(producerBatch(t, pid, c.epoch, c.seq, 1), 0); !isErr(err, c.want) {
+		if _, err := l.AppendAsLeader(producerBatch(t, pid, c.epoch, c.seq, 1), 0); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
 	mustAppend(t, l, producerBatch(t, pid, 0, 21, 2))
 	mustAppend(t, l, producerBatch(t, pid, 1, 0, 2)) // epoch bump
-	if _, err := l.AppendAsLeader(producerBatch(t, pid, 0, 23, 1), 0); !isErr(err, ErrInvalidProducerEpoch) {
+	if _, err := l.AppendAsLeader(producerBatch(t, pid, 0, 23, 1), 0); !errors.Is(err, ErrInvalidProducerEpoch) {
 		t.Fatalf("old epoch after bump: %v", err)
 	}
 	// A batch in the middle of a multi-batch append is checked against the
 	// batches before it.
 	two := append(producerBatch(t, pid, 1, 2, 1), producerBatch(t, pid, 1, 4, 1)...)
-	if _, err := l.AppendAsLeader(two, 0); !isErr(err, ErrOutOfOrderSequence) {
+	if _, err := l.AppendAsLeader(two, 0); !errors.Is(err, ErrOutOfOrderSequence) {
 		t.Fatalf("gap inside one append: %v", err)
 	}
 	two = append(producerBatch(t, pid, 1, 2, 1), producerBatch(t, pid, 1, 3, 1)...)
@@ -90,7 +93,7 @@ func TestIdempotentProducer(t *testing.T) {
 	if got, _ := l.ProducerState(pid); got != want {
 		t.Fatalf("after restart %+v, want %+v", got, want)
 	}
-	if _, err := l.AppendAsLeader(producerBatch(t, pid, 1, 0, 2), 0); !isErr(err, ErrDuplicateSequence) {
+	if _, err := l.AppendAsLeader(producerBatch(t, pid, 1, 0, 2), 0); !errors.Is(err, ErrDuplicateSequence) {
 		t.Fatalf("duplicate after restart: %v", err)
 	}
 	m.Close()
@@ -104,7 +107,7 @@ func TestIdempotentProducer(t *testing.T) {
 	if got, _ := l.ProducerState(pid); got.Epoch != want.Epoch || got.LastSequence != want.LastSequence || got.LastOffset != want.LastOffset {
 		t.Fatalf("rebuilt %+v, want %+v", got, want)
 	}
-	if _, err := l.AppendAsLeader(producerBatch(t, pid, 1, 2, 1), 0); !isErr(err, ErrDuplicateSequence) {
+	if _, err := l.AppendAsLeader(producerBatch(t, pid, 1, 2, 1), 0); !errors.Is(err, ErrDuplicateSequence) {
 		t.Fatalf("duplicate after rebuild: %v", err)
 	}
 	if len(l.Producers()) != 2 {
@@ -117,7 +120,7 @@ func TestIdempotentProducer(t *testing.T) {
 func TestProducerSnapshotFormat(t *testing.T) {
 	dir := t.TempDir()
 	ps := newProducerStates(dir)
-	h := BatchHeader{ProducerID: 5, ProducerEpoch: 2, BaseSequence: 10, LastOffsetDelta: 4, BaseOffset: 100, MaxTimestamp: 1234}
+	h := record.BatchHeader{ProducerID: 5, ProducerEpoch: 2, BaseSequence: 10, LastOffsetDelta: 4, BaseOffset: 100, MaxTimestamp: 1234}
 	ps.update(&h)
 	if err := ps.writeSnapshot(105); err != nil {
 		t.Fatal(err)

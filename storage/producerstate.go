@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/sluice-io/sluice/record"
 )
 
 // producerBatchesRemembered is how many recent batches of each producer are
@@ -98,7 +100,7 @@ func inSequence(last, next int32) bool {
 // ProducerAppendInfo does for a leader append, against the stored state and
 // the earlier batches of the same append (pend). It returns the original
 // batch when h repeats one of the producer's last 5 batches.
-func (ps *producerStates) check(h *BatchHeader, pend *[]pendingProducer) (*batchMeta, error) {
+func (ps *producerStates) check(h *record.BatchHeader, pend *[]pendingProducer) (*batchMeta, error) {
 	var p *pendingProducer
 	for i := range *pend {
 		if (*pend)[i].id == h.ProducerID {
@@ -150,7 +152,7 @@ func (ps *producerStates) check(h *BatchHeader, pend *[]pendingProducer) (*batch
 }
 
 // update records an appended batch (leader, follower, recovery).
-func (ps *producerStates) update(h *BatchHeader) {
+func (ps *producerStates) update(h *record.BatchHeader) {
 	if h.ProducerID < 0 {
 		return
 	}
@@ -212,6 +214,9 @@ func (ps *producerStates) snapshotPath(offset int64) string {
 	return filepath.Join(ps.dir, offsetFileName(offset, snapshotSuffix))
 }
 
+// crc32c is the snapshot file's checksum table (CRC-32C, as Kafka's).
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
 // writeSnapshot writes the state as of offset.
 func (ps *producerStates) writeSnapshot(offset int64) error {
 	ids := make([]int64, 0, len(ps.producers))
@@ -247,7 +252,7 @@ func (ps *producerStates) writeSnapshot(offset int64) error {
 	}
 	binary.BigEndian.PutUint16(b, snapshotVersion)
 	binary.BigEndian.PutUint32(b[6:], uint32(count))
-	binary.BigEndian.PutUint32(b[2:], crc32.Checksum(b[6:], castagnoli))
+	binary.BigEndian.PutUint32(b[2:], crc32.Checksum(b[6:], crc32c))
 	return writeFileAtomic(ps.snapshotPath(offset), b)
 }
 
@@ -263,7 +268,7 @@ func (ps *producerStates) readSnapshot(path string) error {
 	if v := binary.BigEndian.Uint16(b); v != snapshotVersion {
 		return fmt.Errorf("snapshot %s: version %d", path, v)
 	}
-	if crc := crc32.Checksum(b[6:], castagnoli); crc != binary.BigEndian.Uint32(b[2:]) {
+	if crc := crc32.Checksum(b[6:], crc32c); crc != binary.BigEndian.Uint32(b[2:]) {
 		return fmt.Errorf("snapshot %s: crc mismatch", path)
 	}
 	n := int(int32(binary.BigEndian.Uint32(b[6:])))

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -10,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/record/recordtest"
 )
 
 func TestReadBoundaries(t *testing.T) {
@@ -20,7 +24,7 @@ func TestReadBoundaries(t *testing.T) {
 	now := time.Now().UnixMilli()
 	var sizes []int
 	for i := 0; i < 30; i++ {
-		b := testBatch(t, 5, 100, now, CompressionNone)
+		b := recordtest.Batch(t, 5, 100, now, record.CompressionNone)
 		sizes = append(sizes, len(b))
 		mustAppend(t, l, b)
 	}
@@ -53,7 +57,7 @@ func TestReadBoundaries(t *testing.T) {
 	ri.Region.File.ReadAt(data, ri.Region.Pos)
 	ri.Release()
 	last := int64(-1)
-	ForEachBatch(data, func(h *BatchHeader, _ []byte) error { last = h.LastOffset(); return nil })
+	record.ForEachBatch(data, func(h *record.BatchHeader, _ []byte) error { last = h.LastOffset(); return nil })
 	if last != 19 {
 		t.Fatalf("read up to 23 ended at %d, want 19", last)
 	}
@@ -64,7 +68,7 @@ func TestReadBoundaries(t *testing.T) {
 	if ri, err := l.Read(leo, 100, leo, true); err != nil || ri.Region.Len != 0 {
 		t.Fatalf("read at log end: %v %d", err, ri.Region.Len)
 	}
-	if _, err := l.Read(leo+1, 100, leo, true); !isErr(err, ErrOffsetOutOfRange) {
+	if _, err := l.Read(leo+1, 100, leo, true); !errors.Is(err, ErrOffsetOutOfRange) {
 		t.Fatalf("read past log end: %v", err)
 	}
 	// Every offset reads (crossing segment boundaries).
@@ -86,7 +90,7 @@ func TestFileRegionSendfile(t *testing.T) {
 	l, _ := m.GetOrCreateLog(TopicPartition{"sendfile", 0}, DefaultLogConfig())
 	now := time.Now().UnixMilli()
 	for i := 0; i < 40; i++ {
-		mustAppend(t, l, testBatch(t, 20, 500, now, CompressionNone))
+		mustAppend(t, l, recordtest.Batch(t, 20, 500, now, record.CompressionNone))
 	}
 	leo := l.LogEndOffset()
 	want := func(ri ReadInfo) []byte {
@@ -159,7 +163,7 @@ func TestIdleFilesAndHeldRegions(t *testing.T) {
 	for p := int32(0); p < 10; p++ {
 		l, _ := m.GetOrCreateLog(TopicPartition{"many", p}, smallSegments())
 		for i := 0; i < 10; i++ {
-			mustAppend(t, l, testBatch(t, 5, 100, now, CompressionNone))
+			mustAppend(t, l, recordtest.Batch(t, 5, 100, now, record.CompressionNone))
 		}
 		l.SetHighWatermark(l.LogEndOffset())
 		logs = append(logs, l)
@@ -204,7 +208,7 @@ func TestIdleFilesAndHeldRegions(t *testing.T) {
 		if recs := readAllRecords(t, l, 0); len(recs) != 50 {
 			t.Fatalf("%s: %d records after reopening files", l.TopicPartition(), len(recs))
 		}
-		mustAppend(t, l, testBatch(t, 1, 10, now, CompressionNone))
+		mustAppend(t, l, recordtest.Batch(t, 1, 10, now, record.CompressionNone))
 	}
 }
 
@@ -218,7 +222,7 @@ func TestLogAppendTimeAndRecompression(t *testing.T) {
 	cfg.CompressionType = "zstd"
 	l, _ := m.GetOrCreateLog(TopicPartition{"rewrite", 0}, cfg)
 	old := clock.Now().Add(-time.Hour).UnixMilli()
-	in := append(testBatch(t, 20, 50, old, CompressionGzip), testBatch(t, 3, 50, old, CompressionZstd)...)
+	in := append(recordtest.Batch(t, 20, 50, old, record.CompressionGzip), recordtest.Batch(t, 3, 50, old, record.CompressionZstd)...)
 	info := mustAppend(t, l, in)
 	if info.LogAppendTime != clock.Now().UnixMilli() || info.RecordCount != 23 {
 		t.Fatalf("info %+v", info)
@@ -228,11 +232,11 @@ func TestLogAppendTimeAndRecompression(t *testing.T) {
 	ri.Region.File.ReadAt(data, ri.Region.Pos)
 	ri.Release()
 	n := 0
-	err := ForEachBatch(data, func(h *BatchHeader, b []byte) error {
-		if h.Compression() != CompressionZstd || !h.LogAppendTime() || h.MaxTimestamp != info.LogAppendTime {
+	err := record.ForEachBatch(data, func(h *record.BatchHeader, b []byte) error {
+		if h.Compression() != record.CompressionZstd || !h.LogAppendTime() || h.MaxTimestamp != info.LogAppendTime {
 			t.Errorf("stored batch %+v", h)
 		}
-		return Records(b, func(h *BatchHeader, r *Record) error { n++; return nil })
+		return record.Records(b, func(h *record.BatchHeader, r *record.Record) error { n++; return nil })
 	})
 	if err != nil || n != 23 {
 		t.Fatalf("%v, %d records", err, n)
@@ -241,12 +245,12 @@ func TestLogAppendTimeAndRecompression(t *testing.T) {
 	cfg.CompressionType = "uncompressed"
 	cfg.MessageTimestampType = "CreateTime"
 	l.SetConfig(cfg)
-	info = mustAppend(t, l, testBatch(t, 5, 50, old, CompressionLZ4))
+	info = mustAppend(t, l, recordtest.Batch(t, 5, 50, old, record.CompressionLZ4))
 	ri, _ = l.Read(info.FirstOffset, 1<<20, l.LogEndOffset(), true)
 	data = make([]byte, ri.Region.Len)
 	ri.Region.File.ReadAt(data, ri.Region.Pos)
 	ri.Release()
-	if h, err := ValidateBatch(data); err != nil || h.Compression() != CompressionNone || h.MaxTimestamp != old {
+	if h, err := record.ValidateBatch(data); err != nil || h.Compression() != record.CompressionNone || h.MaxTimestamp != old {
 		t.Fatalf("stored %+v %v", h, err)
 	}
 	// Bad configs are refused.
@@ -267,43 +271,35 @@ func TestAppendValidation(t *testing.T) {
 	cfg.MaxMessageBytes = 2000
 	l, _ := m.GetOrCreateLog(TopicPartition{"validate", 0}, cfg)
 	now := time.Now().UnixMilli()
-	good := testBatch(t, 3, 10, now, CompressionNone)
-	recrc := func(b []byte) []byte { setLogAppendTime(b, now); return b } // any CRC-recomputing edit
+	good := recordtest.Batch(t, 3, 10, now, record.CompressionNone)
+	recrc := func(b []byte) []byte { record.SetLogAppendTime(b, now); return b } // any CRC-recomputing edit
 	_ = recrc
 	cases := []struct {
 		name string
 		b    []byte
 		want error
 	}{
-		{"too large", testBatch(t, 30, 100, now, CompressionNone), ErrBatchTooLarge},
-		{"corrupt", func() []byte { b := append([]byte(nil), good...); b[70] ^= 1; return b }(), ErrCorruptBatch},
-		{"truncated", good[:len(good)-2], ErrCorruptBatch},
-		{"v1 message set", mustRead(t, "kcat-v1-none.bin"), ErrUnsupportedMagic},
+		{"too large", recordtest.Batch(t, 30, 100, now, record.CompressionNone), ErrBatchTooLarge},
+		{"corrupt", func() []byte { b := append([]byte(nil), good...); b[70] ^= 1; return b }(), record.ErrCorruptBatch},
+		{"truncated", good[:len(good)-2], record.ErrCorruptBatch},
+		{"v1 message set", recordtest.Capture(t, "kcat-v1-none.bin"), record.ErrUnsupportedMagic},
 		{"count mismatch", func() []byte {
 			b := append([]byte(nil), good...)
-			b[offRecordCount+3] = 2
-			b[offCRC], b[offCRC+1], b[offCRC+2], b[offCRC+3] = 0, 0, 0, 0
-			c := batchCRC(b)
-			b[offCRC], b[offCRC+1], b[offCRC+2], b[offCRC+3] = byte(c>>24), byte(c>>16), byte(c>>8), byte(c)
+			b[record.OffRecordCount+3] = 2
+			b[record.OffCRC], b[record.OffCRC+1], b[record.OffCRC+2], b[record.OffCRC+3] = 0, 0, 0, 0
+			c := record.BatchCRC(b)
+			b[record.OffCRC], b[record.OffCRC+1], b[record.OffCRC+2], b[record.OffCRC+3] = byte(c>>24), byte(c>>16), byte(c>>8), byte(c)
 			return b
-		}(), ErrInvalidRecord},
+		}(), record.ErrInvalidRecord},
 	}
 	for _, c := range cases {
-		if _, err := l.AppendAsLeader(c.b, 0); !isErr(err, c.want) {
+		if _, err := l.AppendAsLeader(c.b, 0); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
 	if l.LogEndOffset() != 0 {
 		t.Fatal("a rejected append changed the log")
 	}
-}
-
-func mustRead(t *testing.T, name string) []byte {
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 func TestFlushPolicy(t *testing.T) {
@@ -314,13 +310,13 @@ func TestFlushPolicy(t *testing.T) {
 	l, _ := m.GetOrCreateLog(TopicPartition{"fsync", 0}, cfg)
 	now := time.Now().UnixMilli()
 	for i := 0; i < 5; i++ {
-		mustAppend(t, l, testBatch(t, 2, 10, now, CompressionNone))
+		mustAppend(t, l, recordtest.Batch(t, 2, 10, now, record.CompressionNone))
 		if l.RecoveryPoint() != l.LogEndOffset() {
 			t.Fatalf("flush.messages=1: recovery point %d, log end %d", l.RecoveryPoint(), l.LogEndOffset())
 		}
 	}
 	l2, _ := m.GetOrCreateLog(TopicPartition{"pagecache", 0}, DefaultLogConfig())
-	mustAppend(t, l2, testBatch(t, 2, 10, now, CompressionNone))
+	mustAppend(t, l2, recordtest.Batch(t, 2, 10, now, record.CompressionNone))
 	if l2.RecoveryPoint() != 0 {
 		t.Fatalf("default policy flushed: recovery point %d", l2.RecoveryPoint())
 	}
@@ -337,7 +333,7 @@ func TestCleanShutdownAndCheckpoints(t *testing.T) {
 	l, _ := m.GetOrCreateLog(tp, DefaultLogConfig())
 	now := time.Now().UnixMilli()
 	for i := 0; i < 3; i++ {
-		mustAppend(t, l, testBatch(t, 4, 10, now, CompressionNone))
+		mustAppend(t, l, recordtest.Batch(t, 4, 10, now, record.CompressionNone))
 	}
 	l.SetHighWatermark(8)
 	if err := m.Close(); err != nil {
@@ -385,8 +381,8 @@ func TestOffsetForTimestamp(t *testing.T) {
 	l, _ := m.GetOrCreateLog(TopicPartition{"times", 0}, smallSegments())
 	base := time.Now().Add(-time.Hour).UnixMilli()
 	for i := 0; i < 40; i++ {
-		recs := []Record{{Key: []byte("a"), Value: make([]byte, 200)}, {Key: []byte("b"), Value: []byte("x"), TimestampDelta: 5}}
-		b, _ := BuildBatch(BatchOptions{ProducerID: -1, BaseSequence: -1, BaseTimestamp: base + int64(i)*10}, recs)
+		recs := []record.Record{{Key: []byte("a"), Value: make([]byte, 200)}, {Key: []byte("b"), Value: []byte("x"), TimestampDelta: 5}}
+		b, _ := record.BuildBatch(record.BatchOptions{ProducerID: -1, BaseSequence: -1, BaseTimestamp: base + int64(i)*10}, recs)
 		mustAppend(t, l, b)
 	}
 	for _, c := range []struct {
@@ -417,11 +413,11 @@ func TestDeleteLog(t *testing.T) {
 	m := openTestManager(t, dir, nil)
 	tp := TopicPartition{"gone", 0}
 	l, _ := m.GetOrCreateLog(tp, DefaultLogConfig())
-	mustAppend(t, l, testBatch(t, 2, 10, time.Now().UnixMilli(), CompressionNone))
+	mustAppend(t, l, recordtest.Batch(t, 2, 10, time.Now().UnixMilli(), record.CompressionNone))
 	if err := m.DeleteLog(tp); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.AppendAsLeader(testBatch(t, 1, 1, 0, CompressionNone), 0); !isErr(err, ErrLogDeleted) {
+	if _, err := l.AppendAsLeader(recordtest.Batch(t, 1, 1, 0, record.CompressionNone), 0); !errors.Is(err, ErrLogDeleted) {
 		t.Fatalf("append to deleted log: %v", err)
 	}
 	if _, ok := m.Log(tp); ok {
@@ -465,7 +461,7 @@ func TestConcurrentReadersAndWriter(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := l.AppendAsLeader(testBatch(t, 1+i%7, 80, now, Compression(i%5)), 0); err != nil {
+			if _, err := l.AppendAsLeader(recordtest.Batch(t, 1+i%7, 80, now, record.Compression(i%5)), 0); err != nil {
 				t.Error(err)
 				return
 			}
@@ -498,7 +494,7 @@ func TestConcurrentReadersAndWriter(t *testing.T) {
 			for i := 0; i < 300; i++ {
 				off := l.LogStartOffset()
 				ri, err := l.Read(off, 16<<10, l.HighWatermark(), true)
-				if isErr(err, ErrOffsetOutOfRange) {
+				if errors.Is(err, ErrOffsetOutOfRange) {
 					continue // retention moved the start meanwhile
 				}
 				if err != nil {
@@ -510,7 +506,7 @@ func TestConcurrentReadersAndWriter(t *testing.T) {
 					t.Error(err)
 				}
 				ri.Release()
-				if err := ForEachBatch(buf.Bytes(), func(*BatchHeader, []byte) error { return nil }); err != nil {
+				if err := record.ForEachBatch(buf.Bytes(), func(*record.BatchHeader, []byte) error { return nil }); err != nil {
 					t.Errorf("read at %d: %v", off, err)
 					return
 				}
@@ -544,7 +540,7 @@ func TestManyPartitionsBounded(t *testing.T) {
 	m := openTestManager(t, dir, nil, small)
 	base := openFDs(t)
 	now := time.Now().UnixMilli()
-	batch := testBatch(t, 2, 20, now, CompressionNone)
+	batch := recordtest.Batch(t, 2, 20, now, record.CompressionNone)
 	for p := int32(0); p < parts; p++ {
 		l, err := m.GetOrCreateLog(TopicPartition{"wide", p}, smallSegments())
 		if err != nil {
@@ -595,7 +591,7 @@ func TestDeleteLogLongTopicName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustAppend(t, l, testBatch(t, 2, 10, time.Now().UnixMilli(), CompressionNone))
+	mustAppend(t, l, recordtest.Batch(t, 2, 10, time.Now().UnixMilli(), record.CompressionNone))
 	if err := m.DeleteLog(tp); err != nil {
 		t.Fatal(err)
 	}
@@ -633,7 +629,7 @@ func TestDeleteLogRenameFails(t *testing.T) {
 	defer m.Close()
 	tp := TopicPartition{"stuck", 0}
 	l, _ := m.GetOrCreateLog(tp, DefaultLogConfig())
-	mustAppend(t, l, testBatch(t, 2, 10, time.Now().UnixMilli(), CompressionNone))
+	mustAppend(t, l, recordtest.Batch(t, 2, 10, time.Now().UnixMilli(), record.CompressionNone))
 	// The rename target exists and is not empty: rename(2) fails.
 	defer func(f func([]byte)) { deleteDirRand = f }(deleteDirRand)
 	deleteDirRand = func(b []byte) { clear(b) }
@@ -647,7 +643,7 @@ func TestDeleteLogRenameFails(t *testing.T) {
 	if got, ok := m.Log(tp); !ok || got != l {
 		t.Fatal("a log whose directory was not renamed left the manager")
 	}
-	if _, err := l.AppendAsLeader(testBatch(t, 1, 1, 0, CompressionNone), 0); !isErr(err, ErrLogDeleted) {
+	if _, err := l.AppendAsLeader(recordtest.Batch(t, 1, 1, 0, record.CompressionNone), 0); !errors.Is(err, ErrLogDeleted) {
 		t.Fatalf("append to a log being deleted: %v", err)
 	}
 	os.RemoveAll(target)

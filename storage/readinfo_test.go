@@ -3,6 +3,9 @@ package storage
 import (
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/record/recordtest"
 )
 
 // TestReadNextOffset: a region's NextOffset is the offset after its last
@@ -23,7 +26,7 @@ func TestReadNextOffset(t *testing.T) {
 	}
 	now := time.Now().UnixMilli()
 	for i := range 120 {
-		mustAppend(t, l, testBatch(t, 1+i%7, 40, now, CompressionNone))
+		mustAppend(t, l, recordtest.Batch(t, 1+i%7, 40, now, record.CompressionNone))
 	}
 	leo := l.LogEndOffset()
 	checked := 0
@@ -47,7 +50,7 @@ func TestReadNextOffset(t *testing.T) {
 				}
 				ri.Release()
 				want := int64(-1)
-				if err := ForEachBatch(buf, func(h *BatchHeader, _ []byte) error { want = h.NextOffset(); return nil }); err != nil {
+				if err := record.ForEachBatch(buf, func(h *record.BatchHeader, _ []byte) error { want = h.NextOffset(); return nil }); err != nil {
 					t.Fatal(err)
 				}
 				if ri.NextOffset != want {

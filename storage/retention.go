@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/sluice-io/sluice/record"
 )
 
 // DeleteOldSegments applies retention: it deletes, oldest first, whole
@@ -258,8 +260,8 @@ func (s *segment) truncateTo(to int64) error {
 	}
 	defer s.release()
 	size := s.size.Load()
-	var hb [BatchHeaderSize]byte
-	var h BatchHeader
+	var hb [record.BatchHeaderSize]byte
+	var h record.BatchHeader
 	cut, found, err := s.translate(f, to, size, hb[:], &h)
 	if err != nil {
 		return err
@@ -346,8 +348,8 @@ func (s *segment) findTimestamp(ts, lso int64) (int64, int64, bool, error) {
 	if err := s.withIndexes(func(_, ti *index) { from = ti.lookupTime(ts) }); err != nil {
 		return 0, 0, false, err
 	}
-	var hb [BatchHeaderSize]byte
-	var h BatchHeader
+	var hb [record.BatchHeaderSize]byte
+	var h record.BatchHeader
 	pos, found, err := s.translate(f, max(from, lso), size, hb[:], &h)
 	if err != nil || !found {
 		return 0, 0, false, err
@@ -369,7 +371,7 @@ func (s *segment) findTimestamp(ts, lso int64) (int64, int64, bool, error) {
 		}
 		var off, t int64
 		hit := false
-		err := walkRecords(&h, b, func(h *BatchHeader, r *Record) error {
+		err := record.WalkRecords(&h, b, func(h *record.BatchHeader, r *record.Record) error {
 			o := h.BaseOffset + int64(r.OffsetDelta)
 			rts := h.BaseTimestamp + r.TimestampDelta
 			if h.LogAppendTime() {

@@ -1,12 +1,16 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/record/recordtest"
 )
 
 func smallSegments() LogConfig {
@@ -42,12 +46,12 @@ func TestRetentionByTime(t *testing.T) {
 	now := clock.Now().UnixMilli()
 	old := now - 2*time.Hour.Milliseconds()
 	for i := 0; i < 40; i++ { // ~10 segments of two-hour-old records
-		mustAppend(t, l, testBatch(t, 5, 150, old, CompressionNone))
+		mustAppend(t, l, recordtest.Batch(t, 5, 150, old, record.CompressionNone))
 	}
 	firstNew := l.LogEndOffset()
 	l.Roll()
 	for i := 0; i < 12; i++ {
-		mustAppend(t, l, testBatch(t, 5, 150, now, CompressionNone))
+		mustAppend(t, l, recordtest.Batch(t, 5, 150, now, record.CompressionNone))
 	}
 	// Not past the high watermark.
 	if n, _ := l.DeleteOldSegments(); n != 0 {
@@ -64,7 +68,7 @@ func TestRetentionByTime(t *testing.T) {
 	if got := segmentFiles(t, l); len(got) != l.NumSegments() || got[0] != offsetFileName(firstNew, logSuffix) {
 		t.Fatalf("segment files %v", got)
 	}
-	if _, err := l.Read(0, 1000, l.LogEndOffset(), true); !isErr(err, ErrOffsetOutOfRange) {
+	if _, err := l.Read(0, 1000, l.LogEndOffset(), true); !errors.Is(err, ErrOffsetOutOfRange) {
 		t.Fatalf("read below log start: %v", err)
 	}
 	// Everything expired: all segments but the active one go.
@@ -80,7 +84,7 @@ func TestRetentionByTime(t *testing.T) {
 	cfg.Cleanup = "compact"
 	l2, _ := m.GetOrCreateLog(TopicPartition{"retention-compact", 0}, cfg)
 	for i := 0; i < 20; i++ {
-		mustAppend(t, l2, testBatch(t, 5, 150, old, CompressionNone))
+		mustAppend(t, l2, recordtest.Batch(t, 5, 150, old, record.CompressionNone))
 	}
 	l2.SetHighWatermark(l2.LogEndOffset())
 	if n, _ := l2.DeleteOldSegments(); n != 0 {
@@ -104,7 +108,7 @@ func TestRetentionBySize(t *testing.T) {
 	l, _ := m.GetOrCreateLog(TopicPartition{"retention-size", 0}, cfg)
 	now := time.Now().UnixMilli()
 	for i := 0; i < 100; i++ {
-		mustAppend(t, l, testBatch(t, 5, 150, now, CompressionNone))
+		mustAppend(t, l, recordtest.Batch(t, 5, 150, now, record.CompressionNone))
 	}
 	total := l.Size()
 	l.SetHighWatermark(l.LogEndOffset())
@@ -131,10 +135,10 @@ func TestDeleteRecordsBefore(t *testing.T) {
 	l, _ := m.GetOrCreateLog(tp, smallSegments())
 	now := time.Now().UnixMilli()
 	for i := 0; i < 50; i++ {
-		mustAppend(t, l, testBatch(t, 4, 150, now, CompressionNone))
+		mustAppend(t, l, recordtest.Batch(t, 4, 150, now, record.CompressionNone))
 	}
 	l.SetHighWatermark(150)
-	if _, err := l.DeleteRecordsBefore(151); !isErr(err, ErrOffsetOutOfRange) {
+	if _, err := l.DeleteRecordsBefore(151); !errors.Is(err, ErrOffsetOutOfRange) {
 		t.Fatalf("past the high watermark: %v", err)
 	}
 	segsBefore := l.NumSegments()
@@ -147,7 +151,7 @@ func TestDeleteRecordsBefore(t *testing.T) {
 	}
 	// Offset 101 is inside a batch: reading it returns that batch, and
 	// records below 101 are not offered by readAllRecords' filter.
-	if _, err := l.Read(100, 1000, l.LogEndOffset(), true); !isErr(err, ErrOffsetOutOfRange) {
+	if _, err := l.Read(100, 1000, l.LogEndOffset(), true); !errors.Is(err, ErrOffsetOutOfRange) {
 		t.Fatalf("read below log start: %v", err)
 	}
 	recs := readAllRecords(t, l, 101)
@@ -174,8 +178,8 @@ func TestTruncate(t *testing.T) {
 	l, _ := m.GetOrCreateLog(tp, smallSegments())
 	now := time.Now().UnixMilli()
 	for i := 0; i < 60; i++ {
-		b, _ := BuildBatch(BatchOptions{ProducerID: 3, BaseSequence: int32(2 * i), BaseTimestamp: now + int64(i)},
-			[]Record{{Key: []byte("a"), Value: []byte(strings.Repeat("v", 200))}, {Key: []byte("b"), Value: []byte("w")}})
+		b, _ := record.BuildBatch(record.BatchOptions{ProducerID: 3, BaseSequence: int32(2 * i), BaseTimestamp: now + int64(i)},
+			[]record.Record{{Key: []byte("a"), Value: []byte(strings.Repeat("v", 200))}, {Key: []byte("b"), Value: []byte("w")}})
 		epoch := int32(0)
 		if i >= 30 {
 			epoch = 1
@@ -205,7 +209,7 @@ func TestTruncate(t *testing.T) {
 	if !ok || st.LastSequence != 39 || st.LastOffset != 39 {
 		t.Fatalf("producer state %+v", st)
 	}
-	b, _ := BuildBatch(BatchOptions{ProducerID: 3, BaseSequence: 40, BaseTimestamp: now}, []Record{{Key: []byte("c"), Value: []byte("x")}})
+	b, _ := record.BuildBatch(record.BatchOptions{ProducerID: 3, BaseSequence: 40, BaseTimestamp: now}, []record.Record{{Key: []byte("c"), Value: []byte("x")}})
 	if info, err := l.AppendAsLeader(b, 2); err != nil || info.FirstOffset != 40 {
 		t.Fatalf("append after truncate: %+v %v", info, err)
 	}
@@ -225,7 +229,7 @@ func TestTruncate(t *testing.T) {
 	if _, ok := l.LatestEpoch(); ok {
 		t.Fatal("epochs survived a full truncation")
 	}
-	if info := mustAppend(t, l, testBatch(t, 1, 1, now, CompressionNone)); info.FirstOffset != 1000 {
+	if info := mustAppend(t, l, recordtest.Batch(t, 1, 1, now, record.CompressionNone)); info.FirstOffset != 1000 {
 		t.Fatalf("append at %d", info.FirstOffset)
 	}
 	if got := segmentFiles(t, l); len(got) != 1 || got[0] != offsetFileName(1000, logSuffix) {
@@ -241,7 +245,7 @@ func TestLeaderEpochCache(t *testing.T) {
 	l, _ := m.GetOrCreateLog(tp, DefaultLogConfig())
 	now := time.Now().UnixMilli()
 	for _, e := range []int32{0, 0, 2, 2, 5} {
-		if _, err := l.AppendAsLeader(testBatch(t, 10, 10, now, CompressionNone), e); err != nil {
+		if _, err := l.AppendAsLeader(recordtest.Batch(t, 10, 10, now, record.CompressionNone), e); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -266,7 +270,7 @@ func TestLeaderEpochCache(t *testing.T) {
 	if e, o := l.EndOffsetForEpoch(5); e != 5 || o != 50 {
 		t.Fatalf("epoch 5 ends at %d (%d)", o, e)
 	}
-	if _, err := l.AppendAsLeader(testBatch(t, 1, 10, now, CompressionNone), 6); err != nil {
+	if _, err := l.AppendAsLeader(recordtest.Batch(t, 1, 10, now, record.CompressionNone), 6); err != nil {
 		t.Fatal(err)
 	}
 	m.Close()
@@ -280,8 +284,8 @@ func TestLeaderEpochCache(t *testing.T) {
 	f, _ := m.GetOrCreateLog(TopicPartition{"follower", 0}, DefaultLogConfig())
 	var buf []byte
 	for i, e := range []int32{1, 1, 4} {
-		b, _ := BuildBatch(BatchOptions{BaseOffset: int64(i * 10), PartitionLeaderEpoch: e, ProducerID: -1, BaseSequence: -1, BaseTimestamp: now},
-			[]Record{{Key: []byte("k"), Value: []byte(fmt.Sprint(i)), OffsetDelta: 9}})
+		b, _ := record.BuildBatch(record.BatchOptions{BaseOffset: int64(i * 10), PartitionLeaderEpoch: e, ProducerID: -1, BaseSequence: -1, BaseTimestamp: now},
+			[]record.Record{{Key: []byte("k"), Value: []byte(fmt.Sprint(i)), OffsetDelta: 9}})
 		buf = append(buf, b...)
 	}
 	if info, err := f.AppendAsFollower(buf); err != nil || info.LastOffset != 29 {
@@ -290,7 +294,7 @@ func TestLeaderEpochCache(t *testing.T) {
 	if e, o := f.EndOffsetForEpoch(1); e != 1 || o != 20 {
 		t.Fatalf("follower epoch 1 ends at %d (%d)", o, e)
 	}
-	if _, err := f.AppendAsFollower(buf[:len(buf)/3]); !isErr(err, ErrOffsetOutOfRange) {
+	if _, err := f.AppendAsFollower(buf[:len(buf)/3]); !errors.Is(err, ErrOffsetOutOfRange) {
 		t.Fatalf("follower append below the log end: %v", err)
 	}
 }

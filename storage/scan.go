@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/sluice-io/sluice/record"
 )
 
 // batchScanner reads the batches of a segment file sequentially through a
@@ -17,7 +19,7 @@ type batchScanner struct {
 	bufStart int64 // file position of buf[0]
 	validate bool  // check the CRC of every batch
 
-	h     BatchHeader
+	h     record.BatchHeader
 	batch []byte // the current batch, valid until next
 	err   error  // I/O error
 	bad   error  // why the scan stopped before end (torn or corrupt batch)
@@ -64,30 +66,30 @@ func (sc *batchScanner) next() bool {
 	if sc.pos >= sc.end || sc.err != nil || sc.bad != nil {
 		return false
 	}
-	if sc.end-sc.pos < BatchHeaderSize {
-		sc.bad = fmt.Errorf("%w: torn batch: %d bytes left at position %d", ErrCorruptBatch, sc.end-sc.pos, sc.pos)
+	if sc.end-sc.pos < record.BatchHeaderSize {
+		sc.bad = fmt.Errorf("%w: torn batch: %d bytes left at position %d", record.ErrCorruptBatch, sc.end-sc.pos, sc.pos)
 		return false
 	}
-	if !sc.fill(BatchHeaderSize) {
+	if !sc.fill(record.BatchHeaderSize) {
 		if sc.err == nil {
-			sc.bad = fmt.Errorf("%w: short read at %d", ErrCorruptBatch, sc.pos)
+			sc.bad = fmt.Errorf("%w: short read at %d", record.ErrCorruptBatch, sc.pos)
 		}
 		return false
 	}
 	off := int(sc.pos - sc.bufStart)
-	length := int64(int32(binary.BigEndian.Uint32(sc.buf[off+offBatchLength:])))
-	if length < minBatchLength {
-		sc.bad = fmt.Errorf("%w: batch length %d at position %d", ErrCorruptBatch, length, sc.pos)
+	length := int64(int32(binary.BigEndian.Uint32(sc.buf[off+record.OffBatchLength:])))
+	if length < record.MinBatchLength {
+		sc.bad = fmt.Errorf("%w: batch length %d at position %d", record.ErrCorruptBatch, length, sc.pos)
 		return false
 	}
-	size := length + batchLengthOverhead
+	size := length + record.BatchLengthOverhead
 	if size > sc.end-sc.pos {
-		sc.bad = fmt.Errorf("%w: torn batch: needs %d bytes, %d left at position %d", ErrCorruptBatch, size, sc.end-sc.pos, sc.pos)
+		sc.bad = fmt.Errorf("%w: torn batch: needs %d bytes, %d left at position %d", record.ErrCorruptBatch, size, sc.end-sc.pos, sc.pos)
 		return false
 	}
 	if !sc.fill(int(size)) {
 		if sc.err == nil {
-			sc.bad = fmt.Errorf("%w: short read at %d", ErrCorruptBatch, sc.pos)
+			sc.bad = fmt.Errorf("%w: short read at %d", record.ErrCorruptBatch, sc.pos)
 		}
 		return false
 	}
@@ -95,9 +97,9 @@ func (sc *batchScanner) next() bool {
 	b := sc.buf[off : off+int(size)]
 	var err error
 	if sc.validate {
-		err = validateBatchInto(b, &sc.h)
+		err = record.ValidateBatchInto(b, &sc.h)
 	} else {
-		err = parseBatchHeaderInto(b, &sc.h)
+		err = record.ParseBatchHeaderInto(b, &sc.h)
 	}
 	if err != nil {
 		sc.bad = fmt.Errorf("batch at position %d: %w", sc.pos, err)

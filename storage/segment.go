@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/record"
 )
 
 const (
@@ -300,11 +302,11 @@ func (s *segment) unmapLogLocked() {
 
 // header decodes the batch header at pos from the mapping when it covers
 // it, else with a pread.
-func header(f *os.File, data []byte, pos, size int64, hb []byte, h *BatchHeader) error {
-	if pos+BatchHeaderSize <= int64(len(data)) && pos+BatchHeaderSize <= size {
-		parseHeader(data[pos:], h)
-		if h.Magic != 2 || h.Size() < BatchHeaderSize || int64(h.Size()) > size-pos {
-			return fmt.Errorf("%w: no batch at position %d of %s (magic %d, %d bytes)", ErrCorruptBatch, pos, f.Name(), h.Magic, h.Size())
+func header(f *os.File, data []byte, pos, size int64, hb []byte, h *record.BatchHeader) error {
+	if pos+record.BatchHeaderSize <= int64(len(data)) && pos+record.BatchHeaderSize <= size {
+		record.DecodeHeader(data[pos:], h)
+		if h.Magic != 2 || h.Size() < record.BatchHeaderSize || int64(h.Size()) > size-pos {
+			return fmt.Errorf("%w: no batch at position %d of %s (magic %d, %d bytes)", record.ErrCorruptBatch, pos, f.Name(), h.Magic, h.Size())
 		}
 		return nil
 	}
@@ -312,23 +314,23 @@ func header(f *os.File, data []byte, pos, size int64, hb []byte, h *BatchHeader)
 }
 
 // readHeader reads the batch header at pos (hb holds BatchHeaderSize bytes).
-func readHeader(f *os.File, pos, size int64, hb []byte, h *BatchHeader) error {
-	if size-pos < BatchHeaderSize {
+func readHeader(f *os.File, pos, size int64, hb []byte, h *record.BatchHeader) error {
+	if size-pos < record.BatchHeaderSize {
 		return io.ErrUnexpectedEOF
 	}
-	if _, err := f.ReadAt(hb[:BatchHeaderSize], pos); err != nil {
+	if _, err := f.ReadAt(hb[:record.BatchHeaderSize], pos); err != nil {
 		return err
 	}
-	parseHeader(hb, h)
-	if h.Magic != 2 || h.Size() < BatchHeaderSize || int64(h.Size()) > size-pos {
-		return fmt.Errorf("%w: no batch at position %d of %s (magic %d, %d bytes)", ErrCorruptBatch, pos, f.Name(), h.Magic, h.Size())
+	record.DecodeHeader(hb, h)
+	if h.Magic != 2 || h.Size() < record.BatchHeaderSize || int64(h.Size()) > size-pos {
+		return fmt.Errorf("%w: no batch at position %d of %s (magic %d, %d bytes)", record.ErrCorruptBatch, pos, f.Name(), h.Magic, h.Size())
 	}
 	return nil
 }
 
 // translate finds the first batch whose last offset is >= target, among
 // the committed bytes [0, size). found is false when there is none.
-func (s *segment) translate(f *os.File, target, size int64, hb []byte, h *BatchHeader) (pos int64, found bool, err error) {
+func (s *segment) translate(f *os.File, target, size int64, hb []byte, h *record.BatchHeader) (pos int64, found bool, err error) {
 	werr := s.withMaps(func(oi, _ *index, data []byte) {
 		pos, found, err = translateIn(f, data, oi, target, size, hb, h)
 	})
@@ -339,7 +341,7 @@ func (s *segment) translate(f *os.File, target, size int64, hb []byte, h *BatchH
 	return pos, found, err
 }
 
-func translateIn(f *os.File, data []byte, oi *index, target, size int64, hb []byte, h *BatchHeader) (int64, bool, error) {
+func translateIn(f *os.File, data []byte, oi *index, target, size int64, hb []byte, h *record.BatchHeader) (int64, bool, error) {
 	_, pos := oi.lookupOffset(target, size)
 	for pos < size {
 		if err := header(f, data, pos, size, hb, h); err != nil {
@@ -375,7 +377,7 @@ func (s *segment) read(f *os.File, startOffset int64, maxBytes int64, maxOffset 
 // batch's header, the base offset of the batch after the region (the same
 // in a log without gaps).
 func readIn(f *os.File, data []byte, oi *index, size, startOffset, maxBytes, maxOffset int64, minOneBatch bool, hb []byte) (pos, n, first, next int64, found bool, err error) {
-	var h BatchHeader
+	var h record.BatchHeader
 	start, found, err := translateIn(f, data, oi, startOffset, size, hb, &h)
 	if err != nil || !found {
 		return 0, 0, 0, 0, found, err
@@ -440,17 +442,17 @@ func (s *segment) appendBatches(buf []byte, intervalBytes int64) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if pos == 0 && len(buf) >= BatchHeaderSize {
-		s.rollTS = int64(binary.BigEndian.Uint64(buf[offMaxTimestamp:]))
+	if pos == 0 && len(buf) >= record.BatchHeaderSize {
+		s.rollTS = int64(binary.BigEndian.Uint64(buf[record.OffMaxTimestamp:]))
 		if s.rollTS < 0 {
 			s.rollTS = time.Now().UnixMilli()
 		}
 	}
 	next := s.next.Load()
 	for p := 0; p < len(buf); {
-		size := int(binary.BigEndian.Uint32(buf[p+offBatchLength:])) + batchLengthOverhead
-		last := int64(binary.BigEndian.Uint64(buf[p:])) + int64(binary.BigEndian.Uint32(buf[p+offLastOffsetDelta:]))
-		maxTS := int64(binary.BigEndian.Uint64(buf[p+offMaxTimestamp:]))
+		size := int(binary.BigEndian.Uint32(buf[p+record.OffBatchLength:])) + record.BatchLengthOverhead
+		last := int64(binary.BigEndian.Uint64(buf[p:])) + int64(binary.BigEndian.Uint32(buf[p+record.OffLastOffsetDelta:]))
+		maxTS := int64(binary.BigEndian.Uint64(buf[p+record.OffMaxTimestamp:]))
 		s.indexBatch(pos+int64(p), int64(size), last, maxTS, intervalBytes)
 		next = last + 1
 		p += size

@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-io/sluice/config"
 	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/templates"
 )
@@ -67,12 +68,12 @@ func parseNewTopic(f *templates.Form, brokers int) kafkaview.NewTopic {
 			t.Replication = int16(n)
 		}
 	}
-	switch p := f.Get("cleanup.policy"); p {
-	case "":
-	case "delete", "compact", "compact,delete", "delete,compact":
-		t.Configs["cleanup.policy"] = p
-	default:
-		f.Fail("cleanup.policy", "Choose delete, compact, or both.")
+	if p := f.Get("cleanup.policy"); p != "" {
+		if _, err := config.ParseCleanupPolicy(p); err != nil {
+			f.Fail("cleanup.policy", "Choose delete, compact, or both.")
+		} else {
+			t.Configs["cleanup.policy"] = p
+		}
 	}
 	if r := f.Get("retention.ms"); r != "" {
 		n, err := strconv.ParseInt(r, 10, 64)

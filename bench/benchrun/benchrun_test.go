@@ -88,7 +88,16 @@ func TestConfig(t *testing.T) {
 		!slices.Equal(c.Acks, []string{"1", "all"}) || !slices.Equal(c.Compression, []string{"none"}) || c.Out != "" {
 		t.Fatalf("replication 3 smoke defaults: %+v %v", c, err)
 	}
+	c, err = parseConfig(nil)
+	if err != nil || !slices.Equal(c.Systems, []string{"sluice", "kfake", "nats", "rabbitmq-stream", "rabbitmq-quorum"}) {
+		t.Fatalf("default systems: %v %v", c.Systems, err)
+	}
+	c, err = parseConfig([]string{"--systems", "rabbitmq-quorum,sluice"})
+	if err != nil || !slices.Equal(c.Systems, []string{"rabbitmq-quorum", "sluice"}) {
+		t.Fatalf("--systems rabbitmq-quorum,sluice: %v %v", c.Systems, err)
+	}
 	for _, args := range [][]string{
+		{"--systems", "rabbitmq"},
 		{"--replication", "0"},
 		{"--replication", "6"},
 		{"--systems", "kafka"},
@@ -183,6 +192,60 @@ func TestClusterCommands(t *testing.T) {
 	}
 	if w.String() != "100 B, 6 part., acks=all, none, RF 3" {
 		t.Errorf("workload %q", w)
+	}
+}
+
+// TestRabbitCommands: a RabbitMQ measurement starts its own epmd first, then
+// a node with every location under the measurement's directory, listening
+// on loopback only, its config file written before the start; the clients
+// speak AMQP 0-9-1 to it with the queue type of the system.
+func TestRabbitCommands(t *testing.T) {
+	sys := newSystems(paths{RabbitPerf: "rabbitperf", RabbitServer: "/rs", Epmd: "/epmd"})
+	l := layout{Brokers: 1, Ports: []int{5001}, Peers: []int{5002}, Monitor: []int{5003}, Dir: "/d"}
+	for key, qt := range map[string]string{"rabbitmq-stream": "stream", "rabbitmq-quorum": "quorum"} {
+		s := sys[key]
+		ps := s.procs(l)
+		if len(ps) != 2 {
+			t.Fatalf("%s: %d processes", key, len(ps))
+		}
+		epmd, node := ps[0], ps[1]
+		if strings.Join(epmd.Argv, " ") != "/epmd -port 5003 -address 127.0.0.1" || epmd.Stage != 0 || !epmd.Helper ||
+			epmd.Wait != "127.0.0.1:5003" {
+			t.Errorf("%s epmd: %+v", key, epmd)
+		}
+		argv := strings.Join(node.Argv, " ")
+		for _, want := range []string{"env ", "HOME=/d/home ", "ERL_EPMD_PORT=5003 ", "RABBITMQ_NODENAME=bench5001@localhost ",
+			"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 ", "RABBITMQ_NODE_PORT=5001 ", "RABBITMQ_DIST_PORT=5002 ",
+			"RABBITMQ_CONFIG_FILE=/d/rabbitmq.conf ", "RABBITMQ_MNESIA_BASE=/d/mnesia ", "RABBITMQ_CONF_ENV_FILE=/d/", " /rs"} {
+			if !strings.Contains(argv+" ", want) {
+				t.Errorf("%s node lacks %q: %s", key, want, argv)
+			}
+		}
+		if node.Stage != 1 || node.Helper || !node.MeasureChild || node.Wait != "127.0.0.1:5001" || node.StartTimeout < time.Minute {
+			t.Errorf("%s node: %+v", key, node)
+		}
+		if conf := node.Files["/d/rabbitmq.conf"]; !strings.Contains(conf, "listeners.tcp.1 = 127.0.0.1:5001\n") {
+			t.Errorf("%s rabbitmq.conf:\n%s", key, conf)
+		}
+		if _, ok := node.Files["/d/enabled_plugins"]; !ok {
+			t.Errorf("%s: no enabled_plugins file", key)
+		}
+		if got := s.addr(l); got != "amqp://guest:guest@127.0.0.1:5001/" {
+			t.Errorf("%s address %q", key, got)
+		}
+		w := workload{Size: 1024, Partitions: 6, Acks: "all", Compression: "none"}
+		if argv := strings.Join(s.client("produce", w, "amqp://x/", 10, 1, 1), " ") + " "; !strings.Contains(argv, "--queue-type "+qt+" ") ||
+			!strings.Contains(argv, "--partitions 6 ") || !strings.Contains(argv, "--record-size 1024 ") || !strings.Contains(argv, "--url amqp://x/ ") {
+			t.Errorf("%s produce: %s", key, argv)
+		}
+		if argv := strings.Join(s.client("e2e", w, "amqp://x/", 10, 500, 3), " ") + " "; !strings.Contains(argv, "--throughput 500 ") ||
+			!strings.Contains(argv, "--duration 3s ") {
+			t.Errorf("%s e2e: %s", key, argv)
+		}
+		if s.unsupported(w) != "" || s.unsupported(workload{Compression: "zstd"}) == "" ||
+			s.unsupported(workload{Compression: "none", Replication: 3}) == "" {
+			t.Errorf("%s: wrong unsupported workloads", key)
+		}
 	}
 }
 
@@ -367,6 +430,85 @@ func TestSmokeRun(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestSmokeRunRabbitMQ runs the smoke mode against the two RabbitMQ
+// systems: every node starts and measures, its broker figures are the
+// Erlang VM's (not the start script's), and no process outlives the run.
+func TestSmokeRunRabbitMQ(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a binary and runs RabbitMQ nodes")
+	}
+	if _, err := os.Stat(defaultRabbitServer); err != nil {
+		t.Skip("rabbitmq-server not installed (scripts/bench.sh installs it)")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "rabbitperf"), "./rabbitperf")
+	cmd.Dir = ".."
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building rabbitperf: %v\n%s", err, b)
+	}
+	c, err := parseConfig([]string{"--smoke", "--records", "3000", "--e2e-seconds", "1", "--e2e-rate", "1000",
+		"--systems", "rabbitmq-stream,rabbitmq-quorum", "--rabbitperf", filepath.Join(dir, "rabbitperf"),
+		"--out", filepath.Join(dir, "perf.md"), "--workdir", filepath.Join(dir, "work")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := bench(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(c.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(c.WorkDir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []measurement
+	if err := json.Unmarshal(raw, &ms); err != nil {
+		t.Fatal(err)
+	}
+	measured := map[string]int{}
+	for _, m := range ms {
+		switch {
+		case strings.HasPrefix(m.Err, "n/a"):
+			continue
+		case m.Err != "":
+			t.Errorf("%s %s: %s", m.System, m.Workload, m.Err)
+			continue
+		case m.E2E != nil:
+			if m.E2E.Records != int64(c.E2ERate*c.E2ESecs) || m.E2E.Latency == nil {
+				t.Errorf("%s e2e: %+v", m.System, m.E2E.Result)
+			}
+		default:
+			if m.Produce.Records != c.Records || m.Consume.Records != c.Records || m.Produce.Latency == nil || m.Produce.BrokerCPU <= 0 {
+				t.Errorf("%s %s: produce %+v consume %+v", m.System, m.Workload, m.Produce.Result, m.Consume.Result)
+			}
+		}
+		// The Erlang VM holds tens of MiB; the start script a few hundred KiB.
+		if m.PeakRSSKiB < 20<<10 {
+			t.Errorf("%s %s: peak RSS %d KiB is not the Erlang VM's", m.System, m.Workload, m.PeakRSSKiB)
+		}
+		measured[m.System]++
+	}
+	// Each: the uncompressed workload and e2e (zstd is n/a).
+	if measured["RabbitMQ stream"] != 2 || measured["RabbitMQ quorum"] != 2 {
+		t.Fatalf("measurements per system: %v", measured)
+	}
+	for _, want := range []string{"| workload | RabbitMQ stream | RabbitMQ quorum |", "rabbitmq-server 3.", "amqp091-go v1.16.0",
+		"cat > ", "listeners.tcp.1 = 127.0.0.1:0"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	// No node or epmd of the run is left: none lists the run's directory.
+	out, _ := exec.Command("ps", "-eo", "args").Output()
+	if strings.Contains(string(out), c.WorkDir) {
+		t.Errorf("processes of the run still running:\n%s", out)
 	}
 }
 

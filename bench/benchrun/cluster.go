@@ -46,6 +46,9 @@ type deployment struct {
 func (d *deployment) cpuSeconds() (float64, error) {
 	var sum float64
 	for _, p := range d.procs {
+		if p.spec.Helper {
+			continue
+		}
 		v, err := cpuSeconds(p.pid())
 		if err != nil {
 			return 0, err
@@ -59,6 +62,9 @@ func (d *deployment) cpuSeconds() (float64, error) {
 func (d *deployment) peakRSSKiB() (int64, error) {
 	var sum int64
 	for _, p := range d.procs {
+		if p.spec.Helper {
+			continue
+		}
 		v, err := peakRSSKiB(p.pid())
 		if err != nil {
 			return 0, err
@@ -68,18 +74,27 @@ func (d *deployment) peakRSSKiB() (int64, error) {
 	return sum, nil
 }
 
-// stop stops the brokers (together, each waiting up to 20 s before a kill)
-// and then ZooKeeper.
+// stop stops the brokers (together, each waiting up to 20 s before a kill),
+// later stages first, and then ZooKeeper.
 func (d *deployment) stop() {
-	var wg sync.WaitGroup
+	last := 0
 	for _, p := range d.procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.stop()
-		}()
+		last = max(last, p.spec.Stage)
 	}
-	wg.Wait()
+	for stage := last; stage >= 0; stage-- {
+		var wg sync.WaitGroup
+		for _, p := range d.procs {
+			if p.spec.Stage != stage {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.stop()
+			}()
+		}
+		wg.Wait()
+	}
 	if d.zk != nil {
 		d.zk.Close()
 	}
@@ -121,35 +136,44 @@ func deploy(ctx context.Context, sys *system, n int, dir, logDir, tag string, en
 		}
 	}
 	specs := sys.procs(l)
-	d.procs = make([]*server, len(specs))
-	errs := make([]error, len(specs))
-	var wg sync.WaitGroup
-	for i, spec := range specs {
-		name, logPath := sys.Name, filepath.Join(logDir, tag+"-broker.log")
-		if len(specs) > 1 {
-			name = fmt.Sprintf("%s broker %d", sys.Name, i+1)
-			logPath = filepath.Join(logDir, fmt.Sprintf("%s-broker-%d.log", tag, i+1))
-		}
-		var penv []string
-		if i == 0 {
-			penv = env
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d.procs[i], errs[i] = startProc(ctx, name, spec, logPath, penv...)
-		}()
+	last := 0
+	for _, spec := range specs {
+		last = max(last, spec.Stage)
 	}
-	wg.Wait()
-	started := d.procs[:0]
-	for _, p := range d.procs {
-		if p != nil {
-			started = append(started, p)
+	// Processes of one stage start together; the next stage once they
+	// all listen.
+	for stage := 0; stage <= last; stage++ {
+		procs := make([]*server, len(specs))
+		errs := make([]error, len(specs))
+		var wg sync.WaitGroup
+		for i, spec := range specs {
+			if spec.Stage != stage {
+				continue
+			}
+			name, logPath := sys.Name, filepath.Join(logDir, tag+"-broker.log")
+			if len(specs) > 1 {
+				name = fmt.Sprintf("%s process %d", sys.Name, i+1)
+				logPath = filepath.Join(logDir, fmt.Sprintf("%s-broker-%d.log", tag, i+1))
+			}
+			var penv []string
+			if i == 0 {
+				penv = env
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				procs[i], errs[i] = startProc(ctx, name, spec, logPath, penv...)
+			}()
 		}
-	}
-	d.procs = started
-	if err := errors.Join(errs...); err != nil {
-		return d, err
+		wg.Wait()
+		for _, p := range procs {
+			if p != nil {
+				d.procs = append(d.procs, p)
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return d, err
+		}
 	}
 	if n > 1 && sys.ready != nil {
 		rctx, cancel := context.WithTimeout(ctx, clusterTimeout)

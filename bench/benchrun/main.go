@@ -30,6 +30,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -68,6 +69,9 @@ const defaultSluiceCluster = "--override broker.id={id} --override zookeeper.con
 	"--override default.replication.factor={rf} --override min.insync.replicas={minisr} " +
 	"--override zookeeper.session.timeout.ms=6000 --override controlled.shutdown.enable=false"
 
+// allSystems are the systems benchrun knows, in their default order.
+var allSystems = []string{"sluice", "kfake", "nats", "rabbitmq-stream", "rabbitmq-quorum"}
+
 func env(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok && v != "" {
 		return v
@@ -96,7 +100,11 @@ func parseConfig(args []string) (*config, error) {
 	fs.StringVar(&c.KfakeServer, "kfake", env("BENCH_KFAKE", "bin/bench/kfakeserver"), "the kfake launcher")
 	fs.StringVar(&c.NatsPerf, "natsperf", env("BENCH_NATSPERF", "bin/bench/natsperf"), "the NATS load generator")
 	fs.StringVar(&c.NatsServer, "nats-server", env("BENCH_NATS_SERVER", "/usr/sbin/nats-server"), "the nats-server binary")
-	fs.StringVar(&systems, "systems", env("BENCH_SYSTEMS", "sluice,kfake,nats"), "systems to run, first is the one the ratios are of")
+	fs.StringVar(&c.RabbitPerf, "rabbitperf", env("BENCH_RABBITPERF", "bin/bench/rabbitperf"), "the RabbitMQ load generator")
+	fs.StringVar(&c.RabbitServer, "rabbitmq-server", env("BENCH_RABBITMQ_SERVER", defaultRabbitServer), "RabbitMQ's start script")
+	fs.StringVar(&c.Epmd, "epmd", env("BENCH_EPMD", defaultEpmd), "Erlang's port mapper daemon, one per RabbitMQ node")
+	fs.StringVar(&systems, "systems", env("BENCH_SYSTEMS", strings.Join(allSystems, ",")),
+		"systems to run, first is the one the ratios are of: "+strings.Join(allSystems, ", "))
 	fs.Int64Var(&records, "records", int64(envInt("BENCH_RECORDS", 1_000_000)), "records per produce/consume workload")
 	fs.IntVar(&c.Runs, "runs", envInt("BENCH_RUNS", 3), "runs of every workload on every system")
 	fs.StringVar(&sizes, "sizes", env("BENCH_SIZES", "100,1024"), "record sizes in bytes")
@@ -178,8 +186,8 @@ func parseConfig(args []string) (*config, error) {
 		}
 	}
 	for _, s := range c.Systems {
-		if s != "sluice" && s != "kfake" && s != "nats" {
-			return nil, fmt.Errorf("--systems: unknown system %q (want sluice, kfake, nats)", s)
+		if !slices.Contains(allSystems, s) {
+			return nil, fmt.Errorf("--systems: unknown system %q (want some of %s)", s, strings.Join(allSystems, ", "))
 		}
 	}
 	for _, v := range c.Compression {
@@ -398,6 +406,8 @@ func preflight(ctx context.Context, c *config, sys *system) string {
 		need = append(need, c.KfakeServer)
 	case "nats":
 		need = []string{c.NatsServer, c.NatsPerf}
+	case "rabbitmq-stream", "rabbitmq-quorum":
+		need = []string{c.RabbitServer, c.Epmd, c.RabbitPerf, "erl"}
 	}
 	for _, p := range need {
 		if _, err := exec.LookPath(p); err != nil {

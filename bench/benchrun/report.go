@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -271,6 +272,12 @@ func (r *report) markdown() string {
 		"NATS by `natsperf` (nats.go, async publish with 4,000 acks outstanding; one file-backed stream per partition; acks=1 and acks=all are the same for JetStream).\n")
 	b.WriteString("- Payloads: uncompressed workloads send random bytes (incompressible); zstd workloads send text (`--payload text`: words from a 4,096-word vocabulary, which franz-go's zstd shrinks to about 35%), " +
 		"since franz-go sends a batch uncompressed when compressing would not shrink it.\n")
+	if r.has("rabbitmq-stream", "rabbitmq-quorum") {
+		b.WriteString("- RabbitMQ (Debian's rabbitmq-server, one node per measurement on loopback) by `rabbitperf` (amqp091-go, AMQP 0-9-1, persistent messages, publisher confirms with 4,000 outstanding per publisher; " +
+			"one queue per partition; consumers acknowledge 500 at a time with a prefetch of 2,000): **RabbitMQ stream** uses stream queues (an append-only log, read from offset \"first\"), " +
+			"**RabbitMQ quorum** quorum queues (Raft-replicated FIFO queues, drained by the consume). AMQP 0-9-1 has no compression (zstd rows are n/a), and acks=1 and acks=all are the same " +
+			"(a confirm means stored: a quorum queue's Raft log fsyncs before confirming, a stream does not). Broker CPU and RSS are the Erlang VM's.\n")
+	}
 	b.WriteString("- kfake keeps every record in memory (no disk); Sluice and NATS JetStream write to files (page cache; neither fsyncs per write by default).\n")
 	if c.E2E {
 		fmt.Fprintf(&b, "- End-to-end: %d records/s for %d s, 100 B, 1 partition, acks=1, linger 0; latency from the producer's send (stamped in the value) to the consumer's receipt.\n",
@@ -436,13 +443,29 @@ func (r *report) markdown() string {
 		if rf > 1 && s.zookeeper {
 			fmt.Fprintf(&b, "# %s: ZooKeeper first (java org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg, a free loopback port, its own data directory)\n", s.Name)
 		}
+		if ps := s.procs(exampleLayout(rf)); len(ps) > 1 && !(rf > 1 && s.zookeeper) {
+			fmt.Fprintf(&b, "# %s\n", s.Name)
+		}
 		for _, p := range s.procs(exampleLayout(rf)) {
+			for _, path := range slices.Sorted(maps.Keys(p.Files)) {
+				fmt.Fprintf(&b, "cat > %s <<'EOF'\n%sEOF\n", path, p.Files[path])
+			}
 			fmt.Fprintf(&b, "%s\n", strings.Join(p.Argv, " "))
 		}
 	}
 	b.WriteString("```\n\n(port 0 stands for a free loopback port picked per run.)\n</details>\n")
 	fmt.Fprintf(&b, "\nRaw per-run results (JSON) and every broker and client log were in `%s` on the machine that ran it.\n", r.raw)
 	return b.String()
+}
+
+// has reports whether any of the systems with the given keys ran.
+func (r *report) has(keys ...string) bool {
+	for _, s := range r.systems {
+		if slices.Contains(keys, s.Key) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *report) envLine() string {

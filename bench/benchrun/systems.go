@@ -125,10 +125,26 @@ func (l layout) brokerDir(i int) string {
 type procSpec struct {
 	Argv []string
 	Wait string // host:port that accepts connections once the process is up
+	// Dirs are created and Files written (path: content) before the
+	// process starts.
+	Dirs  []string
+	Files map[string]string
+	// Stage orders the start: every process of stage 0 is up before any
+	// of stage 1 starts.
+	Stage int
+	// Helper processes (epmd) are not counted in the broker's CPU and RSS.
+	Helper bool
+	// MeasureChild counts the process's child (the Erlang VM under
+	// rabbitmq-server's shell script) instead of the process itself.
+	MeasureChild bool
+	// StartTimeout bounds the wait for Wait to accept connections; 0 is
+	// 30 s.
+	StartTimeout time.Duration
 }
 
 type paths struct {
 	Sluice, KfakeServer, NatsPerf, NatsServer string
+	RabbitPerf, RabbitServer, Epmd            string
 	SluiceServe                               string // template with {port} and {dir}
 	SluiceCluster                             string // added for a cluster: {id}, {zk}, {rf}, {minisr}
 }
@@ -233,6 +249,8 @@ func newSystems(p paths) map[string]*system {
 			addr:        func(l layout) string { return addrList(l, localAddr) },
 			ready:       kafkaReady,
 		},
+		"rabbitmq-stream": rabbitSystem(p, "rabbitmq-stream", "RabbitMQ stream", "stream"),
+		"rabbitmq-quorum": rabbitSystem(p, "rabbitmq-quorum", "RabbitMQ quorum", "quorum"),
 		"nats": {
 			Key: "nats", Name: "NATS JetStream",
 			procs: func(l layout) []procSpec {
@@ -289,18 +307,60 @@ func newSystems(p paths) map[string]*system {
 // server is one running broker process.
 type server struct {
 	argv    []string
+	spec    procSpec
 	cmd     *exec.Cmd
 	logPath string
 	exited  chan struct{}
 	waitErr error
+	child   int // the measured child's pid, once found (MeasureChild)
 }
 
-func (s *server) pid() int { return s.cmd.Process.Pid }
+// pid is the process whose CPU and memory are the broker's: the process
+// itself, or with MeasureChild its first child.
+func (s *server) pid() int {
+	if !s.spec.MeasureChild {
+		return s.cmd.Process.Pid
+	}
+	if s.child == 0 {
+		s.child = firstChild(s.cmd.Process.Pid)
+	}
+	if s.child == 0 {
+		return s.cmd.Process.Pid
+	}
+	return s.child
+}
+
+// firstChild returns the first child of pid listed by /proc, or 0.
+func firstChild(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	c, _ := strconv.Atoi(f[0])
+	return c
+}
 
 // startProc starts one process of sys, logging to logPath, and waits until
 // spec.Wait accepts connections.
 func startProc(ctx context.Context, name string, spec procSpec, logPath string, env ...string) (*server, error) {
 	argv := spec.Argv
+	for _, d := range spec.Dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	for path, content := range spec.Files {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			return nil, err
+		}
+	}
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -317,13 +377,17 @@ func startProc(ctx context.Context, name string, spec procSpec, logPath string, 
 		logf.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	s := &server{argv: argv, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	s := &server{argv: argv, spec: spec, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
 	go func() {
 		s.waitErr = cmd.Wait()
 		logf.Close()
 		close(s.exited)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
+	wait := spec.StartTimeout
+	if wait <= 0 {
+		wait = 30 * time.Second
+	}
+	deadline := time.Now().Add(wait)
 	for {
 		c, err := net.DialTimeout("tcp", spec.Wait, 200*time.Millisecond)
 		if err == nil {
@@ -340,7 +404,7 @@ func startProc(ctx context.Context, name string, spec procSpec, logPath string, 
 		}
 		if time.Now().After(deadline) {
 			s.stop()
-			return nil, fmt.Errorf("%s did not listen on %s within 30s; log %s", name, spec.Wait, logPath)
+			return nil, fmt.Errorf("%s did not listen on %s within %v; log %s", name, spec.Wait, wait, logPath)
 		}
 	}
 }
@@ -352,12 +416,19 @@ func (s *server) stop() {
 		return
 	default:
 	}
+	child := 0
+	if s.spec.MeasureChild {
+		child = s.pid()
+	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.exited:
 	case <-time.After(20 * time.Second):
 		_ = s.cmd.Process.Kill()
 		<-s.exited
+		if child != 0 && child != s.cmd.Process.Pid {
+			_ = syscall.Kill(child, syscall.SIGKILL) // no longer anyone's to stop
+		}
 	}
 }
 

@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-io/sluice/internal/perf"
+	"github.com/sluice-io/sluice/internal/perf/kafkaperf"
 	"github.com/sluice-io/sluice/internal/testutil"
 )
 
@@ -152,5 +155,183 @@ func TestPerfBadInput(t *testing.T) {
 			t.Errorf("perf %s %v: exit %d, want %d with %q\nstdout: %s\nstderr: %s",
 				tc.mode, tc.args, code, tc.code, tc.want, out, errOut)
 		}
+	}
+}
+
+// TestPerfLoadFlags: the load mode is the default when the first argument
+// is a flag, --rate takes records/s or a byte rate, and bad values are
+// usage errors naming the flag.
+func TestPerfLoadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		mode    string
+		restLen int
+	}{
+		{[]string{"--producers", "2"}, "load", 2},
+		{[]string{"-rate=5"}, "load", 1},
+		{[]string{"load", "--producers", "2"}, "load", 2},
+		{[]string{"produce", "--num-records", "1"}, "produce", 2},
+	} {
+		mode, rest := perfMode(tc.args)
+		if mode != tc.mode || len(rest) != tc.restLen {
+			t.Errorf("perfMode(%q) = %q, %q", tc.args, mode, rest)
+		}
+	}
+
+	for _, tc := range []struct {
+		rate string
+		size int
+		want float64
+	}{
+		{"10000", 100, 10000},
+		{"-1", 100, -1},
+		{"0", 100, -1},
+		{"20MiB/s", 1024, 20 * 1024},
+		{"20MiB", 1024, 20 * 1024},
+		{"1 GiB/s", 1 << 20, 1024},
+		{"500KiB/s", 512, 1000},
+		{"1MB/s", 1000, 1000},
+		{"2.5kB/s", 10, 250},
+		{"100B/s", 10, 10},
+	} {
+		got, err := kafkaperf.ParseRate(tc.rate, tc.size)
+		if err != nil || got != tc.want {
+			t.Errorf("ParseRate(%q, %d) = %v, %v; want %v", tc.rate, tc.size, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "fast", "10MiB/h", "-5MiB/s", "0MiB/s", "NaN", "Inf", "1e400"} {
+		if v, err := kafkaperf.ParseRate(bad, 100); err == nil {
+			t.Errorf("ParseRate(%q) = %v, want an error", bad, v)
+		}
+	}
+	if _, err := kafkaperf.ParseRate("1MiB/s", 0); err == nil || !strings.Contains(err.Error(), "record size") {
+		t.Errorf("a byte rate with 0-byte records: %v", err)
+	}
+
+	// Every flag reaches the configuration.
+	var errb bytes.Buffer
+	f, code := parsePerfFlags("load", []string{"--brokers", "a:1,b:2", "--producers", "3", "--consumers", "4", "--topics", "5",
+		"--partitions", "6", "--rate", "1MiB/s", "--record-size", "1024", "--duration", "90s", "--group", "g",
+		"--acks", "all", "--replication-factor", "3", "--fetch-max-partition-bytes", "4096", "--idle-timeout", "3s"},
+		&errb, func(string) string { return "" })
+	if f == nil {
+		t.Fatalf("parsing load flags: exit %d: %s", code, errb.String())
+	}
+	lc, err := f.loadConfig(f.common(&errb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc.Producers != 3 || lc.Consumers != 4 || lc.Topics != 5 || lc.Partitions != 6 || lc.Throughput != 1024 ||
+		lc.Duration != 90*time.Second || lc.Group != "g" || lc.Acks != "all" || lc.ReplicationFactor != 3 ||
+		lc.FetchMaxPartitionBytes != 4096 || lc.IdleTimeout != 3*time.Second || len(lc.Brokers) != 2 {
+		t.Fatalf("load config %+v", lc)
+	}
+
+	addr := testutil.FreeAddr(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--topics", "0"}, "--topics"},
+		{[]string{"--consumers", "-1"}, "--consumers"},
+		{[]string{"--duration", "0s"}, "--duration"},
+		{[]string{"--rate", "lots"}, "--rate"},
+		{[]string{"--producers", "0"}, "--producers"},
+		{[]string{"--partitions", "0"}, "--partitions"},
+		{[]string{"--fetch-max-partition-bytes", "-1"}, "--fetch-max-partition-bytes"},
+		{[]string{"--record-size", "4"}, "record-size 8"},
+		{[]string{"--throughput", "5"}, "flag provided but not defined"},
+		{[]string{"--output", "csv"}, "--output"},
+	} {
+		code, out, errOut := perfRun(t, "load", append([]string{"--brokers", addr}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(out+errOut, tc.want) {
+			t.Errorf("perf load %v: exit %d, want %d with %q\nstdout: %s\nstderr: %s", tc.args, code, exitUsage, tc.want, out, errOut)
+		}
+	}
+	// Nothing listens: a clear error, exit 1.
+	code, out, errOut := perfRun(t, "load", "--brokers", addr, "--setup-timeout", "1s", "--duration", "1s")
+	if code != 1 || !strings.Contains(out+errOut, addr) {
+		t.Errorf("perf load against nothing: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+}
+
+// TestPerfLoadAgainstServe runs the load mode the way a user sizing a
+// cluster would, against Sluice's own broker in this process: the JSON
+// summary has both sides with exact tails, the progress lines show the
+// p99 so far, and the broker holds exactly the records produced.
+func TestPerfLoadAgainstServe(t *testing.T) {
+	b := startServeBroker(t)
+	waitForBroker(t, b.addr)
+	code, out, errOut := perfRun(t, "load", "--brokers", b.addr, "--producers", "2", "--consumers", "2",
+		"--topics", "2", "--partitions", "3", "--rate", "2000", "--duration", "2s", "--record-size", "200",
+		"--acks", "all", "--output", "json", "--progress", "250ms")
+	if code != 0 {
+		t.Fatalf("perf load exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	var res perf.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("--output json is not one JSON object: %v\n%s", err, out)
+	}
+	p, c := res.Produce, res.Consume
+	if res.Mode != "load" || p == nil || c == nil {
+		t.Fatalf("load JSON: %s", out)
+	}
+	if p.Records < 3600 || p.Records > 4001 || c.Records != p.Records || p.Errors != 0 || res.FirstError != "" {
+		t.Fatalf("produced %d, consumed %d, errors %d (%s); want about 4000 each", p.Records, c.Records, p.Errors, res.FirstError)
+	}
+	if p.RecordsPerSec < 1600 || p.RecordsPerSec > 2400 || p.MiBPerSec <= 0 {
+		t.Fatalf("produce rate %.0f records/s, %.3f MiB/s; want about 2000", p.RecordsPerSec, p.MiBPerSec)
+	}
+	for name, l := range map[string]*perf.Latency{"produce": p.Latency, "e2e": c.Latency} {
+		// Under 16,384 values every percentile is exact: p99.9 and max
+		// are recorded latencies, ordered.
+		if l == nil || l.Count != uint64(p.Records) || !(l.Min <= l.P50 && l.P50 <= l.P99 && l.P99 <= l.P999 && l.P999 <= l.Max) {
+			t.Fatalf("%s latency %+v", name, l)
+		}
+	}
+	if len(p.Samples) < 6 || len(c.Samples) < 6 {
+		t.Fatalf("samples: %d produce, %d consume", len(p.Samples), len(c.Samples))
+	}
+	if s := p.Samples[len(p.Samples)/2]; s.P99SoFar == nil || s.RecordsPerSec < 1000 {
+		t.Fatalf("a produce sample mid-run: %+v", s)
+	}
+	for _, want := range []string{"produce", "consume", "records/s", "MiB/s", "p99", "so far"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("progress lines lack %q:\n%s", want, errOut)
+		}
+	}
+
+	// The broker holds what was acknowledged, on both topics.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, "sluice-perf-0", "sluice-perf-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	parts := 0
+	ends.Each(func(o kadm.ListedOffset) {
+		total += o.Offset
+		parts++
+	})
+	if total != p.Records || parts != 6 {
+		t.Fatalf("the broker holds %d records in %d partitions, want %d in 6", total, parts, p.Records)
+	}
+
+	// The text summary is a table with a row per side.
+	code, out, errOut = perfRun(t, "load", "--brokers", b.addr, "--topic", "text", "--rate", "1000",
+		"--duration", "1s", "--progress", "0")
+	if code != 0 {
+		t.Fatalf("perf load (text) exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[2], "produce") || !strings.HasPrefix(lines[3], "consume") ||
+		!strings.Contains(lines[1], "p99.9") || errOut != "" {
+		t.Fatalf("text summary:\n%s\nstderr: %s", out, errOut)
 	}
 }

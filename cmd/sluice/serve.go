@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sluice-io/sluice/appliance"
+	"github.com/sluice-io/sluice/config"
 	"github.com/sluice-io/sluice/internal/buildinfo"
 	"github.com/sluice-io/sluice/internal/sdnotify"
 )
@@ -36,7 +37,7 @@ func runServe(ctx context.Context, args []string) int {
 		over       overrides
 		logLevel   string
 	)
-	fs.StringVar(&configPath, "config", "", "properties file with Kafka's broker keys (see README.md, Configuration keys)")
+	fs.StringVar(&configPath, "config", "", "properties file with Kafka's broker keys (every key: docs/configuration.md, or below)")
 	fs.Var(&over, "override", "key=value overriding the file; repeatable")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.SetOutput(io.Discard)
@@ -104,7 +105,7 @@ func serveUsage(fs *flag.FlagSet, w io.Writer) {
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fmt.Fprint(w, "\nConfiguration keys (Kafka's names) and their defaults:\n")
-	for _, k := range appliance.Keys() {
+	for _, k := range config.Keys() {
 		def := k.Default
 		if def == "" {
 			def = `""`

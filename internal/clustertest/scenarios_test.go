@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/testutil"
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 // TestPausedFollowerLeavesAndRejoinsISR: a follower stopped with SIGSTOP
@@ -438,8 +438,8 @@ func kgoBroker(t *testing.T, c *testCluster, id int32, opts ...kgo.Opt) *kgo.Bro
 
 // recordBatch is one record in a v2 batch, as a producer sends it.
 func recordBatch(t *testing.T, v string) []byte {
-	b, err := storage.BuildBatch(storage.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: time.Now().UnixMilli()},
-		[]storage.Record{{Value: []byte(v)}})
+	b, err := record.BuildBatch(record.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, BaseTimestamp: time.Now().UnixMilli()},
+		[]record.Record{{Value: []byte(v)}})
 	if err != nil {
 		t.Fatal(err)
 	}

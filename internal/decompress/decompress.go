@@ -14,7 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 // MaxBytes is what one fetched batch may decompress to in the appliance's
@@ -38,8 +38,8 @@ func (b bounded) Decompress(src []byte, codec kgo.CompressionCodecType) ([]byte,
 	if codec == kgo.CodecNone {
 		return src, nil
 	}
-	out, err := storage.DecompressLimit(storage.Compression(codec), nil, src, int(b))
-	if errors.Is(err, storage.ErrDecompressedTooLarge) {
+	out, err := record.DecompressLimit(record.Compression(codec), nil, src, int(b))
+	if errors.Is(err, record.ErrDecompressedTooLarge) {
 		return nil, fmt.Errorf("%w (%d bytes)", kgo.ErrMaxDecompress, int(b))
 	}
 	return out, err

@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 // TestBounded: what kgo decompresses through Decompressor comes back whole
@@ -17,8 +17,8 @@ func TestBounded(t *testing.T) {
 	small := bytes.Repeat([]byte("sluice "), 1000)
 	big := make([]byte, MaxBytes+1)
 	d := Decompressor()
-	for _, c := range []storage.Compression{storage.CompressionGzip, storage.CompressionSnappy, storage.CompressionLZ4, storage.CompressionZstd} {
-		in, err := storage.Compress(c, nil, small)
+	for _, c := range []record.Compression{record.CompressionGzip, record.CompressionSnappy, record.CompressionLZ4, record.CompressionZstd} {
+		in, err := record.Compress(c, nil, small)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,7 +26,7 @@ func TestBounded(t *testing.T) {
 		if err != nil || !bytes.Equal(out, small) {
 			t.Fatalf("%s: %v", c, err)
 		}
-		bomb, err := storage.Compress(c, nil, big)
+		bomb, err := record.Compress(c, nil, big)
 		if err != nil {
 			t.Fatal(err)
 		}

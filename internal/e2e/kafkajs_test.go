@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/testutil"
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 // kafkajsVersion is the kafkajs release the test installs from the npm
@@ -126,9 +126,9 @@ func TestKafkaJS(t *testing.T) {
 	var gz, plain int
 	for _, b := range batches {
 		switch b.codec {
-		case storage.CompressionGzip:
+		case record.CompressionGzip:
 			gz++
-		case storage.CompressionNone:
+		case record.CompressionNone:
 			plain++
 		}
 	}

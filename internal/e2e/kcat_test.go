@@ -11,12 +11,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/testutil"
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 // storedBatch is a stored batch's codec and record count.
 type storedBatch struct {
-	codec   storage.Compression
+	codec   record.Compression
 	records int32
 }
 
@@ -48,7 +48,7 @@ func storedCodecs(t *testing.T, addr, topic string) []storedBatch {
 		t.Fatalf("raw fetch %s: error %d", topic, p.ErrorCode)
 	}
 	var codecs []storedBatch
-	err = storage.ForEachBatch(p.RecordBatches, func(h *storage.BatchHeader, _ []byte) error {
+	err = record.ForEachBatch(p.RecordBatches, func(h *record.BatchHeader, _ []byte) error {
 		codecs = append(codecs, storedBatch{h.Compression(), h.RecordCount})
 		return nil
 	})
@@ -68,13 +68,13 @@ func TestKcat(t *testing.T) {
 	t.Run("codecs", func(t *testing.T) {
 		for _, codec := range []struct {
 			name string
-			want storage.Compression
+			want record.Compression
 		}{
-			{"gzip", storage.CompressionGzip},
-			{"snappy", storage.CompressionSnappy},
-			{"lz4", storage.CompressionLZ4},
-			{"zstd", storage.CompressionZstd},
-			{"none", storage.CompressionNone},
+			{"gzip", record.CompressionGzip},
+			{"snappy", record.CompressionSnappy},
+			{"lz4", record.CompressionLZ4},
+			{"zstd", record.CompressionZstd},
+			{"none", record.CompressionNone},
 		} {
 			codec := codec
 			t.Run(codec.name, func(t *testing.T) {
@@ -101,7 +101,7 @@ func TestKcat(t *testing.T) {
 				if len(codecs) == 0 {
 					t.Fatalf("%s: no batches stored", codec.name)
 				}
-				if codec.want == storage.CompressionLZ4 && !advertises(t, p.addr, 10) {
+				if codec.want == record.CompressionLZ4 && !advertises(t, p.addr, 10) {
 					// librdkafka enables LZ4 only when the broker advertises
 					// FindCoordinator v0 (rdkafka_feature.c), which comes with the
 					// group APIs; until they are registered it sends lz4 batches
@@ -129,13 +129,13 @@ func TestKcat(t *testing.T) {
 // one batch uses it and so does every batch of 10 records or more
 // (librdkafka sends a tiny batch uncompressed when compressing would not
 // make it smaller, which is Kafka-legal).
-func checkCompressed(t *testing.T, name string, batches []storedBatch, want storage.Compression) {
+func checkCompressed(t *testing.T, name string, batches []storedBatch, want record.Compression) {
 	t.Helper()
 	used := false
 	for _, b := range batches {
 		if b.codec == want {
 			used = true
-		} else if b.records >= 10 || b.codec != storage.CompressionNone {
+		} else if b.records >= 10 || b.codec != record.CompressionNone {
 			t.Fatalf("%s: a stored batch of %d records uses %v (all: %v): the producer's codec was lost", name, b.records, b.codec, batches)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/internal/testutil"
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 const pythonClient = `
@@ -79,7 +79,7 @@ func TestConfluentKafkaPython(t *testing.T) {
 			t.Fatalf("record %d: %v", i, r)
 		}
 	}
-	checkCompressed(t, "python gzip", storedCodecs(t, n.Addr(), "python"), storage.CompressionGzip)
+	checkCompressed(t, "python gzip", storedCodecs(t, n.Addr(), "python"), record.CompressionGzip)
 }
 
 func itoa(i int) string { return jsonNumber(i) }

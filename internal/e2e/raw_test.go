@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 // rawConn speaks the wire protocol by hand, for the tests that need to
@@ -132,11 +132,11 @@ func produceReq(topic string, partition int32, acks int16, records []byte) *kmsg
 // batch builds a record batch v2 with n records.
 func batch(t *testing.T, n int, pid int64, epoch int16, seq int32, prefix string) []byte {
 	t.Helper()
-	recs := make([]storage.Record, n)
+	recs := make([]record.Record, n)
 	for i := range recs {
-		recs[i] = storage.Record{OffsetDelta: int32(i), Value: []byte(prefix + string(rune('a'+i%26)))}
+		recs[i] = record.Record{OffsetDelta: int32(i), Value: []byte(prefix + string(rune('a'+i%26)))}
 	}
-	b, err := storage.BuildBatch(storage.BatchOptions{
+	b, err := record.BuildBatch(record.BatchOptions{
 		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, BaseTimestamp: time.Now().UnixMilli(),
 	}, recs)
 	if err != nil {
@@ -302,9 +302,9 @@ func TestBadInput(t *testing.T) {
 		if err != nil || alt[0].Err != nil {
 			t.Fatalf("alter max.message.bytes: %v %+v", err, alt)
 		}
-		big := make([]storage.Record, 1)
-		big[0] = storage.Record{Value: make([]byte, 2000)}
-		bb, _ := storage.BuildBatch(storage.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, big)
+		big := make([]record.Record, 1)
+		big[0] = record.Record{Value: make([]byte, 2000)}
+		bb, _ := record.BuildBatch(record.BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, big)
 		req = produceReq("keep", 0, -1, bb[:])
 		if code, _ := produceCode(t, c.recv(req, c.send(req))); code != kerr.MessageTooLarge.Code {
 			t.Fatalf("oversized batch: %d, want MESSAGE_TOO_LARGE", code)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/record"
 )
 
 // TestSarama produces (idempotent, zstd, acks=all) and consumes with IBM's
@@ -83,5 +83,5 @@ func TestSarama(t *testing.T) {
 	if seen != total {
 		t.Fatalf("consumed %d of %d messages", seen, total)
 	}
-	checkCompressed(t, "sarama zstd", storedCodecs(t, n.Addr(), "sarama"), storage.CompressionZstd)
+	checkCompressed(t, "sarama zstd", storedCodecs(t, n.Addr(), "sarama"), record.CompressionZstd)
 }

@@ -3,6 +3,7 @@ package perf
 import (
 	"math"
 	"math/bits"
+	"slices"
 	"time"
 )
 
@@ -18,6 +19,16 @@ import (
 // We considered bounding the range (say at an hour) to halve the array, but
 // one histogram per producer or consumer is cheap and an out-of-range value
 // that has to be clamped is a lie in the tail we care most about.
+//
+// On top of the buckets, a Histogram keeps the TailValues largest values it
+// has seen, exactly. A quantile whose rank falls among them is reported
+// exactly rather than as a bucket bound: the maximum always, p99.9 for up to
+// 16.4 million values and p99 for up to 1.6 million (per histogram, and
+// likewise after Merge). Past that, a quantile is the bucket bound above.
+//
+// (HdrHistogram's Go port, github.com/HdrHistogram/hdrhistogram-go, has the
+// same bucket scheme but reports Min and Max as bucket bounds too, needs a
+// range fixed in advance and fails values outside it; hence this one.)
 const (
 	subBits     = 10
 	subCount    = 1 << subBits  // values counted exactly: [0, subCount)
@@ -34,15 +45,23 @@ const (
 // with no atomics, which matters when it runs once per record.
 type Histogram struct {
 	counts []uint64
+	// tail is a min-heap of the TailValues largest values recorded;
+	// sorted is its ascending copy, rebuilt on demand when dirty.
+	tail   []int64
+	sorted []int64
+	dirty  bool
 	total  uint64
 	sum    float64 // exact up to 2^53 ns (104 days) per value; float so it never overflows
 	min    int64
 	max    int64
 }
 
+// TailValues is how many of the largest values a Histogram keeps exactly.
+const TailValues = 1 << 14
+
 // NewHistogram returns an empty histogram.
 func NewHistogram() *Histogram {
-	return &Histogram{counts: make([]uint64, bucketCount), min: math.MaxInt64}
+	return &Histogram{counts: make([]uint64, bucketCount), tail: make([]int64, 0, TailValues), min: math.MaxInt64}
 }
 
 // bucketOf returns the bucket index of v (v >= 0).
@@ -72,7 +91,15 @@ func (h *Histogram) Record(v int64) {
 	if v < 0 {
 		v = 0
 	}
-	h.counts[bucketOf(v)]++
+	h.recordIn(v, bucketOf(v))
+}
+
+// recordIn adds v (>= 0), whose bucket is b.
+func (h *Histogram) recordIn(v int64, b int) {
+	h.counts[b]++
+	if len(h.tail) < TailValues || v > h.tail[0] {
+		h.keep(v)
+	}
 	h.total++
 	h.sum += float64(v)
 	if v < h.min {
@@ -81,6 +108,44 @@ func (h *Histogram) Record(v int64) {
 	if v > h.max {
 		h.max = v
 	}
+}
+
+// keep offers v to the tail heap: a push while it has room, else a
+// replacement of the smallest kept value when v is larger.
+func (h *Histogram) keep(v int64) {
+	t := h.tail
+	switch {
+	case len(t) < TailValues:
+		t = append(t, v)
+		for i := len(t) - 1; i > 0; { // sift up
+			parent := (i - 1) / 2
+			if t[parent] <= t[i] {
+				break
+			}
+			t[parent], t[i] = t[i], t[parent]
+			i = parent
+		}
+		h.tail = t
+	case v > t[0]:
+		t[0] = v
+		for i := 0; ; { // sift down
+			l, small := 2*i+1, i
+			if l < len(t) && t[l] < t[small] {
+				small = l
+			}
+			if r := l + 1; r < len(t) && t[r] < t[small] {
+				small = r
+			}
+			if small == i {
+				break
+			}
+			t[i], t[small] = t[small], t[i]
+			i = small
+		}
+	default:
+		return
+	}
+	h.dirty = true
 }
 
 // RecordDuration adds d in nanoseconds.
@@ -94,6 +159,9 @@ func (h *Histogram) Merge(o *Histogram) {
 	for i, c := range o.counts {
 		h.counts[i] += c
 	}
+	for _, v := range o.tail {
+		h.keep(v)
+	}
 	h.total += o.total
 	h.sum += o.sum
 	h.min = min(h.min, o.min)
@@ -103,6 +171,7 @@ func (h *Histogram) Merge(o *Histogram) {
 // Reset empties the histogram, keeping its memory.
 func (h *Histogram) Reset() {
 	clear(h.counts)
+	h.tail, h.sorted, h.dirty = h.tail[:0], h.sorted[:0], false
 	h.total, h.sum, h.min, h.max = 0, 0, math.MaxInt64, 0
 }
 
@@ -129,25 +198,53 @@ func (h *Histogram) Min() int64 {
 func (h *Histogram) Max() int64 { return h.max }
 
 // Quantile returns the value at quantile q (0.99 for p99): the smallest
-// bucket bound at or below which at least ceil(q*count) of the values lie,
-// clamped to the exact minimum and maximum. Like HdrHistogram it reports a
-// bucket's highest equivalent value, so it never understates a latency.
-// It returns 0 for an empty histogram.
+// value with at least ceil(q*count) of the values at or below it. When that
+// rank is among the TailValues largest values it is exact; otherwise it is
+// the highest value of the value's bucket, clamped to the exact minimum and
+// maximum, so like HdrHistogram it never understates a latency. It returns
+// 0 for an empty histogram.
 func (h *Histogram) Quantile(q float64) int64 {
 	if h.total == 0 {
 		return 0
 	}
-	q = min(max(q, 0), 1)
-	rank := uint64(math.Ceil(q * float64(h.total)))
-	if rank == 0 {
-		rank = 1
+	rank := h.rank(q)
+	if fromTop := h.total - rank + 1; fromTop <= uint64(len(h.tail)) {
+		if h.dirty || len(h.sorted) != len(h.tail) {
+			h.sorted = append(h.sorted[:0], h.tail...)
+			slices.Sort(h.sorted)
+			h.dirty = false
+		}
+		return h.sorted[uint64(len(h.sorted))-fromTop]
 	}
+	return min(max(countsQuantile(h.counts, rank), h.min), h.max)
+}
+
+// Exact reports whether Quantile(q) is the exact value rather than a bucket
+// bound.
+func (h *Histogram) Exact(q float64) bool {
+	return h.total > 0 && h.total-h.rank(q)+1 <= uint64(len(h.tail))
+}
+
+// rank is the 1-based rank of quantile q among the values recorded.
+func (h *Histogram) rank(q float64) uint64 {
+	return rankOf(q, h.total)
+}
+
+func rankOf(q float64, total uint64) uint64 {
+	q = min(max(q, 0), 1)
+	rank := uint64(math.Ceil(q * float64(total)))
+	return min(max(rank, 1), total)
+}
+
+// countsQuantile returns the highest value of the bucket holding the value
+// of the given rank (1-based) in counts, or 0 when there are fewer values.
+func countsQuantile(counts []uint64, rank uint64) int64 {
 	var seen uint64
-	for i, c := range h.counts {
+	for i, c := range counts {
 		seen += c
 		if seen >= rank {
-			return min(max(bucketHigh(i), h.min), h.max)
+			return bucketHigh(i)
 		}
 	}
-	return h.max
+	return 0
 }

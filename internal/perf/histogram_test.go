@@ -178,3 +178,89 @@ func BenchmarkHistogramRecord(b *testing.B) {
 		h.Record(v + int64(i&1023))
 	}
 }
+
+// TestHistogramTailExact: the largest TailValues values are kept exactly,
+// so the max always, and any quantile whose rank falls among them (p99.9 up
+// to 16.4 M values), is the true value, not a bucket bound; Exact says
+// which quantiles those are, and Merge keeps the property.
+func TestHistogramTailExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	lognormal := func(n int) []int64 {
+		v := make([]int64, n)
+		for i := range v {
+			v[i] = int64(math.Exp(rng.NormFloat64()*1.5 + math.Log(300e3)))
+		}
+		return v
+	}
+	qs := []float64{0, 0.001, 0.5, 0.9, 0.99, 0.999, 0.9999, 1}
+
+	// Fewer values than the tail holds: every quantile is exact.
+	small := lognormal(TailValues - 1)
+	h := NewHistogram()
+	for _, v := range small {
+		h.Record(v)
+	}
+	sorted := slices.Clone(small)
+	slices.Sort(sorted)
+	for _, q := range qs {
+		if got, want := h.Quantile(q), exactQuantile(sorted, q); got != want || !h.Exact(q) {
+			t.Errorf("%d values: q%v = %d (exact %v), want exactly %d", len(small), q, got, h.Exact(q), want)
+		}
+	}
+
+	// 400,000 values: p99.9 (rank 400 from the top) and above are exact,
+	// the median is a bucket bound within 0.2%.
+	big := lognormal(400_000)
+	h.Reset()
+	a, b := NewHistogram(), NewHistogram()
+	for i, v := range big {
+		h.Record(v)
+		if i%2 == 0 {
+			a.Record(v)
+		} else {
+			b.Record(v)
+		}
+	}
+	a.Merge(b)
+	sorted = slices.Clone(big)
+	slices.Sort(sorted)
+	for _, hist := range []*Histogram{h, a} {
+		for _, q := range []float64{0.99, 0.999, 0.9999, 1} {
+			if got, want := hist.Quantile(q), exactQuantile(sorted, q); got != want || !hist.Exact(q) {
+				t.Errorf("400k values: q%v = %d (exact %v), want exactly %d", q, got, hist.Exact(q), want)
+			}
+		}
+		if hist.Max() != sorted[len(sorted)-1] {
+			t.Errorf("max %d, want %d", hist.Max(), sorted[len(sorted)-1])
+		}
+		if hist.Exact(0.5) {
+			t.Error("the median of 400k values claims to be exact")
+		}
+		got, want := hist.Quantile(0.5), exactQuantile(sorted, 0.5)
+		if got < want || float64(got-want) > maxRelErr*float64(want) {
+			t.Errorf("median %d, want %d within %.2f%%", got, want, maxRelErr*100)
+		}
+	}
+
+	// A rising sequence replaces the kept values on every record; Reset
+	// empties them.
+	h.Reset()
+	for v := range int64(100_000) {
+		h.Record(v * 1000)
+	}
+	if got := h.Quantile(0.999); got != 99_899*1000 {
+		t.Errorf("rising: p99.9 = %d, want %d", got, 99_899*1000)
+	}
+	h.Reset()
+	if h.Exact(0.99) || h.Quantile(0.99) != 0 {
+		t.Error("reset histogram still reports a tail")
+	}
+}
+
+func BenchmarkHistogramRecordRising(b *testing.B) {
+	h := NewHistogram()
+	b.ReportAllocs()
+	for i := range b.N {
+		h.Record(int64(i)) // every value enters the tail
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -188,6 +189,150 @@ func TestResultOutput(t *testing.T) {
 	for _, want := range []string{"1000 records produced", "2000 records/s", "p99.9", "max"} {
 		if !strings.Contains(txt.String(), want) {
 			t.Errorf("text summary lacks %q:\n%s", want, txt.String())
+		}
+	}
+}
+
+func BenchmarkRecorderRecord(b *testing.B) {
+	m := new(Meter)
+	r := m.NewRecorder()
+	now := time.Now()
+	b.ReportAllocs()
+	for i := range b.N {
+		r.Record(100, time.Duration(200_000+i&4095), now)
+	}
+	r.Flush()
+}
+
+// TestProgressTracks: one line per interval for all tracks, with each
+// track's rate and p99 (of the interval and of the run so far), and the
+// same figures kept as Samples.
+func TestProgressTracks(t *testing.T) {
+	prod, cons := new(Meter), new(Meter)
+	var mu sync.Mutex
+	var out bytes.Buffer
+	w := writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return out.Write(p)
+	})
+	p := StartTracks(w, 30*time.Millisecond, []Track{
+		{Label: "produce", Meter: prod, Latency: "latency"},
+		{Label: "consume", Meter: cons, Latency: "e2e"},
+	})
+	pr, cr := prod.NewRecorder(), cons.NewRecorder()
+	now := time.Now()
+	// 1..1000 µs: p99 is 990 µs; end to end twice that.
+	for i := 1; i <= 1000; i++ {
+		pr.Record(100, time.Duration(i)*time.Microsecond, now)
+		cr.Record(100, 2*time.Duration(i)*time.Microsecond, now)
+	}
+	pr.Flush()
+	cr.Flush()
+	testutilWait(t, func() bool { return len(p.samplesSoFar(1)) >= 2 })
+	p.Stop()
+	p.Stop()
+
+	mu.Lock()
+	text := out.String()
+	mu.Unlock()
+	first := strings.SplitN(text, "\n", 2)[0]
+	for _, want := range []string{"produce", "consume", "records/s", "MiB/s", "latency p99", "e2e p99", "so far"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("progress line lacks %q: %q", want, first)
+		}
+	}
+	near := func(got *float64, want float64) bool {
+		return got != nil && *got >= want && *got <= want*(1+maxRelErr)
+	}
+	for i, want := range []float64{0.990, 1.980} {
+		ss := p.Samples(i)
+		if len(ss) < 2 {
+			t.Fatalf("track %d: %d samples", i, len(ss))
+		}
+		// The first interval saw all 1000 values, the later ones none.
+		s0, last := ss[0], ss[len(ss)-1]
+		if s0.Records != 1000 || !near(s0.P99, want) || !near(s0.P99SoFar, want) || s0.Max == nil || math.Abs(*s0.Max-want/0.99) > 1e-9 {
+			t.Errorf("track %d first sample %+v: want 1000 records, p99 and p99 so far %.3f ms", i, s0, want)
+		}
+		if last.P99 != nil || !near(last.P99SoFar, want) || last.RecordsPerSec != 0 {
+			t.Errorf("track %d idle sample: p99 %v, so far %v, rate %v; want none, %.3f, 0", i, last.P99, last.P99SoFar, last.RecordsPerSec, want)
+		}
+		if s0.Seconds <= 0 || last.Seconds <= s0.Seconds {
+			t.Errorf("track %d sample times %v, %v", i, s0.Seconds, last.Seconds)
+		}
+	}
+	if p.Samples(2) != nil || p.Samples(-1) != nil {
+		t.Error("samples of a track that does not exist")
+	}
+	// No interval: nothing printed, nothing kept.
+	q := StartTracks(w, 0, []Track{{Label: "x", Meter: prod}})
+	q.Stop()
+	if q.Samples(0) != nil {
+		t.Error("a progress without interval kept samples")
+	}
+}
+
+func testutilWait(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestLoadResultOutput(t *testing.T) {
+	h := NewHistogram()
+	for i := int64(1); i <= 1000; i++ {
+		h.Record(i * 1000)
+	}
+	side := func(n int64) *Side {
+		s := &Side{Records: n, Bytes: n * 100, Latency: LatencyOf(h), Samples: []Sample{{Seconds: 1, Records: n}}}
+		s.SetElapsed(2 * time.Second)
+		return s
+	}
+	r := &Result{Mode: "load", System: "kafka", Records: 1000, Bytes: 100_000, Produce: side(1000), Consume: side(1000),
+		Config: map[string]any{"description": "2 producer(s), 1 consumer(s)"}}
+	r.SetElapsed(2 * time.Second)
+	var txt bytes.Buffer
+	if err := r.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(txt.String()), "\n")
+	if len(lines) != 4 || lines[0] != "2 producer(s), 1 consumer(s)" {
+		t.Fatalf("load summary: want a description, a header and two rows:\n%s", txt.String())
+	}
+	for _, want := range []string{"records/s", "MiB/s", "p99", "p99.9", "max"} {
+		if !strings.Contains(lines[1], want) {
+			t.Errorf("header lacks %q: %q", want, lines[1])
+		}
+	}
+	if f := strings.Fields(lines[2]); f[0] != "produce" || f[1] != "1000" || f[3] != "500" || f[len(f)-1] != "1.000" {
+		t.Errorf("produce row %q: want 1000 records at 500/s, max 1.000 ms", lines[2])
+	}
+	if !strings.HasPrefix(lines[3], "consume") || !strings.Contains(lines[3], "end to end") {
+		t.Errorf("consume row %q", lines[3])
+	}
+	var js bytes.Buffer
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"produce", "consume"} {
+		s, ok := back[k].(map[string]any)
+		if !ok {
+			t.Fatalf("JSON lacks %q: %s", k, js.String())
+		}
+		for _, f := range []string{"records", "records_per_sec", "mib_per_sec", "latency_ms", "samples"} {
+			if _, ok := s[f]; !ok {
+				t.Errorf("%s lacks %q", k, f)
+			}
 		}
 	}
 }

@@ -75,8 +75,40 @@ type Result struct {
 	Latency *Latency `json:"latency_ms,omitempty"`
 	// ProduceLatency is send to acknowledgement during an e2e run.
 	ProduceLatency *Latency `json:"produce_latency_ms,omitempty"`
+	// Produce and Consume are the two sides of a load run (mode "load",
+	// where the fields above repeat the produce side); Consume's latency
+	// is end to end.
+	Produce *Side `json:"produce,omitempty"`
+	Consume *Side `json:"consume,omitempty"`
+	// Samples is what the progress lines reported, one per interval, for
+	// the produce, consume and e2e modes.
+	Samples []Sample `json:"samples,omitempty"`
 	// Config echoes the settings of the run.
 	Config map[string]any `json:"config,omitempty"`
+}
+
+// Side is the produce or the consume half of a load run.
+type Side struct {
+	Records       int64   `json:"records"`
+	Bytes         int64   `json:"bytes"`
+	Errors        int64   `json:"errors"`
+	Seconds       float64 `json:"seconds"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MiBPerSec     float64 `json:"mib_per_sec"`
+	// Latency is send to acknowledgement for the produce side, send to
+	// receipt (end to end) for the consume side.
+	Latency *Latency `json:"latency_ms,omitempty"`
+	// Samples is what the progress lines reported, one per interval.
+	Samples []Sample `json:"samples,omitempty"`
+}
+
+// SetElapsed records the duration of the side and derives its rates.
+func (s *Side) SetElapsed(d time.Duration) {
+	s.Seconds = d.Seconds()
+	if s.Seconds > 0 {
+		s.RecordsPerSec = float64(s.Records) / s.Seconds
+		s.MiBPerSec = float64(s.Bytes) / s.Seconds / (1 << 20)
+	}
 }
 
 // SetElapsed records the duration of the run and derives the rates.
@@ -101,6 +133,9 @@ func (r *Result) WriteJSON(w io.Writer) error {
 
 // WriteText writes the human summary of r.
 func (r *Result) WriteText(w io.Writer) error {
+	if r.Mode == "load" {
+		return r.writeLoadText(w)
+	}
 	var b strings.Builder
 	verb := map[string]string{"produce": "produced", "consume": "consumed", "e2e": "produced and consumed"}[r.Mode]
 	if verb == "" {
@@ -121,6 +156,35 @@ func (r *Result) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "latency: %s\n", r.Latency)
 		}
 	}
+	if r.Errors > 0 || r.FirstError != "" {
+		fmt.Fprintf(&b, "errors: %d (first: %s)\n", r.Errors, r.FirstError)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeLoadText writes a load run's summary: one line of settings and a
+// table with a row per side.
+func (r *Result) writeLoadText(w io.Writer) error {
+	var b strings.Builder
+	if d := r.Config["description"]; d != nil {
+		fmt.Fprintf(&b, "%v\n", d)
+	}
+	fmt.Fprintf(&b, "%-8s %11s %8s %10s %8s  %-10s %8s %8s %8s %8s %8s %8s\n", "", "records", "seconds", "records/s", "MiB/s",
+		"latency", "avg ms", "p50", "p95", "p99", "p99.9", "max")
+	row := func(name string, s *Side, what string) {
+		if s == nil {
+			return
+		}
+		fmt.Fprintf(&b, "%-8s %11d %8.2f %10.0f %8.2f", name, s.Records, s.Seconds, s.RecordsPerSec, s.MiBPerSec)
+		if l := s.Latency; l != nil {
+			fmt.Fprintf(&b, "  %-10s %8s %8s %8s %8s %8s %8s", what, fmtMs(l.Avg), fmtMs(l.P50), fmtMs(l.P95), fmtMs(l.P99),
+				fmtMs(l.P999), fmtMs(l.Max))
+		}
+		b.WriteString("\n")
+	}
+	row("produce", r.Produce, "send→ack")
+	row("consume", r.Consume, "end to end")
 	if r.Errors > 0 || r.FirstError != "" {
 		fmt.Fprintf(&b, "errors: %d (first: %s)\n", r.Errors, r.FirstError)
 	}

@@ -28,6 +28,25 @@ type Common struct {
 	ProgressInterval time.Duration
 	// SetupTimeout bounds reaching the brokers and creating the topic.
 	SetupTimeout time.Duration
+	// OnSample, when set, gets every progress Sample as it is taken (every
+	// ProgressInterval), with its track's label ("produce", "consume",
+	// "e2e"): a soak test's view of a run while it lasts.
+	OnSample func(track string, s perf.Sample)
+}
+
+// track is the progress Track of a meter labelled label.
+func (c *Common) track(label, latency string, m *perf.Meter) perf.Track {
+	t := perf.Track{Label: label, Meter: m, Latency: latency}
+	if c.OnSample != nil {
+		fn := c.OnSample
+		t.OnSample = func(s perf.Sample) { fn(label, s) }
+	}
+	return t
+}
+
+// progress starts the progress line of one meter.
+func (c *Common) progress(label string, m *perf.Meter) *perf.Progress {
+	return perf.StartTracks(c.Progress, c.ProgressInterval, []perf.Track{c.track(label, "latency", m)})
 }
 
 // Validate checks c and fills in defaults.

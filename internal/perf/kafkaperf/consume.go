@@ -72,7 +72,7 @@ func Consume(ctx context.Context, cfg ConsumeConfig) (*perf.Result, error) {
 		fail   firstError
 		wg     sync.WaitGroup
 	)
-	progress := perf.StartProgress(cfg.Progress, meter, cfg.ProgressInterval, "consume")
+	progress := cfg.progress("consume", meter)
 	start := time.Now()
 	for _, cl := range clients {
 		wg.Add(1)
@@ -115,6 +115,7 @@ func Consume(ctx context.Context, cfg ConsumeConfig) (*perf.Result, error) {
 		System:  "kafka",
 		Records: meter.Records(),
 		Bytes:   meter.Bytes(),
+		Samples: progress.Samples(0),
 		Config: map[string]any{
 			"brokers":     fmt.Sprint(cfg.Brokers),
 			"topic":       cfg.Topic,

@@ -117,7 +117,7 @@ func EndToEnd(ctx context.Context, cfg E2EConfig) (*perf.Result, error) {
 		}
 	}()
 
-	progress := perf.StartProgress(cfg.Progress, consMeter, cfg.ProgressInterval, "e2e")
+	progress := cfg.progress("e2e", consMeter)
 	runProducers(runCtx, &cfg.ProduceConfig, payload, true, start, prodRecs, prodMeter, &prodFail)
 	target.Store(prodMeter.Records())
 	// The consumer compares what it has seen with the target after every
@@ -140,6 +140,7 @@ func EndToEnd(ctx context.Context, cfg E2EConfig) (*perf.Result, error) {
 		Errors:         prodMeter.Errors(),
 		Latency:        perf.LatencyOf(consRec.Hist),
 		ProduceLatency: perf.LatencyOf(mergeHists(prodRecs)),
+		Samples:        progress.Samples(0),
 		Config:         cfg.echo(),
 	}
 	res.SetElapsed(time.Duration(lastRecv.Load()))

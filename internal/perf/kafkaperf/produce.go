@@ -34,7 +34,7 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*perf.Result, error) {
 	}
 	var fail firstError
 
-	progress := perf.StartProgress(cfg.Progress, meter, cfg.ProgressInterval, "produce")
+	progress := cfg.progress("produce", meter)
 	start := time.Now()
 	runProducers(ctx, &cfg, payload, false, start, recs, meter, &fail)
 	elapsed := time.Since(start)
@@ -47,6 +47,7 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*perf.Result, error) {
 		Bytes:   meter.Bytes(),
 		Errors:  meter.Errors(),
 		Latency: perf.LatencyOf(mergeHists(recs)),
+		Samples: progress.Samples(0),
 		Config:  cfg.echo(),
 	}
 	res.SetElapsed(elapsed)
@@ -64,6 +65,14 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*perf.Result, error) {
 // copied.
 func runProducers(ctx context.Context, cfg *ProduceConfig, payload *perf.Payload, stamp bool,
 	start time.Time, recs []*perf.Recorder, meter *perf.Meter, fail *firstError) {
+	runProducersTo(ctx, cfg, nil, time.Time{}, payload, stamp, start, recs, meter, fail)
+}
+
+// runProducersTo is runProducers writing record n to topics[n % len] (the
+// default topic when topics is empty) and, when until is not zero, sending
+// no record after until.
+func runProducersTo(ctx context.Context, cfg *ProduceConfig, topics []string, until time.Time,
+	payload *perf.Payload, stamp bool, start time.Time, recs []*perf.Recorder, meter *perf.Meter, fail *firstError) {
 	var wg sync.WaitGroup
 	per := cfg.NumRecords / int64(cfg.Producers)
 	extra := cfg.NumRecords % int64(cfg.Producers)
@@ -76,7 +85,7 @@ func runProducers(ctx context.Context, cfg *ProduceConfig, payload *perf.Payload
 		wg.Add(1)
 		go func(first, n int64, rec *perf.Recorder) {
 			defer wg.Done()
-			if err := produceN(ctx, cfg, payload, stamp, start, first, n, rec, meter); err != nil {
+			if err := produceN(ctx, cfg, topics, until, payload, stamp, start, first, n, rec, meter); err != nil {
 				fail.set(err)
 			}
 		}(first, n, recs[i])
@@ -85,9 +94,10 @@ func runProducers(ctx context.Context, cfg *ProduceConfig, payload *perf.Payload
 	wg.Wait()
 }
 
-// produceN runs one producer client for records [first, first+n).
-func produceN(ctx context.Context, cfg *ProduceConfig, payload *perf.Payload, stamp bool,
-	start time.Time, first, n int64, rec *perf.Recorder, meter *perf.Meter) error {
+// produceN runs one producer client for records [first, first+n), or
+// until until when that is not zero.
+func produceN(ctx context.Context, cfg *ProduceConfig, topics []string, until time.Time, payload *perf.Payload,
+	stamp bool, start time.Time, first, n int64, rec *perf.Recorder, meter *perf.Meter) error {
 	cl, err := kgo.NewClient(cfg.producerOpts()...)
 	if err != nil {
 		return fmt.Errorf("creating producer: %w", err)
@@ -117,9 +127,17 @@ func produceN(ctx context.Context, cfg *ProduceConfig, payload *perf.Payload, st
 		pool.Put(r)
 	}
 
+	// The pacer waits on sendCtx, which ends at until; records are
+	// produced with ctx, so the ones already sent are not failed then.
+	sendCtx := ctx
+	if !until.IsZero() {
+		var cancel context.CancelFunc
+		sendCtx, cancel = context.WithDeadline(ctx, until)
+		defer cancel()
+	}
 	pacer := perf.NewPacer(cfg.Throughput/float64(cfg.Producers), start)
 	for i := range n {
-		if err := pacer.Wait(ctx, i); err != nil {
+		if err := pacer.Wait(sendCtx, i); err != nil {
 			break
 		}
 		r := pool.Get().(*kgo.Record)
@@ -130,7 +148,14 @@ func produceN(ctx context.Context, cfg *ProduceConfig, payload *perf.Payload, st
 		} else {
 			*r = kgo.Record{Value: v}
 		}
+		if len(topics) > 0 {
+			r.Topic = topics[(first+i)%int64(len(topics))]
+		}
 		r.Timestamp = time.Now()
+		if !until.IsZero() && !r.Timestamp.Before(until) {
+			pool.Put(r)
+			break
+		}
 		if stamp && len(r.Value) >= perf.SendTimeBytes {
 			perf.PutSendTime(r.Value, r.Timestamp.UnixNano())
 		}

@@ -33,43 +33,70 @@ func withAdmin(ctx context.Context, c *Common, fn func(context.Context, *kgo.Cli
 // factor unless it exists, waits until every partition has a leader, and
 // returns the partition count it has.
 func ensureTopic(ctx context.Context, c *Common, partitions int32, rf int16) (int32, error) {
-	var n int32
+	n, err := ensureTopics(ctx, c, []string{c.Topic}, partitions, rf)
+	if err != nil {
+		return 0, err
+	}
+	return n[c.Topic], nil
+}
+
+// ensureTopics is ensureTopic for several topics at once (one CreateTopics
+// request for those missing); it returns each topic's partition count.
+func ensureTopics(ctx context.Context, c *Common, topics []string, partitions int32, rf int16) (map[string]int32, error) {
+	counts := make(map[string]int32, len(topics))
 	err := withAdmin(ctx, c, func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
-		got, err := describe(ctx, cl, c.Topic)
-		switch {
-		case err == nil:
-			n = got
-			if n != partitions {
-				c.note("topic %q exists with %d partitions (asked for %d); using it as it is", c.Topic, n, partitions)
+		var missing []string
+		for _, t := range topics {
+			got, err := describe(ctx, cl, t)
+			switch {
+			case err == nil:
+				counts[t] = got
+				if got != partitions {
+					c.note("topic %q exists with %d partitions (asked for %d); using it as it is", t, got, partitions)
+				}
+			case errors.Is(err, kerr.UnknownTopicOrPartition):
+				missing = append(missing, t)
+			case !errors.Is(err, errNoLeader):
+				return err
 			}
-			return nil
-		case errors.Is(err, kerr.UnknownTopicOrPartition):
-			if _, err := adm.CreateTopic(ctx, partitions, rf, nil, c.Topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-				return fmt.Errorf("creating topic %q (%d partitions, replication factor %d): %w", c.Topic, partitions, rf, err)
+		}
+		if len(missing) > 0 {
+			resp, err := adm.CreateTopics(ctx, partitions, rf, nil, missing...)
+			if err != nil {
+				return fmt.Errorf("creating topics %v (%d partitions, replication factor %d): %w", missing, partitions, rf, err)
 			}
-		case !errors.Is(err, errNoLeader):
-			return err
+			for _, t := range missing {
+				if r, ok := resp[t]; ok && r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+					return fmt.Errorf("creating topic %q (%d partitions, replication factor %d): %w", t, partitions, rf, r.Err)
+				}
+			}
 		}
 		// Creation is asynchronous on a real cluster: wait until metadata
 		// shows every partition with a leader, so the first produce does
 		// not race the controller.
-		for {
-			got, err := describe(ctx, cl, c.Topic)
-			if err == nil {
-				n = got
-				return nil
+		for _, t := range topics {
+			if _, ok := counts[t]; ok {
+				continue
 			}
-			if !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, errNoLeader) {
-				return err
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("topic %q not ready (%v): %w", c.Topic, err, ctx.Err())
-			case <-time.After(50 * time.Millisecond):
+			for {
+				got, err := describe(ctx, cl, t)
+				if err == nil {
+					counts[t] = got
+					break
+				}
+				if !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, errNoLeader) {
+					return err
+				}
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("topic %q not ready (%v): %w", t, err, ctx.Err())
+				case <-time.After(50 * time.Millisecond):
+				}
 			}
 		}
+		return nil
 	})
-	return n, err
+	return counts, err
 }
 
 // topicPartitions returns the partition count of an existing topic.

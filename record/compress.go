@@ -1,4 +1,4 @@
-package storage
+package record
 
 import (
 	"bytes"
@@ -203,9 +203,11 @@ func decodeXerial(dst, src []byte) ([]byte, error) {
 	return dst, nil
 }
 
-// appendXerial frames raw snappy blocks as snappy-java does (32 KiB input
-// blocks); used by tests to produce what a Java producer sends.
-func appendXerial(dst, src []byte) []byte {
+// AppendXerial appends src compressed as snappy-java's stream format
+// (SnappyOutputStream: the xerial header, then 32 KiB input blocks, each a
+// length and a raw snappy block): what a Java producer sends. Compress
+// writes raw snappy, as franz-go and librdkafka do; Decompress reads both.
+func AppendXerial(dst, src []byte) []byte {
 	dst = append(dst, xerialMagic...)
 	dst = binary.BigEndian.AppendUint32(dst, 1) // version
 	dst = binary.BigEndian.AppendUint32(dst, 1) // compatible version
@@ -236,4 +238,33 @@ func readAllLimited(dst []byte, r io.Reader) ([]byte, error) {
 			return dst, err
 		}
 	}
+}
+
+// Recompress appends b re-encoded with codec: the records are
+// decompressed and compressed again, the header keeps every field but the
+// length and codec bits, and the CRC is recomputed.
+func Recompress(dst []byte, h *BatchHeader, b []byte, codec Compression) ([]byte, error) {
+	body := b[BatchHeaderSize:]
+	if c := h.Compression(); c != CompressionNone {
+		bp := decompressBufs.Get().(*[]byte)
+		defer decompressBufs.Put(bp)
+		raw, err := Decompress(c, (*bp)[:0], body)
+		*bp = raw[:0]
+		if err != nil {
+			return dst, fmt.Errorf("%w: %s: %v", ErrInvalidRecord, c, err)
+		}
+		body = raw
+	}
+	start := len(dst)
+	dst = append(dst, b[:BatchHeaderSize]...)
+	var err error
+	if dst, err = Compress(codec, dst, body); err != nil {
+		return dst[:start], err
+	}
+	nb := dst[start:]
+	binary.BigEndian.PutUint32(nb[OffBatchLength:], uint32(len(nb)-BatchLengthOverhead))
+	attrs := binary.BigEndian.Uint16(nb[OffAttributes:])&^AttrCompressionMask | uint16(codec)
+	binary.BigEndian.PutUint16(nb[OffAttributes:], attrs)
+	binary.BigEndian.PutUint32(nb[OffCRC:], BatchCRC(nb))
+	return dst, nil
 }

@@ -1,9 +1,10 @@
-package storage
+package record_test
 
 import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -12,26 +13,24 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/record/recordtest"
 )
 
-// capturedValue is what testdata/capture sends as record i's value.
-func capturedValue(i int) string { return strings.Repeat(fmt.Sprintf("value-%d ", i), 8) }
-
 // TestCapturedBatches decodes batches written by real clients (franz-go and
-// kcat/librdkafka, every codec; see testdata/README.md) and appends them to a
-// log, then reads them back.
+// kcat/librdkafka, every codec; see testdata/README.md). (storage's
+// TestCapturedBatchesThroughLog appends them to a log.)
 func TestCapturedBatches(t *testing.T) {
-	m := openTestManager(t, t.TempDir(), nil)
-	defer m.Close()
 	for _, client := range []string{"franz-go", "kcat"} {
-		for _, codec := range []Compression{CompressionNone, CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd} {
+		for _, codec := range []record.Compression{record.CompressionNone, record.CompressionGzip, record.CompressionSnappy, record.CompressionLZ4, record.CompressionZstd} {
 			name := fmt.Sprintf("%s-%s", client, codec)
 			t.Run(name, func(t *testing.T) {
 				raw, err := os.ReadFile(filepath.Join("testdata", name+".bin"))
 				if err != nil {
 					t.Fatal(err)
 				}
-				h, err := ValidateBatch(raw)
+				h, err := record.ValidateBatch(raw)
 				if err != nil {
 					t.Fatalf("ValidateBatch: %v", err)
 				}
@@ -42,11 +41,11 @@ func TestCapturedBatches(t *testing.T) {
 					t.Fatalf("franz-go batch should be idempotent: %+v", h)
 				}
 				var i int
-				err = Records(raw, func(h *BatchHeader, r *Record) error {
+				err = record.Records(raw, func(h *record.BatchHeader, r *record.Record) error {
 					if got, want := string(r.Key), fmt.Sprintf("key-%d", i); got != want {
 						return fmt.Errorf("record %d key %q, want %q", i, got, want)
 					}
-					if got := string(r.Value); got != capturedValue(i) {
+					if got := string(r.Value); got != recordtest.CapturedValue(i) {
 						return fmt.Errorf("record %d value %q", i, got)
 					}
 					if r.OffsetDelta != int32(i) {
@@ -61,24 +60,6 @@ func TestCapturedBatches(t *testing.T) {
 				if err != nil || i != 5 {
 					t.Fatalf("Records: %v (%d records)", err, i)
 				}
-				// Through a log: offsets assigned in place, CRC untouched.
-				l, err := m.GetOrCreateLog(TopicPartition{name, 0}, DefaultLogConfig())
-				if err != nil {
-					t.Fatal(err)
-				}
-				in := append([]byte(nil), raw...)
-				mustAppend(t, l, testBatch(t, 3, 10, h.MaxTimestamp, CompressionNone))
-				info := mustAppend(t, l, in)
-				if info.FirstOffset != 3 || info.LastOffset != 7 {
-					t.Fatalf("offsets %d-%d", info.FirstOffset, info.LastOffset)
-				}
-				if !bytes.Equal(in[offMagic:], raw[offMagic:]) {
-					t.Fatal("append changed bytes covered by the CRC")
-				}
-				recs := readAllRecords(t, l, 3)
-				if len(recs) != 5 || recs[4].Offset != 7 || string(recs[4].Key) != "key-4" {
-					t.Fatalf("read back %+v", recs)
-				}
 			})
 		}
 	}
@@ -89,31 +70,31 @@ func TestCapturedBatches(t *testing.T) {
 func TestCapturedMessageSets(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		codec  Compression
+		codec  record.Compression
 		hasTS  bool
 		legacy int8
 	}{
-		{"kcat-v0-none", CompressionNone, false, 0},
-		{"kcat-v0-gzip", CompressionGzip, false, 0},
-		{"kcat-v1-none", CompressionNone, true, 1},
-		{"kcat-v1-snappy", CompressionSnappy, true, 1},
+		{"kcat-v0-none", record.CompressionNone, false, 0},
+		{"kcat-v0-gzip", record.CompressionGzip, false, 0},
+		{"kcat-v1-none", record.CompressionNone, true, 1},
+		{"kcat-v1-snappy", record.CompressionSnappy, true, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			raw, err := os.ReadFile(filepath.Join("testdata", tc.name+".bin"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if raw[offMagic] != byte(tc.legacy) || IsMessageSetV2(raw) {
+			if raw[record.OffMagic] != byte(tc.legacy) || record.IsMessageSetV2(raw) {
 				t.Fatalf("capture is not magic %d", tc.legacy)
 			}
-			if _, err := ValidateBatch(raw); !isErr(err, ErrUnsupportedMagic) {
+			if _, err := record.ValidateBatch(raw); !errors.Is(err, record.ErrUnsupportedMagic) {
 				t.Fatalf("ValidateBatch of a v%d message set: %v", tc.legacy, err)
 			}
-			b, err := ConvertMessageSet(raw)
+			b, err := record.ConvertMessageSet(raw)
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, err := ValidateBatch(b)
+			h, err := record.ValidateBatch(b)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,8 +102,8 @@ func TestCapturedMessageSets(t *testing.T) {
 				t.Fatalf("converted header %+v", h)
 			}
 			i := 0
-			err = Records(b, func(h *BatchHeader, r *Record) error {
-				if string(r.Key) != fmt.Sprintf("key-%d", i) || string(r.Value) != capturedValue(i) {
+			err = record.Records(b, func(h *record.BatchHeader, r *record.Record) error {
+				if string(r.Key) != fmt.Sprintf("key-%d", i) || string(r.Value) != recordtest.CapturedValue(i) {
 					return fmt.Errorf("record %d: %q=%q", i, r.Key, r.Value)
 				}
 				ts := h.BaseTimestamp + r.TimestampDelta
@@ -138,7 +119,7 @@ func TestCapturedMessageSets(t *testing.T) {
 			// A flipped bit fails the v0/v1 CRC.
 			bad := append([]byte(nil), raw...)
 			bad[len(bad)-3] ^= 1
-			if _, err := ConvertMessageSet(bad); !isErr(err, ErrCorruptBatch) {
+			if _, err := record.ConvertMessageSet(bad); !errors.Is(err, record.ErrCorruptBatch) {
 				t.Fatalf("corrupt message set: %v", err)
 			}
 		})
@@ -148,17 +129,17 @@ func TestCapturedMessageSets(t *testing.T) {
 // goldenInput's BuildBatch output is checked in as testdata/golden-batch.hex
 // so a change in the encoding is noticed; TestGoldenBatch also checks it
 // against franz-go's kmsg encoder, an independent implementation.
-func goldenInput() (BatchOptions, []Record) {
-	return BatchOptions{BaseOffset: 42, PartitionLeaderEpoch: 5, Transactional: true,
+func goldenInput() (record.BatchOptions, []record.Record) {
+	return record.BatchOptions{BaseOffset: 42, PartitionLeaderEpoch: 5, Transactional: true,
 			ProducerID: 7, ProducerEpoch: 3, BaseSequence: 10, BaseTimestamp: 1629212000256},
-		[]Record{
+		[]record.Record{
 			{Key: []byte("k1"), Value: []byte("v1")},
 			{Key: []byte("k2"), Value: nil, TimestampDelta: 1000, OffsetDelta: 1,
-				Headers: []Header{{Key: "h", Value: []byte("x")}}},
+				Headers: []record.Header{{Key: "h", Value: []byte("x")}}},
 		}
 }
 
-func kmsgBatch(opts BatchOptions, recs []Record) []byte {
+func kmsgBatch(opts record.BatchOptions, recs []record.Record) []byte {
 	var body []byte
 	maxTS := opts.BaseTimestamp
 	for i, r := range recs {
@@ -166,13 +147,13 @@ func kmsgBatch(opts BatchOptions, recs []Record) []byte {
 		for _, h := range r.Headers {
 			kr.Headers = append(kr.Headers, kmsg.Header{Key: h.Key, Value: h.Value})
 		}
-		kr.Length = int32(len(kr.AppendTo(nil)) - varintLen(0))
+		kr.Length = int32(len(kr.AppendTo(nil)) - 1) // less the length varint (0: one byte)
 		body = kr.AppendTo(body)
 		maxTS = max(maxTS, opts.BaseTimestamp+r.TimestampDelta)
 	}
 	attrs := int16(opts.Compression)
 	if opts.Transactional {
-		attrs |= attrTransactional
+		attrs |= record.AttrTransactional
 	}
 	rb := kmsg.RecordBatch{FirstOffset: opts.BaseOffset, PartitionLeaderEpoch: opts.PartitionLeaderEpoch, Magic: 2,
 		Attributes: attrs, LastOffsetDelta: int32(len(recs) - 1), FirstTimestamp: opts.BaseTimestamp, MaxTimestamp: maxTS,
@@ -181,13 +162,13 @@ func kmsgBatch(opts BatchOptions, recs []Record) []byte {
 	raw := rb.AppendTo(nil)
 	rb.Length = int32(len(raw) - 12)
 	raw = rb.AppendTo(nil)
-	rb.CRC = int32(crc32.Checksum(raw[21:], castagnoli))
+	rb.CRC = int32(crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
 	return rb.AppendTo(nil)
 }
 
 func TestGoldenBatch(t *testing.T) {
 	opts, recs := goldenInput()
-	got, err := BuildBatch(opts, recs)
+	got, err := record.BuildBatch(opts, recs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,12 +186,12 @@ func TestGoldenBatch(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("BuildBatch differs from testdata/golden-batch.hex:\n got %x\nwant %x", got, want)
 	}
-	h, err := ValidateBatch(got)
+	h, err := record.ValidateBatch(got)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantH := BatchHeader{BaseOffset: 42, BatchLength: int32(len(got) - 12), PartitionLeaderEpoch: 5, Magic: 2,
-		CRC: binary.BigEndian.Uint32(got[17:]), Attributes: attrTransactional, LastOffsetDelta: 1,
+	wantH := record.BatchHeader{BaseOffset: 42, BatchLength: int32(len(got) - 12), PartitionLeaderEpoch: 5, Magic: 2,
+		CRC: binary.BigEndian.Uint32(got[17:]), Attributes: record.AttrTransactional, LastOffsetDelta: 1,
 		BaseTimestamp: 1629212000256, MaxTimestamp: 1629212001256, ProducerID: 7, ProducerEpoch: 3,
 		BaseSequence: 10, RecordCount: 2}
 	if h != wantH {
@@ -220,7 +201,7 @@ func TestGoldenBatch(t *testing.T) {
 		t.Fatalf("header accessors wrong: %+v", h)
 	}
 	var n int
-	err = Records(got, func(h *BatchHeader, r *Record) error {
+	err = record.Records(got, func(h *record.BatchHeader, r *record.Record) error {
 		w := recs[n]
 		if !bytes.Equal(r.Key, w.Key) || !bytes.Equal(r.Value, w.Value) || (r.Value == nil) != (w.Value == nil) ||
 			r.TimestampDelta != w.TimestampDelta || len(r.Headers) != len(w.Headers) {
@@ -235,26 +216,29 @@ func TestGoldenBatch(t *testing.T) {
 }
 
 func TestBatchErrors(t *testing.T) {
-	good := testBatch(t, 3, 20, 1000, CompressionNone)
+	good := recordtest.Batch(t, 3, 20, 1000, record.CompressionNone)
 	mod := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
-	recrc := func(b []byte) []byte { binary.BigEndian.PutUint32(b[offCRC:], batchCRC(b)); return b }
+	recrc := func(b []byte) []byte { binary.BigEndian.PutUint32(b[record.OffCRC:], record.BatchCRC(b)); return b }
 	cases := []struct {
 		name string
 		b    []byte
 		want error
 	}{
-		{"empty", nil, ErrCorruptBatch},
-		{"short header", good[:40], ErrCorruptBatch},
-		{"truncated", good[:len(good)-1], ErrCorruptBatch},
-		{"trailing byte", append(append([]byte(nil), good...), 0), ErrCorruptBatch},
-		{"bad crc", mod(func(b []byte) []byte { b[len(b)-1] ^= 0xff; return b }), ErrCorruptBatch},
-		{"magic 1", mod(func(b []byte) []byte { b[offMagic] = 1; return b }), ErrUnsupportedMagic},
-		{"length too small", mod(func(b []byte) []byte { binary.BigEndian.PutUint32(b[offBatchLength:], 10); return b }), ErrCorruptBatch},
-		{"negative count", mod(func(b []byte) []byte { binary.BigEndian.PutUint32(b[offRecordCount:], 0xffffffff); return recrc(b) }), ErrInvalidRecord},
-		{"codec 7", mod(func(b []byte) []byte { b[offAttributes+1] |= 7; return recrc(b) }), ErrInvalidRecord},
+		{"empty", nil, record.ErrCorruptBatch},
+		{"short header", good[:40], record.ErrCorruptBatch},
+		{"truncated", good[:len(good)-1], record.ErrCorruptBatch},
+		{"trailing byte", append(append([]byte(nil), good...), 0), record.ErrCorruptBatch},
+		{"bad crc", mod(func(b []byte) []byte { b[len(b)-1] ^= 0xff; return b }), record.ErrCorruptBatch},
+		{"magic 1", mod(func(b []byte) []byte { b[record.OffMagic] = 1; return b }), record.ErrUnsupportedMagic},
+		{"length too small", mod(func(b []byte) []byte { binary.BigEndian.PutUint32(b[record.OffBatchLength:], 10); return b }), record.ErrCorruptBatch},
+		{"negative count", mod(func(b []byte) []byte {
+			binary.BigEndian.PutUint32(b[record.OffRecordCount:], 0xffffffff)
+			return recrc(b)
+		}), record.ErrInvalidRecord},
+		{"codec 7", mod(func(b []byte) []byte { b[record.OffAttributes+1] |= 7; return recrc(b) }), record.ErrInvalidRecord},
 	}
 	for _, tc := range cases {
-		if _, err := ValidateBatch(tc.b); !isErr(err, tc.want) {
+		if _, err := record.ValidateBatch(tc.b); !errors.Is(err, tc.want) {
 			t.Errorf("%s: ValidateBatch error %v, want %v", tc.name, err, tc.want)
 		}
 	}
@@ -263,62 +247,76 @@ func TestBatchErrors(t *testing.T) {
 		name string
 		b    []byte
 	}{
-		{"count too high", mod(func(b []byte) []byte { binary.BigEndian.PutUint32(b[offRecordCount:], 4); return recrc(b) })},
-		{"count too low", mod(func(b []byte) []byte { binary.BigEndian.PutUint32(b[offRecordCount:], 2); return recrc(b) })},
-		{"garbled record", mod(func(b []byte) []byte { b[BatchHeaderSize] = 0x7f; return recrc(b) })},
-		{"bad gzip", recrc(append(append([]byte(nil), good[:BatchHeaderSize]...), 1, 2, 3))},
+		{"count too high", mod(func(b []byte) []byte { binary.BigEndian.PutUint32(b[record.OffRecordCount:], 4); return recrc(b) })},
+		{"count too low", mod(func(b []byte) []byte { binary.BigEndian.PutUint32(b[record.OffRecordCount:], 2); return recrc(b) })},
+		{"garbled record", mod(func(b []byte) []byte { b[record.BatchHeaderSize] = 0x7f; return recrc(b) })},
+		{"bad gzip", recrc(append(append([]byte(nil), good[:record.BatchHeaderSize]...), 1, 2, 3))},
 	} {
 		b := tc.b
 		if tc.name == "bad gzip" {
-			b[offAttributes+1] = byte(CompressionGzip)
-			binary.BigEndian.PutUint32(b[offBatchLength:], uint32(len(b)-12))
+			b[record.OffAttributes+1] = byte(record.CompressionGzip)
+			binary.BigEndian.PutUint32(b[record.OffBatchLength:], uint32(len(b)-12))
 			recrc(b)
 		}
-		if err := Records(b, func(*BatchHeader, *Record) error { return nil }); !isErr(err, ErrInvalidRecord) {
-			t.Errorf("%s: Records error %v, want ErrInvalidRecord", tc.name, err)
+		if err := record.Records(b, func(*record.BatchHeader, *record.Record) error { return nil }); !errors.Is(err, record.ErrInvalidRecord) {
+			t.Errorf("%s: Records error %v, want record.ErrInvalidRecord", tc.name, err)
 		}
 	}
 	// ForEachBatch walks concatenated batches and rejects a torn tail.
 	two := append(append([]byte(nil), good...), good...)
 	n := 0
-	if err := ForEachBatch(two, func(*BatchHeader, []byte) error { n++; return nil }); err != nil || n != 2 {
+	if err := record.ForEachBatch(two, func(*record.BatchHeader, []byte) error { n++; return nil }); err != nil || n != 2 {
 		t.Fatalf("ForEachBatch: %v, %d", err, n)
 	}
-	if err := ForEachBatch(two[:len(two)-5], func(*BatchHeader, []byte) error { return nil }); !isErr(err, ErrCorruptBatch) {
+	if err := record.ForEachBatch(two[:len(two)-5], func(*record.BatchHeader, []byte) error { return nil }); !errors.Is(err, record.ErrCorruptBatch) {
 		t.Fatalf("torn tail: %v", err)
 	}
 }
 
 func TestCompressionRoundTrip(t *testing.T) {
 	src := bytes.Repeat([]byte("sluice compression round trip "), 5000)
-	for _, c := range []Compression{CompressionNone, CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd} {
-		comp, err := Compress(c, []byte("prefix"), src)
+	for _, c := range []record.Compression{record.CompressionNone, record.CompressionGzip, record.CompressionSnappy, record.CompressionLZ4, record.CompressionZstd} {
+		comp, err := record.Compress(c, []byte("prefix"), src)
 		if err != nil {
 			t.Fatalf("%s: %v", c, err)
 		}
 		if !bytes.HasPrefix(comp, []byte("prefix")) {
 			t.Fatalf("%s: Compress did not append", c)
 		}
-		out, err := Decompress(c, nil, comp[6:])
+		out, err := record.Decompress(c, nil, comp[6:])
 		if err != nil || !bytes.Equal(out, src) {
 			t.Fatalf("%s: round trip failed: %v", c, err)
 		}
 		// Batches in every codec survive BuildBatch -> Records.
-		b := testBatch(t, 50, 100, 1000, c)
-		if err := Records(b, func(*BatchHeader, *Record) error { return nil }); err != nil {
+		b := recordtest.Batch(t, 50, 100, 1000, c)
+		if err := record.Records(b, func(*record.BatchHeader, *record.Record) error { return nil }); err != nil {
 			t.Fatalf("%s batch: %v", c, err)
 		}
 	}
 	// Snappy framed by xerial (the Java producer) decodes too.
-	framed := appendXerial(nil, src)
-	if !bytes.HasPrefix(framed, xerialMagic) {
+	framed := record.AppendXerial(nil, src)
+	if !bytes.HasPrefix(framed, record.XerialMagic) {
 		t.Fatal("no xerial magic")
 	}
-	out, err := Decompress(CompressionSnappy, nil, framed)
+	out, err := record.Decompress(record.CompressionSnappy, nil, framed)
 	if err != nil || !bytes.Equal(out, src) {
 		t.Fatalf("xerial: %v", err)
 	}
-	if _, err := Decompress(CompressionSnappy, nil, framed[:len(framed)-3]); err == nil {
+	if _, err := record.Decompress(record.CompressionSnappy, nil, framed[:len(framed)-3]); err == nil {
 		t.Fatal("truncated xerial stream decoded")
+	}
+}
+
+func TestWholeBatches(t *testing.T) {
+	a, b := recordtest.Batch(t, 2, 10, 1000, record.CompressionNone), recordtest.Batch(t, 3, 10, 1000, record.CompressionNone)
+	all := append(append([]byte{}, a...), b...)
+	if got := record.WholeBatches(all); len(got) != len(all) {
+		t.Fatalf("two whole batches: %d of %d bytes", len(got), len(all))
+	}
+	if got := record.WholeBatches(all[:len(a)+10]); len(got) != len(a) {
+		t.Fatalf("a trailing partial batch must go: %d bytes, want %d", len(got), len(a))
+	}
+	if got := record.WholeBatches(all[:20]); len(got) != 0 {
+		t.Fatalf("a partial header: %d bytes", len(got))
 	}
 }

@@ -1,4 +1,4 @@
-package storage
+package record
 
 import (
 	"bytes"
@@ -24,10 +24,6 @@ import (
 // hundreds of MiB, which every consumer would otherwise have to expand.
 const DefaultMaxDecompressedBatchBytes = 64 << 20
 
-// ErrDecompressedTooLarge: a compressed batch expands beyond the limit
-// (wrapped in ErrInvalidRecord on the append path).
-var ErrDecompressedTooLarge = errors.New("batch decompresses to more than the limit")
-
 // The compressed records of a producer batch are checked on append the way
 // Kafka's LogValidator does it (its skipKeyValueIterator): the body is
 // decompressed as a stream through a small window and every record is parsed
@@ -35,17 +31,17 @@ var ErrDecompressedTooLarge = errors.New("batch decompresses to more than the li
 // no more memory than the window and the codec's own state, however large the
 // batch claims to expand. Only raw snappy (a single block whose decoded length
 // is declared up front and checked against the limit first) and zstd frames
-// whose window exceeds zstdStreamWindow are expanded whole.
+// whose window exceeds ZstdStreamWindow are expanded whole.
 const (
 	// scanWindow is the decompressed bytes held at a time. A record larger
 	// than the window is parsed field by field, its key and value skipped.
 	scanWindow = 64 << 10
-	// zstdStreamWindow is the largest zstd window decoded as a stream (its
+	// ZstdStreamWindow is the largest zstd window decoded as a stream (its
 	// ring buffer is allocated up front). Producers use 64 KiB (franz-go),
 	// the batch size (single-segment frames: librdkafka, franz-go) or 2-8
 	// MiB (zstd-jni streaming at levels 3-19); the ultra levels' 32-128 MiB
 	// windows are decoded whole instead, within the limit.
-	zstdStreamWindow = 8 << 20
+	ZstdStreamWindow = 8 << 20
 	// maxKeptWholeBuffer bounds the whole-body buffer kept with a pooled
 	// scanner; larger ones are left to the collector.
 	maxKeptWholeBuffer = 4 << 20
@@ -105,7 +101,7 @@ func (s *recordScanner) open(c Compression, body []byte, limit int64) error {
 			// goroutine, so a pooled decoder dropped by the GC leaks
 			// no goroutine.
 			s.zs, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1),
-				zstd.WithDecoderMaxWindow(zstdStreamWindow), zstd.WithDecoderMaxMemory(zstdStreamWindow))
+				zstd.WithDecoderMaxWindow(ZstdStreamWindow), zstd.WithDecoderMaxMemory(ZstdStreamWindow))
 			if err != nil {
 				return err
 			}
@@ -204,7 +200,7 @@ func (s *recordScanner) fill(n int) error {
 }
 
 // zstdWhole decodes a zstd body whose window is too wide to stream (see
-// zstdStreamWindow) in one piece, within the limit.
+// ZstdStreamWindow) in one piece, within the limit.
 func (s *recordScanner) zstdWhole() error {
 	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(s.limit)))
 	if err != nil {
@@ -366,12 +362,12 @@ func recordKeyNull(rec []byte) bool {
 	return l < 0
 }
 
-// checkCompressedRecords is the append-time check of a compressed producer
+// CheckCompressedRecords is the append-time check of a compressed producer
 // batch: the body decompresses (within limit bytes) and holds exactly the
 // header's record count of well-formed records with offset deltas 0..n-1,
 // each with a key when needKeys (a compacted topic). A body the codec refuses
 // or that expands beyond the limit is ErrInvalidRecord too.
-func checkCompressedRecords(h *BatchHeader, batch []byte, needKeys bool, limit int64) error {
+func CheckCompressedRecords(h *BatchHeader, batch []byte, needKeys bool, limit int64) error {
 	s := scanners.Get().(*recordScanner)
 	defer s.release()
 	c := h.Compression()

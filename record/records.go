@@ -1,4 +1,4 @@
-package storage
+package record
 
 import (
 	"encoding/binary"
@@ -132,10 +132,10 @@ func decodeRecord(b []byte, r *Record) (int, error) {
 // the call.
 func Records(batch []byte, fn func(h *BatchHeader, r *Record) error) error {
 	var h BatchHeader
-	if err := validateBatchInto(batch, &h); err != nil {
+	if err := ValidateBatchInto(batch, &h); err != nil {
 		return err
 	}
-	return walkRecords(&h, batch, fn)
+	return WalkRecords(&h, batch, fn)
 }
 
 // decompressBufs holds scratch buffers for decompressed records: batches are
@@ -143,8 +143,8 @@ func Records(batch []byte, fn func(h *BatchHeader, r *Record) error) error {
 // compressed batch on the cleaner and recompression paths.
 var decompressBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-// walkRecords is Records without the CRC check, for batches already validated.
-func walkRecords(h *BatchHeader, batch []byte, fn func(h *BatchHeader, r *Record) error) error {
+// WalkRecords is Records without the CRC check, for batches already validated.
+func WalkRecords(h *BatchHeader, batch []byte, fn func(h *BatchHeader, r *Record) error) error {
 	body := batch[BatchHeaderSize:h.Size()]
 	if c := h.Compression(); c != CompressionNone {
 		bp := decompressBufs.Get().(*[]byte)
@@ -182,10 +182,10 @@ func walkRecords(h *BatchHeader, batch []byte, fn func(h *BatchHeader, r *Record
 	return nil
 }
 
-// checkUncompressedRecords verifies, without allocating, that an
+// CheckUncompressedRecords verifies, without allocating, that an
 // uncompressed producer batch holds exactly RecordCount well-formed records
 // with offset deltas 0..n-1, as Kafka's LogValidator requires of a producer.
-func checkUncompressedRecords(h *BatchHeader, batch []byte) error {
+func CheckUncompressedRecords(h *BatchHeader, batch []byte) error {
 	body := batch[BatchHeaderSize:h.Size()]
 	var i int32
 	for pos := 0; pos < len(body); i++ {
@@ -283,8 +283,8 @@ type BatchOptions struct {
 	DeleteHorizon bool
 }
 
-// appendRecord encodes one record (Kafka's v2 record format).
-func appendRecord(dst []byte, r *Record, offsetDelta int32) []byte {
+// AppendRecord encodes one record (Kafka's v2 record format).
+func AppendRecord(dst []byte, r *Record, offsetDelta int32) []byte {
 	size := 1 + varintLen(r.TimestampDelta) + varintLen(int64(offsetDelta)) +
 		varBytesLen(r.Key) + varBytesLen(r.Value) + varintLen(int64(len(r.Headers)))
 	for i := range r.Headers {
@@ -339,7 +339,7 @@ func BuildBatch(opts BatchOptions, records []Record) ([]byte, error) {
 
 func appendBatch(dst []byte, opts BatchOptions, records []Record) ([]byte, error) {
 	if opts.Compression < CompressionNone || opts.Compression > CompressionZstd {
-		return nil, fmt.Errorf("storage: unknown compression %d", opts.Compression)
+		return nil, fmt.Errorf("record: unknown compression %d", opts.Compression)
 	}
 	explicit := false
 	for i := range records {
@@ -359,13 +359,13 @@ func appendBatch(dst []byte, opts BatchOptions, records []Record) ([]byte, error
 			delta = records[i].OffsetDelta
 		}
 		if delta <= lastDelta {
-			return nil, fmt.Errorf("storage: record %d offset delta %d after %d", i, delta, lastDelta)
+			return nil, fmt.Errorf("record: record %d offset delta %d after %d", i, delta, lastDelta)
 		}
 		lastDelta = delta
 		if ts := opts.BaseTimestamp + records[i].TimestampDelta; ts > maxTS {
 			maxTS = ts
 		}
-		dst = appendRecord(dst, &records[i], delta)
+		dst = AppendRecord(dst, &records[i], delta)
 	}
 	if opts.Compression != CompressionNone && len(records) > 0 {
 		raw := append([]byte(nil), dst[bodyStart:]...)
@@ -386,20 +386,20 @@ func appendBatch(dst []byte, opts BatchOptions, records []Record) ([]byte, error
 	}
 	attrs := int16(opts.Compression)
 	if opts.LogAppendTime {
-		attrs |= attrTimestampType
+		attrs |= AttrTimestampType
 	}
 	if opts.Transactional {
-		attrs |= attrTransactional
+		attrs |= AttrTransactional
 	}
 	if opts.Control {
-		attrs |= attrControl
+		attrs |= AttrControl
 	}
 	if opts.DeleteHorizon {
-		attrs |= attrHasDeleteHorizon
+		attrs |= AttrHasDeleteHorizon
 	}
 	h := BatchHeader{
 		BaseOffset:           opts.BaseOffset,
-		BatchLength:          int32(len(dst) - start - batchLengthOverhead),
+		BatchLength:          int32(len(dst) - start - BatchLengthOverhead),
 		PartitionLeaderEpoch: opts.PartitionLeaderEpoch,
 		Magic:                2,
 		Attributes:           attrs,
@@ -412,8 +412,8 @@ func appendBatch(dst []byte, opts BatchOptions, records []Record) ([]byte, error
 		RecordCount:          int32(len(records)),
 	}
 	b := dst[start:]
-	putHeader(b, &h)
-	binary.BigEndian.PutUint32(b[offCRC:], batchCRC(b))
+	PutHeader(b, &h)
+	binary.BigEndian.PutUint32(b[OffCRC:], BatchCRC(b))
 	return dst, nil
 }
 

@@ -1,4 +1,4 @@
-package storage
+package record
 
 import (
 	"encoding/binary"
@@ -107,7 +107,7 @@ func walkLegacy(b []byte, depth int, recs *[]legacyRecord, codec *Compression, l
 		if p+n != len(msg) {
 			return fmt.Errorf("%w: %d trailing bytes in a message", ErrCorruptBatch, len(msg)-p-n)
 		}
-		c := Compression(attrs & attrCompressionMask)
+		c := Compression(attrs & AttrCompressionMask)
 		if c == CompressionNone {
 			*recs = append(*recs, legacyRecord{timestamp: ts, key: key, value: value})
 			continue
@@ -126,7 +126,7 @@ func walkLegacy(b []byte, depth int, recs *[]legacyRecord, codec *Compression, l
 		if err := walkLegacy(inner, depth+1, recs, codec, logAppend); err != nil {
 			return err
 		}
-		if magic == 1 && attrs&attrTimestampType != 0 {
+		if magic == 1 && attrs&AttrTimestampType != 0 {
 			*logAppend = true
 			for i := first; i < len(*recs); i++ {
 				(*recs)[i].timestamp = ts
@@ -152,4 +152,4 @@ func readLegacyBytes(b []byte) ([]byte, int, error) {
 
 // IsMessageSetV2 reports whether b starts with a record batch v2 (magic byte
 // at 16), as opposed to a v0/v1 message set (magic byte at 16 too, 0 or 1).
-func IsMessageSetV2(b []byte) bool { return len(b) > offMagic && b[offMagic] == 2 }
+func IsMessageSetV2(b []byte) bool { return len(b) > OffMagic && b[OffMagic] == 2 }

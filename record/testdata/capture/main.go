@@ -1,8 +1,8 @@
 // Command capture records the record batches real Kafka clients send, for
-// the storage package's golden tests. It is run by hand (see ../README.md),
+// the record package's golden tests. It is run by hand (see ../README.md),
 // never by the tests:
 //
-//	go run ./storage/testdata/capture -out storage/testdata
+//	go run ./record/testdata/capture -out record/testdata
 //
 // Modern batches (v2): an in-process kfake broker whose Produce handler is
 // intercepted (ControlKey) to save each partition's records bytes exactly
@@ -33,7 +33,7 @@ import (
 )
 
 func main() {
-	out := flag.String("out", "storage/testdata", "directory for the captured files")
+	out := flag.String("out", "record/testdata", "directory for the captured files")
 	flag.Parse()
 	codecs := []struct {
 		name string

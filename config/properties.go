@@ -1,4 +1,4 @@
-package appliance
+package config
 
 import (
 	"bufio"
@@ -8,22 +8,22 @@ import (
 	"strings"
 )
 
-// property is one key=value read from a properties file, with its line for
+// Property is one key=value read from a properties file, with its line for
 // error messages.
-type property struct {
-	key, value string
-	line       int
+type Property struct {
+	Key, Value string
+	Line       int
 }
 
-// parseProperties reads Java's properties format, the format of Kafka's
+// ReadProperties reads Java's properties format, the format of Kafka's
 // server.properties: one key and value per logical line, separated by the
 // first unescaped '=', ':' or whitespace; '#' and '!' start comment lines; a
 // line ending in an odd number of backslashes continues on the next line;
 // the escapes \t \n \r \f \\ \uXXXX and a backslash before any other
 // character (the character itself) are decoded.
-func parseProperties(r io.Reader) ([]property, error) {
+func ReadProperties(r io.Reader) ([]Property, error) {
 	var (
-		out    []property
+		out    []Property
 		sc     = bufio.NewScanner(r)
 		lineNo int
 	)
@@ -47,7 +47,7 @@ func parseProperties(r io.Reader) ([]property, error) {
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", start, err)
 		}
-		out = append(out, property{key: key, value: value, line: start})
+		out = append(out, Property{Key: key, Value: value, Line: start})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
@@ -136,17 +136,4 @@ func unescape(s string) (string, error) {
 // whole text, as Java's Properties would.
 func trailingComment(value string) bool {
 	return strings.Contains(value, " #") || strings.Contains(value, "\t#")
-}
-
-// Warnings lists what in the configuration is accepted but probably not
-// meant, for the log at start: values that hold a trailing comment.
-func (c *Config) Warnings() []string {
-	var out []string
-	for _, k := range keys {
-		v, ok := c.Given[k.name]
-		if ok && trailingComment(v) {
-			out = append(out, fmt.Sprintf("config: %s=%q contains \" #\": a properties file has no trailing comments, so the text after it is part of the value; put comments on lines of their own", k.name, v))
-		}
-	}
-	return out
 }

@@ -1,0 +1,27 @@
+package storage
+
+import "errors"
+
+// The log's error markers, tested with errors.Is; package broker's error
+// table maps them to Kafka codes. Errors about the bytes of a batch (CRC,
+// lengths, records, compression) are package record's.
+var (
+	// ErrBatchTooLarge: larger than max.message.bytes (MESSAGE_TOO_LARGE).
+	ErrBatchTooLarge = errors.New("record batch larger than max.message.bytes")
+	// ErrOffsetOutOfRange: below the log start or above the log end (OFFSET_OUT_OF_RANGE).
+	ErrOffsetOutOfRange = errors.New("offset out of range")
+	// ErrDuplicateSequence: the batch was appended before; AppendInfo carries
+	// its original offsets (the broker answers success with them, as Kafka does).
+	ErrDuplicateSequence = errors.New("duplicate sequence number")
+	// ErrOutOfOrderSequence: a gap or reordering in a producer's sequence.
+	ErrOutOfOrderSequence = errors.New("out of order sequence number")
+	// ErrInvalidProducerEpoch: an epoch older than the one seen (fenced producer).
+	ErrInvalidProducerEpoch = errors.New("invalid producer epoch")
+	// ErrUnknownProducerID: a non-zero sequence from a producer the log does
+	// not know (its state was removed by retention).
+	ErrUnknownProducerID = errors.New("unknown producer id")
+	// ErrLogClosed: the log (or its manager) was closed.
+	ErrLogClosed = errors.New("log closed")
+	// ErrLogDeleted: the log was deleted.
+	ErrLogDeleted = errors.New("log deleted")
+)
