@@ -136,7 +136,9 @@ func (h overviewHandler) get(c *fiber.Ctx) error {
 		}
 	}
 	if Fragment(c, "overview") {
-		return Render(c, fiber.StatusOK, templates.OverviewBody(v))
+		// The navigation's counts come along (swapped out of band), so the
+		// Alerts badge agrees with the alerts panel as soon as it changes.
+		return Render(c, fiber.StatusOK, templ.Join(templates.OverviewBody(v), navBadgesOf(c)))
 	}
 	return Render(c, fiber.StatusOK, templates.OverviewPage(PageFor(c, "Overview"), v))
 }
