@@ -86,14 +86,18 @@ func (c *Console) AppendAudit(ctx context.Context, e AuditEntry) (int64, error) 
 
 // AuditFilter selects audit entries, newest first. Zero fields match all.
 type AuditFilter struct {
-	User     string
-	Action   string // exact action, or a prefix ending in "." (e.g. "topic.")
-	Search   string // substring of target or detail
-	Target   string // exact target (e.g. a group's name)
-	Since    time.Time
-	Until    time.Time
-	BeforeID int64 // entries with id < BeforeID (paging); 0 for the newest
-	Limit    int   // default 100, at most 1000
+	User   string
+	Action string // exact action, or a prefix ending in "." (e.g. "topic.")
+	// ActionLike matches the actions that contain it ("session" finds
+	// session.login and session.logout; "reset" finds group.reset-offsets):
+	// what a person types into the audit page's filter.
+	ActionLike string
+	Search     string // substring of target or detail
+	Target     string // exact target (e.g. a group's name)
+	Since      time.Time
+	Until      time.Time
+	BeforeID   int64 // entries with id < BeforeID (paging); 0 for the newest
+	Limit      int   // default 100, at most 1000
 }
 
 // Audit lists entries matching f, newest first, and whether more remain.
@@ -118,6 +122,10 @@ func (c *Console) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, bool,
 			where = append(where, "action = ?")
 			args = append(args, f.Action)
 		}
+	}
+	if f.ActionLike != "" {
+		where = append(where, "instr(action, ?) > 0")
+		args = append(args, f.ActionLike)
 	}
 	if f.Search != "" {
 		where = append(where, "(instr(target, ?) > 0 OR instr(detail, ?) > 0)")

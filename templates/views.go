@@ -248,6 +248,8 @@ type AuditView struct {
 	Entries []consoledb.AuditEntry
 	Filter  consoledb.AuditFilter
 	NextURL string
+	// ExportCSV and ExportJSON download what the filter selects.
+	ExportCSV, ExportJSON string
 }
 
 // GroupHealth is a consumer group's health as the alert evaluator computes
