@@ -81,6 +81,7 @@ type Group struct {
 type Rule struct {
 	Doc   string
 	check func(v any) error // v is the parsed value as value() gives it
+	words []string          // the values a key of words accepts (a form's choices)
 }
 
 // Key is one configuration key: a broker key of the properties file, or a
@@ -124,6 +125,15 @@ type Key struct {
 	// replication marks a topic config the partition honours rather than
 	// its log (min.insync.replicas): Log.Validate skips it.
 	replication bool
+}
+
+// Choices are the values of a key that takes one of a few words
+// (compression.type, cleanup.policy), for a form's select; nil otherwise.
+func (k *Key) Choices() []string {
+	if k.Type == Boolean {
+		return []string{"true", "false"}
+	}
+	return append([]string(nil), k.syntax.words...)
 }
 
 // ValidValues says what the key accepts beyond its type, for the reference.
@@ -402,7 +412,7 @@ func ratio() Rule {
 // oneOf accepts the words given, exactly.
 func oneOf(words ...string) Rule {
 	doc := strings.Join(words, ", ")
-	return Rule{Doc: "one of " + doc, check: func(v any) error {
+	return Rule{Doc: "one of " + doc, words: words, check: func(v any) error {
 		for _, w := range words {
 			if v.(string) == w {
 				return nil

@@ -66,6 +66,7 @@ func (s *Server) routes() error {
 	show := topicShow{kc: s.kc, lag: s.samples}
 	r.Get("/topics/:name", RoleViewer, show.get)
 	r.Post("/topics/:name/configs", RoleOperator, topicConfigs{kc: s.kc, show: show}.post)
+	r.Get("/topics/:name/configs", RoleViewer, topicConfigs{kc: s.kc, show: show}.get)
 	r.Post("/topics/:name/partitions", RoleOperator, topicPartitions{kc: s.kc, show: show}.post)
 	r.Post("/topics/:name/delete", RoleOperator, topicDelete{kc: s.kc, show: show}.post)
 
