@@ -175,7 +175,7 @@ func NewChartWithEvents(ctx context.Context, pts []consoledb.LagPoint, since, un
 		}
 		c.Markers = append(c.Markers, ChartMarker{X: x(ev.At), Kind: ev.Kind, Title: TimeText(ctx, ev.At) + "\n" + ev.Label, Href: ev.Href})
 	}
-	c.Summary = "Lag of " + Count(c.Last.Lag) + " records at the last sample; the most was " + Count(c.MaxLag) + " at " + TimeText(ctx, c.MaxLagAt) + "."
+	c.Summary = "Lag of " + Plural(c.Last.Lag, "record", "records") + " at the last sample; the most was " + Count(c.MaxLag) + " at " + TimeText(ctx, c.MaxLagAt) + "."
 	return c
 }
 

@@ -2301,20 +2301,20 @@ func ResetPreviewPage(p Page, v ResetPreviewView) templ.Component {
 						return templ_7745c5c3_Err
 					}
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 192, "<input type=\"hidden\" name=\"apply\" value=\"1\"> <button type=\"submit\" class=\"danger\">Apply: commit these ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 192, "<input type=\"hidden\" name=\"apply\" value=\"1\"> <button type=\"submit\" class=\"danger\">Apply: commit ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var102 string
-				templ_7745c5c3_Var102, templ_7745c5c3_Err = templ.JoinStringErrs(Itoa(len(v.Rows)))
+				templ_7745c5c3_Var102, templ_7745c5c3_Err = templ.JoinStringErrs(resetCountText(len(v.Rows)))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/groups.templ`, Line: 521, Col: 81}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/groups.templ`, Line: 521, Col: 85}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var102))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 193, " offsets</button></form>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 193, "</button></form>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -2354,6 +2354,14 @@ func resetSub(v ResetPreviewView) string {
 		return "to offset " + Itoa(v.Spec.Offset)
 	}
 	return "to the " + string(v.Spec.Mode) + " offset"
+}
+
+// resetCountText is "this offset" or "these 3 offsets".
+func resetCountText(n int) string {
+	if n == 1 {
+		return "this offset"
+	}
+	return "these " + Itoa(n) + " offsets"
 }
 
 var _ = templruntime.GeneratedTemplate

@@ -121,12 +121,12 @@ func TestGroupsLagDetailAndReset(t *testing.T) {
 	})
 	r = op.Post(page, page+"/reset", url.Values{"mode": {"offset"}, "offset": {"90"}})
 	expectStatus(t, r, http.StatusOK)
-	expectContains(t, r, "Apply: commit these 1 offsets", ">90<")
+	expectContains(t, r, "Apply: commit this offset", ">90<")
 	form := url.Values{"mode": {"offset"}, "offset": {"90"}, "apply": {"1"}, "off:orders:0": {"90"}}
 	r = op.Post(page, page+"/reset", form)
 	expectStatus(t, r, http.StatusSeeOther)
 	r = op.Get(page)
-	expectContains(t, r, "Committed new offsets for 1 partitions", ">90<")
+	expectContains(t, r, "Committed new offsets for 1 partition of billing.", ">90<")
 	lags, _ := ts.kc.Lag(context.Background(), "billing")
 	if len(lags) != 1 || lags[0].TotalLag != 10 {
 		t.Fatalf("lag after reset: %+v", lags)
