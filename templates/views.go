@@ -90,9 +90,11 @@ type TopicsView struct {
 	Pager        Pager
 	BaseURL      string // the list URL with the current filters, for sort links
 	TotalTopics  int    // in the cluster, internal included
-	StatsErr     string
-	Err          string
-	Elapsed      time.Duration
+	// InternalTopics are the internal ones among them (__consumer_offsets).
+	InternalTopics int
+	StatsErr       string
+	Err            string
+	Elapsed        time.Duration
 }
 
 // TopicCreateView is the create-topic form.

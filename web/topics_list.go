@@ -55,6 +55,11 @@ func (h topicsList) get(c *fiber.Ctx) error {
 		v.Err = err.Error()
 	} else {
 		v.TotalTopics = len(snap.Topics)
+		for i := range snap.Topics {
+			if snap.Topics[i].Internal {
+				v.InternalTopics++
+			}
+		}
 		needle := strings.ToLower(q)
 		rows = make([]*kafkaview.TopicMeta, 0, len(snap.Topics))
 		for i := range snap.Topics {

@@ -73,7 +73,7 @@ func TestTopicsListSearchSortPageAndInternal(t *testing.T) {
 	v := ts.signedIn(t, "v", RoleViewer)
 	r := v.Get("/topics")
 	expectStatus(t, r, http.StatusOK)
-	expectContains(t, r, "1–50 of 121 topics", "svc-000", `rel="next"`)
+	expectContains(t, r, "1–50 of 121 topics", "svc-000", `rel="next"`, "121 in the cluster") // header and pager agree
 	if strings.Contains(r.Text, "svc-050") {
 		t.Fatal("page 1 shows row 51")
 	}
