@@ -103,7 +103,7 @@ func (h topicsList) get(c *fiber.Ctx) error {
 	}
 	v.Elapsed = time.Since(start)
 	if WantsJSON(c) {
-		return JSON(c, v)
+		return JSON(c, topicsJSON(v))
 	}
 	if Fragment(c, "topics-table") {
 		return Render(c, fiber.StatusOK, templates.TopicsTable(v))

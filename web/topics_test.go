@@ -101,13 +101,18 @@ func TestTopicsListSearchSortPageAndInternal(t *testing.T) {
 	v.Accept = "application/json"
 	r = v.Get("/topics?q=svc-01&per=10")
 	var out struct {
-		Rows []struct {
-			Meta struct{ Name string }
-		}
+		Topics []struct {
+			Name       string `json:"name"`
+			Partitions int    `json:"partitions"`
+		} `json:"topics"`
+		Total int `json:"total"`
 	}
-	if err := json.Unmarshal([]byte(r.Text), &out); err != nil || len(out.Rows) != 10 {
-		t.Fatalf("json: %v %d", err, len(out.Rows))
+	if err := json.Unmarshal([]byte(r.Text), &out); err != nil || len(out.Topics) != 10 || out.Total != 10 || out.Topics[0].Name != "svc-010" || out.Topics[0].Partitions != 3 {
+		t.Fatalf("json: %v %+v", err, out)
 	}
+	expectContains(t, r, `"under_replicated":0`)
+	r = v.Get("/topics/svc-010")
+	expectContains(t, r, `"name":"svc-010"`, `"start_offset":`, `"end_offset":`, `"is_default":`)
 }
 
 func TestTopicConfigsPartitionsDelete(t *testing.T) {
