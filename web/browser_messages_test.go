@@ -86,30 +86,32 @@ func TestBrowserMessageViewer(t *testing.T) {
 	b.Screenshot("messages-01-latest-json")
 
 	// Older pages: 25..44, then 5..24, then 0..4, and back to the newest.
-	b.Do("older", chromedp.Click(chromedp.CSS(`a[rel="next"]`)))
-	b.WaitText("← Newest")
-	rows := b.Text("#records tbody")
-	if !strings.Contains(rows, "o-24") || !strings.Contains(rows, "o-05") || strings.Contains(rows, "o-25") || strings.Contains(rows, "o-04") {
-		t.Fatalf("second page: %.600s", rows)
+	// Each wait reads the rows afresh: a page being replaced has no rows.
+	rowsAre := func(what string, ok func(rows string) bool) {
+		t.Helper()
+		testutil.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+			ctx, cancel := context.WithTimeout(b.Ctx, 5*time.Second)
+			defer cancel()
+			rows, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(function(){var t=document.querySelector("#records tbody");return t?t.innerText:""})()`))
+			if err != nil || !ok(rows) {
+				return fmt.Errorf("%s: %.600s (%v)", what, rows, err)
+			}
+			return nil
+		})
 	}
-	b.Do("older again", chromedp.Click(chromedp.CSS(`a[rel="next"]`)))
-	testutil.CheckFor(t, 10*time.Second, 100*time.Millisecond, func() error {
-		if rows := b.Text("#records tbody"); !strings.Contains(rows, "o-00") || strings.Contains(rows, "o-05") {
-			return fmt.Errorf("third page: %.300s", rows)
-		}
-		return nil
+	b.Do("older", chromedp.Click(chromedp.CSS(`a[rel="next"]`)))
+	rowsAre("second page", func(rows string) bool {
+		return strings.Contains(rows, "o-24") && strings.Contains(rows, "o-05") && !strings.Contains(rows, "o-25") && !strings.Contains(rows, "o-04")
 	})
+	b.WaitText("← Newest")
+	b.Do("older again", chromedp.Click(chromedp.CSS(`a[rel="next"]`)))
+	rowsAre("third page", func(rows string) bool { return strings.Contains(rows, "o-00") && !strings.Contains(rows, "o-05") })
 	older := evalIn[int](t, b, `document.querySelectorAll('a[rel="next"]').length`)
 	if older != 0 {
 		t.Fatal("the oldest page still offers older records")
 	}
 	b.Do("newest", chromedp.Click(chromedp.Search(`//a[contains(., "Newest")]`)))
-	testutil.CheckFor(t, 10*time.Second, 100*time.Millisecond, func() error {
-		if rows := b.Text("#records tbody"); !strings.Contains(rows, "o-44") {
-			return fmt.Errorf("back to the newest: %.300s", rows)
-		}
-		return nil
-	})
+	rowsAre("back to the newest", func(rows string) bool { return strings.Contains(rows, "o-44") })
 
 	// Search matches highlighted.
 	b.Visit("/topics/orders/messages?field=value&q=order+1&format=json")
