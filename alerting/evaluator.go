@@ -188,92 +188,34 @@ func (e *evaluator) round(ctx context.Context) error {
 		s.setGroupStatuses(groupStatuses(in.lag, in.partStatus), now)
 	}
 
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("alerting: evaluate: %w", err)
-	}
-	defer tx.Rollback()
-	// Subjects with only a flap history are stepped too, so their history
-	// ages with every round.
-	flapSubjects := map[int64][]string{}
-	for k := range e.flaps {
-		flapSubjects[k.rule] = append(flapSubjects[k.rule], k.subject)
-	}
-	var out []notification
-	ruleIDs := map[int64]bool{}
-	for _, r := range rules {
-		ruleIDs[r.ID] = true
-		sts := byRule[r.ID]
-		if !r.Enabled {
-			for _, st := range sts {
-				n, err := e.retire(ctx, tx, r, st, now)
-				if err != nil {
-					return err
-				}
-				out = append(out, n...)
-			}
-			continue
-		}
-		ki, ok := kindInfo(r.Kind)
-		if !ok {
-			continue
-		}
-		if in.errs[ki.Source] != nil {
-			continue // the source failed: leave this rule's alerts as they are
-		}
-		obs := e.observe(r, &in, byRule[r.ID], now)
-		// A subject is stepped when its condition holds, when it has an
-		// alert, or when it has a flap history; the others only have a value.
-		subjects := make([]string, 0, len(sts)+8)
-		for k, o := range obs {
-			if o.holds || sts[k] != nil || e.flaps[flapKey{r.ID, k}] != nil {
-				subjects = append(subjects, k)
-			}
-		}
-		for k := range sts {
-			if _, ok := obs[k]; !ok {
-				subjects = append(subjects, k)
-			}
-		}
-		for _, k := range flapSubjects[r.ID] {
-			if _, ok := obs[k]; !ok && sts[k] == nil {
-				subjects = append(subjects, k)
-			}
-		}
-		sort.Strings(subjects)
-		for _, subj := range subjects {
-			n, err := e.step(ctx, tx, r, sts[subj], subj, obs[subj], now, silences.match(r.ID, subj) != nil)
-			if err != nil {
-				return err
-			}
-			out = append(out, n...)
-		}
-	}
-	for id, sts := range byRule {
-		if !ruleIDs[id] {
-			for subj := range sts {
-				if err := deleteState(ctx, tx, id, subj); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	// Forget flap histories that have been all-clear for a full window.
+	// The round's state changes and the notifications they cause are one
+	// change of the replicated state; while the console topic is away it
+	// is committed here (and republished later), so alerting goes on.
+	// The flap memory is kept apart and only adopted once the change is
+	// made, so a retried round steps from the same memory.
+	flaps := make(map[flapKey]*flap, len(e.flaps))
 	for k, f := range e.flaps {
-		if !ruleIDs[k.rule] {
-			delete(e.flaps, k)
-			continue
-		}
-		if f.history&(1<<flapWindow-1) == 0 && f.n >= flapWindow && !f.flapping {
-			delete(e.flaps, k)
-		}
+		c := *f
+		flaps[k] = &c
 	}
-	if err := tx.Commit(); err != nil {
+	saved := e.flaps
+	var fired int
+	err = s.db.Change(ctx, func(tx *sql.Tx) error {
+		e.flaps = make(map[flapKey]*flap, len(flaps))
+		for k, f := range flaps {
+			c := *f
+			e.flaps[k] = &c
+		}
+		var err error
+		fired, err = e.apply(ctx, tx, rules, byRule, &in, silences, now)
+		return err
+	}, consoledb.LocalFallback())
+	if err != nil {
+		e.flaps = saved
 		return fmt.Errorf("alerting: evaluate: %w", err)
 	}
-	for _, n := range out {
-		st := n.st
-		s.notify(n.rule, &st, n.action, n.at)
+	if fired > 0 {
+		s.kick()
 	}
 
 	pending, firing := 0, 0
@@ -309,6 +251,106 @@ func (e *evaluator) round(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// apply steps every rule's alerts with the round's inputs, writing states,
+// history and notifications in tx; it returns how many notifications it
+// queued.
+func (e *evaluator) apply(ctx context.Context, tx *sql.Tx, rules []Rule, byRule map[int64]map[string]*alertState, in *inputs, silences silenceSet, now time.Time) (int, error) {
+	s := e.s
+	// Subjects with only a flap history are stepped too, so their history
+	// ages with every round.
+	flapSubjects := map[int64][]string{}
+	for k := range e.flaps {
+		flapSubjects[k.rule] = append(flapSubjects[k.rule], k.subject)
+	}
+	var out []notification
+	ruleIDs := map[int64]bool{}
+	for _, r := range rules {
+		ruleIDs[r.ID] = true
+		sts := cloneStates(byRule[r.ID])
+		if !r.Enabled {
+			for _, st := range sts {
+				n, err := e.retire(ctx, tx, r, st, now)
+				if err != nil {
+					return 0, err
+				}
+				out = append(out, n...)
+			}
+			continue
+		}
+		ki, ok := kindInfo(r.Kind)
+		if !ok {
+			continue
+		}
+		if in.errs[ki.Source] != nil {
+			continue // the source failed: leave this rule's alerts as they are
+		}
+		obs := e.observe(r, in, sts, now)
+		// A subject is stepped when its condition holds, when it has an
+		// alert, or when it has a flap history; the others only have a value.
+		subjects := make([]string, 0, len(sts)+8)
+		for k, o := range obs {
+			if o.holds || sts[k] != nil || e.flaps[flapKey{r.ID, k}] != nil {
+				subjects = append(subjects, k)
+			}
+		}
+		for k := range sts {
+			if _, ok := obs[k]; !ok {
+				subjects = append(subjects, k)
+			}
+		}
+		for _, k := range flapSubjects[r.ID] {
+			if _, ok := obs[k]; !ok && sts[k] == nil {
+				subjects = append(subjects, k)
+			}
+		}
+		sort.Strings(subjects)
+		for _, subj := range subjects {
+			n, err := e.step(ctx, tx, r, sts[subj], subj, obs[subj], now, silences.match(r.ID, subj) != nil)
+			if err != nil {
+				return 0, err
+			}
+			out = append(out, n...)
+		}
+	}
+	for id, sts := range byRule {
+		if !ruleIDs[id] {
+			for subj := range sts {
+				if err := deleteState(ctx, tx, id, subj); err != nil {
+					return 0, err
+				}
+			}
+		}
+	}
+	// Forget flap histories that have been all-clear for a full window.
+	for k, f := range e.flaps {
+		if !ruleIDs[k.rule] {
+			delete(e.flaps, k)
+			continue
+		}
+		if f.history&(1<<flapWindow-1) == 0 && f.n >= flapWindow && !f.flapping {
+			delete(e.flaps, k)
+		}
+	}
+	for _, n := range out {
+		st := n.st
+		if err := s.queueNotify(ctx, tx, n.rule, &st, n.action, n.at); err != nil {
+			return 0, err
+		}
+	}
+	return len(out), nil
+}
+
+// cloneStates copies a rule's states, so that a round whose change is
+// retried steps from the states as loaded.
+func cloneStates(in map[string]*alertState) map[string]*alertState {
+	out := make(map[string]*alertState, len(in))
+	for k, st := range in {
+		c := *st
+		out[k] = &c
+	}
+	return out
 }
 
 // gather asks each needed source once.
@@ -373,6 +415,9 @@ func (e *evaluator) derive(in *inputs, rules []Rule, byRule map[int64]map[string
 				continue
 			}
 			for _, p := range g.Partitions {
+				if p.Err != nil {
+					continue // not read this round: its window waits
+				}
 				k := windowKey{g.Group, p.Topic, p.Partition}
 				var win *window
 				if readOnly {
@@ -781,8 +826,13 @@ func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, n
 			var statuses []Status
 			parts := 0
 			byStatus := map[string]int{}
+			unread := 0 // partitions in scope whose lag could not be read
 			for _, p := range g.Partitions {
 				if !m.topicOK(p.Topic) {
+					continue
+				}
+				if p.Err != nil {
+					unread++
 					continue
 				}
 				parts++
@@ -796,13 +846,22 @@ func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, n
 					}
 				}
 			}
+			// A read that missed partitions proves nothing by itself: the
+			// condition holds if the partitions read are enough, else the
+			// round does not know (the alert stays as it is).
+			unknownUnlessHolds := func() {
+				if unread > 0 && (obs[subject] == nil || !obs[subject].holds) {
+					obs[subject] = &observation{subject: subject, unknown: true}
+				}
+			}
 			if parts == 0 {
+				unknownUnlessHolds()
 				continue
 			}
 			extra := func() (map[string]any, map[string]string, []Link) {
 				var scoped []PartitionLag
 				for _, p := range g.Partitions {
-					if m.topicOK(p.Topic) {
+					if m.topicOK(p.Topic) && p.Err == nil {
 						scoped = append(scoped, p)
 					}
 				}
@@ -843,6 +902,7 @@ func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, n
 				add(subject, holds, gs.String(),
 					fmt.Sprintf("consumer group %q is %s (%s), total lag %s", g.Group, gs, statusCounts(byStatus), behind), extra)
 			}
+			unknownUnlessHolds()
 		}
 	case KindUnderReplicated, KindOfflinePartitions:
 		for _, t := range in.health.Topics {
@@ -976,6 +1036,9 @@ func exportLag(l *metrics.Lag, groups []GroupLag, at time.Time) {
 		}
 		mg := metrics.GroupLag{Group: g.Group, Members: g.Members, Partitions: make([]metrics.PartitionLag, 0, len(g.Partitions))}
 		for _, p := range g.Partitions {
+			if p.Err != nil {
+				continue
+			}
 			mg.Partitions = append(mg.Partitions, metrics.PartitionLag{Topic: p.Topic, Partition: p.Partition, Lag: p.Lag, LagTime: p.LagTime})
 		}
 		out = append(out, mg)

@@ -113,6 +113,43 @@ func TestGroupStatusRuleFromScriptedCommits(t *testing.T) {
 	}
 }
 
+// TestUnreadLagKeepsTheAlert: a round whose source could not read a
+// group's partitions (their offsets could not be listed) neither resolves
+// a firing lag alert nor, when the read comes back, triggers it again; a
+// failed read with enough lag on the partitions read still fires; the
+// resolve comes from a round that read the lag as cleared.
+func TestUnreadLagKeepsTheAlert(t *testing.T) {
+	clk := newClock()
+	src := &scriptedLag{}
+	env := newTestService(t, func(c *Config) { c.Now = clk.Now; c.Sources.Lag = src })
+	pd := newReceiver(t, 202)
+	n := env.pagerDuty(t, pd, "0123456789abcdef0123456789abcdef")
+	env.rule(t, Rule{Name: "billing", Kind: KindLagRecords, Threshold: 10, NotifierIDs: []int64{n.ID}})
+	unread := errors.New("NOT_LEADER_OR_FOLLOWER")
+	round := func(parts ...PartitionLag) {
+		src.groups = []GroupLag{{Group: "g", State: "Empty", Partitions: parts}}
+		env.evaluate(t)
+		clk.Add(10 * time.Second)
+	}
+	round(PartitionLag{Topic: "t", Lag: 50}, PartitionLag{Topic: "t", Partition: 1, Lag: 0})
+	round(PartitionLag{Topic: "t", Err: unread}, PartitionLag{Topic: "t", Partition: 1, Err: unread}) // nothing read
+	round(PartitionLag{Topic: "t", Err: unread}, PartitionLag{Topic: "t", Partition: 1, Lag: 0})      // the lagging one not read
+	round(PartitionLag{Topic: "t", Lag: 50}, PartitionLag{Topic: "t", Partition: 1, Err: unread})     // enough lag read
+	round(PartitionLag{Topic: "t", Lag: 50}, PartitionLag{Topic: "t", Partition: 1, Lag: 0})
+	if a, ok := openAlerts(t, env)["billing group:g"]; !ok || a.State != StateFiring {
+		t.Fatalf("the alert after rounds with unread partitions: %+v (open: %v)", a, ok)
+	}
+	round(PartitionLag{Topic: "t", Lag: 0}, PartitionLag{Topic: "t", Partition: 1, Lag: 0})
+	env.waitDeliveries(t, 2)
+	var actions []string
+	for _, q := range pd.requests() {
+		actions = append(actions, fmt.Sprint(q.Decoded["event_action"]))
+	}
+	if strings.Join(actions, ",") != "trigger,resolve" {
+		t.Fatalf("sent %v, want trigger,resolve", actions)
+	}
+}
+
 // TestFlappingIsDamped: a condition toggling every round sends at most two
 // triggers, then holds; once it settles, the alert resolves once.
 func TestFlappingIsDamped(t *testing.T) {

@@ -29,6 +29,7 @@ const (
 // payload. The notifier's URL and secret are read when it is sent, so an edit
 // takes effect for notifications still queued.
 type job struct {
+	outboxID    int64 // the alert_outbox row; 0 for a test event
 	notifierID  int64
 	action      string
 	test        bool

@@ -94,47 +94,62 @@ func (s *Service) Acknowledge(ctx context.Context, ruleID int64, subject, by, co
 		return err
 	}
 	now := s.now()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("alerting: acknowledge: %w", err)
-	}
-	defer tx.Rollback()
-	// The state is read inside the write transaction, so an evaluation
-	// round cannot resolve the alert between the check and the insert.
-	st, err := scanState(tx.QueryRowContext(ctx, `SELECT rule_id, subject, dedup_key, state, active_since, fired_at, clear_since,
-		flapping, history, history_len, summary, details, labels, links, last_eval, notified, value
-		FROM alert_states WHERE rule_id = ? AND subject = ?`, ruleID, subject))
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("alerting: alert of rule %d on %s: %w", ruleID, subject, ErrNotFound)
-	}
-	if err != nil {
-		return fmt.Errorf("alerting: acknowledge: %w", err)
-	}
-	if st.State != StateFiring {
-		return ErrNotFiring
-	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO alert_acks(rule_id, subject, dedup_key, acked_by, acked_at, comment) VALUES(?,?,?,?,?,?)
-		ON CONFLICT(rule_id, subject) DO NOTHING`, ruleID, subject, st.DedupKey, by, ms(now), comment)
-	if err != nil {
-		return fmt.Errorf("alerting: acknowledge: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return nil // acknowledged already
-	}
-	summary := r.Name + ": acknowledged by " + by
-	if comment != "" {
-		summary += " (" + comment + ")"
-	}
-	if err := insertHistory(ctx, tx, historyRow{at: now, rule: r, st: st, event: EventAcknowledged, summary: truncateRunes(summary, maxSummary),
-		value: st.Value, duration: now.Sub(st.ActiveSince), actor: by}); err != nil {
+	var st *alertState
+	acked := false
+	// The state is read inside the change (under the console's write lock,
+	// caught up), so an evaluation round cannot resolve the alert between
+	// the check and the insert. The acknowledge event goes through the
+	// notification outbox like the round's, so the console that delivers
+	// sends it, whichever host the operator acknowledged on.
+	err = s.db.Change(ctx, func(tx *sql.Tx) error {
+		acked = false
+		var err error
+		st, err = scanState(tx.QueryRowContext(ctx, `SELECT rule_id, subject, dedup_key, state, active_since, fired_at, clear_since,
+			flapping, history, history_len, summary, details, labels, links, last_eval, notified, value
+			FROM alert_states WHERE rule_id = ? AND subject = ?`, ruleID, subject))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("alerting: alert of rule %d on %s: %w", ruleID, subject, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if st.State != StateFiring {
+			return ErrNotFiring
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO alert_acks(rule_id, subject, dedup_key, acked_by, acked_at, comment) VALUES(?,?,?,?,?,?)
+			ON CONFLICT(rule_id, subject) DO NOTHING`, ruleID, subject, st.DedupKey, by, ms(now), comment)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil // acknowledged already
+		}
+		acked = true
+		summary := r.Name + ": acknowledged by " + by
+		if comment != "" {
+			summary += " (" + comment + ")"
+		}
+		if err := insertHistory(ctx, tx, historyRow{at: now, rule: r, st: st, event: EventAcknowledged, summary: truncateRunes(summary, maxSummary),
+			value: st.Value, duration: now.Sub(st.ActiveSince), actor: by}); err != nil {
+			return err
+		}
+		if st.Notified {
+			return s.queueNotify(ctx, tx, r, st, actionAcknowledge, now)
+		}
+		return nil
+	})
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotFiring) {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("alerting: acknowledge: %w", err)
+	if err != nil {
+		return storeErr("acknowledge", err)
+	}
+	if !acked {
+		return nil
 	}
 	s.log.Info("alert acknowledged", "rule", ruleID, "subject", subject, "by", by)
 	if st.Notified {
-		s.notify(r, st, actionAcknowledge, now)
+		s.kick()
 	}
 	return nil
 }
@@ -213,12 +228,18 @@ func (s *Service) CreateSilence(ctx context.Context, x Silence) (Silence, error)
 		return Silence{}, err
 	}
 	x.CreatedAt, x.EndedAt, x.EndedBy = now, time.Time{}, ""
-	res, err := s.db.ExecContext(ctx, `INSERT INTO alert_silences(rule_id, subject, comment, created_by, created_at, expires_at)
-		VALUES(?,?,?,?,?,?)`, x.RuleID, x.Subject, x.Comment, x.CreatedBy, ms(now), ms(x.ExpiresAt))
+	err := s.db.Change(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO alert_silences(rule_id, subject, comment, created_by, created_at, expires_at)
+			VALUES(?,?,?,?,?,?)`, x.RuleID, x.Subject, x.Comment, x.CreatedBy, ms(now), ms(x.ExpiresAt))
+		if err != nil {
+			return err
+		}
+		x.ID, _ = res.LastInsertId()
+		return nil
+	})
 	if err != nil {
-		return Silence{}, fmt.Errorf("alerting: create silence: %w", err)
+		return Silence{}, storeErr("create silence", err)
 	}
-	x.ID, _ = res.LastInsertId()
 	s.log.Info("alert silence created", "silence", x.ID, "rule", x.RuleID, "subject", x.Subject, "expires", x.ExpiresAt, "by", x.CreatedBy)
 	return s.silence(ctx, x.ID)
 }
@@ -226,12 +247,21 @@ func (s *Service) CreateSilence(ctx context.Context, x Silence) (Silence, error)
 // EndSilence ends a silence before it expires; the triggers it held back go
 // out at the next evaluation round.
 func (s *Service) EndSilence(ctx context.Context, id int64, by string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE alert_silences SET ended_at = ?, ended_by = ? WHERE id = ? AND ended_at = 0 AND expires_at > ?`,
-		ms(s.now()), by, id, ms(s.now()))
+	var n int64
+	now := s.now()
+	err := s.db.Change(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE alert_silences SET ended_at = ?, ended_by = ? WHERE id = ? AND ended_at = 0 AND expires_at > ?`,
+			ms(now), by, id, ms(now))
+		if err != nil {
+			return err
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("alerting: end silence %d: %w", id, err)
+		return storeErr(fmt.Sprintf("end silence %d", id), err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n == 0 {
 		if _, err := s.silence(ctx, id); err != nil {
 			return err
 		}

@@ -122,6 +122,11 @@ type Rule struct {
 	NotifierIDs []int64   `json:"notifier_ids"`
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
+	// Version is the rule's version in the console's replicated state
+	// (consoledb.RowVersion): Rule sets it, and UpdateRule refuses an
+	// edit whose Version is not the current one (*consoledb.StaleError).
+	// 0: not checked.
+	Version int64 `json:"version"`
 }
 
 // MarshalJSON writes the rule with its durations in milliseconds.

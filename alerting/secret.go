@@ -1,14 +1,19 @@
 package alerting
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+
+	"github.com/sluice-io/sluice/consoledb"
 )
 
 // keySize is an AES-256 key.
@@ -24,6 +29,7 @@ var secretAAD = []byte("sluice alerting notifier secret v1")
 // them.
 type sealer struct {
 	aead cipher.AEAD
+	key  []byte
 }
 
 // loadOrCreateKey reads the key file, creating it with a fresh random key
@@ -94,7 +100,7 @@ func newSealer(key []byte) (*sealer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("alerting: key: %w", err)
 	}
-	return &sealer{aead: aead}, nil
+	return &sealer{aead: aead, key: key}, nil
 }
 
 // seal returns nonce || ciphertext.
@@ -131,4 +137,62 @@ func secretHint(secret string) string {
 		return "••••"
 	}
 	return "••••" + string(r[len(r)-4:])
+}
+
+// LoadOrCreateKey returns the key in path, creating the file (0600) with a
+// fresh random key when it does not exist: a single node's cluster key.
+func LoadOrCreateKey(path string) ([]byte, error) { return loadOrCreateKey(path) }
+
+// reseal re-encrypts, in this host's database, the notifier secrets sealed
+// with the key in keyFile (a host's own key, before the cluster key) with
+// the cluster key of to, then renames keyFile to keyFile+".replaced". It
+// runs before the replica starts, so an import publishes resealed secrets.
+// A secret that opens with neither key is left as it is (it must be
+// entered again, as before).
+func reseal(ctx context.Context, db *consoledb.DB, keyFile string, to *sealer, log *slog.Logger) error {
+	old, err := readKey(keyFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if subtle.ConstantTimeCompare(old, to.key) == 1 {
+		return nil // the file is the cluster key (a single node)
+	}
+	from, err := newSealer(old)
+	if err != nil {
+		return err
+	}
+	type row struct {
+		id     int64
+		sealed []byte
+	}
+	rows, err := consoledb.QueryAll(ctx, db, `SELECT id, secret FROM alert_notifiers WHERE secret IS NOT NULL`, func(sc consoledb.Scanner) (row, error) {
+		var r row
+		err := sc.Scan(&r.id, &r.sealed)
+		return r, err
+	})
+	if err != nil {
+		return fmt.Errorf("alerting: reseal secrets: %w", err)
+	}
+	n := 0
+	for _, r := range rows {
+		if _, err := to.open(r.sealed); err == nil {
+			continue // already under the cluster key
+		}
+		plain, err := from.open(r.sealed)
+		if err != nil {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, `UPDATE alert_notifiers SET secret = ? WHERE id = ?`, to.seal(plain), r.id); err != nil {
+			return fmt.Errorf("alerting: reseal secrets: %w", err)
+		}
+		n++
+	}
+	if err := os.Rename(keyFile, keyFile+".replaced"); err != nil {
+		return fmt.Errorf("alerting: %w", err)
+	}
+	log.Info("notifier secrets resealed with the cluster key; the host's own key file is no longer used", "secrets", n, "old_key", keyFile+".replaced")
+	return nil
 }

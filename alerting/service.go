@@ -97,6 +97,15 @@ type Config struct {
 	ExportLag *metrics.Lag
 	// Now is the clock (tests).
 	Now func() time.Time
+	// Leader, when set, says whether this console delivers the queued
+	// notifications (the one doing the cluster's background work); nil:
+	// always.
+	Leader func() bool
+	// Key, when set, is the cluster key that seals notifier secrets (32
+	// bytes); KeyFile is then only read to reseal secrets sealed with a
+	// host's own key by an older Sluice (and renamed
+	// alerting.key.replaced). Nil: the key in KeyFile.
+	Key []byte
 }
 
 func (c *Config) ensureDefaults() {
@@ -152,7 +161,9 @@ type Service struct {
 
 	qmu    sync.Mutex
 	queues map[int64]chan job // per notifier. Lock qmu.
+	queued map[int64]bool     // outbox rows queued and not yet gone from the outbox. Lock qmu.
 	closed bool               // Lock qmu.
+	kicks  chan struct{}      // wakes the dispatcher
 
 	// evalMu serialises evaluation rounds with rule deletion.
 	evalMu sync.Mutex
@@ -193,13 +204,20 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		DeliveryFailed, "interrupted: Sluice stopped during delivery", ms(cfg.Now()), DeliveryPending); err != nil {
 		return nil, fmt.Errorf("alerting: %w", err)
 	}
-	key, err := loadOrCreateKey(cfg.KeyFile)
-	if err != nil {
-		return nil, err
+	key := cfg.Key
+	if key == nil {
+		if key, err = loadOrCreateKey(cfg.KeyFile); err != nil {
+			return nil, err
+		}
 	}
 	sl, err := newSealer(key)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Key != nil && cfg.KeyFile != "" {
+		if err := reseal(ctx, cfg.DB, cfg.KeyFile, sl, cfg.Logger); err != nil {
+			return nil, err
+		}
 	}
 	s := &Service{
 		cfg:     cfg,
@@ -208,6 +226,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		log:     cfg.Logger.With("component", "alerting"),
 		metrics: cfg.Metrics,
 		queues:  map[int64]chan job{},
+		queued:  map[int64]bool{},
+		kicks:   make(chan struct{}, 1),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.eval = newEvaluator(s)
@@ -219,6 +239,11 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 // resolves its alerts, or send a test event).
 func (s *Service) Start() {
 	s.started.Do(func() {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.dispatch()
+		}()
 		if !s.cfg.Evaluate {
 			return
 		}
@@ -259,40 +284,13 @@ func (s *Service) Close() error {
 
 func (s *Service) now() time.Time { return s.cfg.Now() }
 
-// notify queues one notification per notifier of rule r about st.
-func (s *Service) notify(r Rule, st *alertState, action string, at time.Time) {
-	for _, nid := range r.NotifierIDs {
-		j := job{
-			notifierID:  nid,
-			action:      action,
-			ruleID:      r.ID,
-			ruleName:    r.Name,
-			description: r.Description,
-			kind:        r.Kind,
-			severity:    r.Severity,
-			subject:     st.Subject,
-			dedupKey:    st.DedupKey,
-			summary:     st.Summary,
-			details:     st.Details,
-			labels:      st.Labels,
-			links:       st.Links,
-			startsAt:    st.ActiveSince,
-		}
-		if action == actionResolve {
-			j.endsAt = at
-		}
-		if action == actionAcknowledge {
-			j.ackedAt = at
-		}
-		s.enqueue(j)
-	}
-}
-
-func (s *Service) enqueue(j job) {
+// enqueue hands j to its notifier's queue, and reports false when the
+// queue is full (the outbox row stays, for the dispatcher's next round).
+func (s *Service) enqueue(j job) bool {
 	s.qmu.Lock()
+	defer s.qmu.Unlock()
 	if s.closed {
-		s.qmu.Unlock()
-		return
+		return false
 	}
 	q := s.queues[j.notifierID]
 	if q == nil {
@@ -304,21 +302,15 @@ func (s *Service) enqueue(j job) {
 			s.worker(q)
 		}()
 	}
-	s.qmu.Unlock()
 	select {
 	case q <- j:
+		if j.outboxID != 0 {
+			s.queued[j.outboxID] = true
+		}
+		return true
 	default:
-		n, err := s.Notifier(s.ctx, j.notifierID)
-		if err != nil {
-			n = Notifier{ID: j.notifierID}
-		}
-		d := Delivery{CreatedAt: s.now(), FinishedAt: s.now(), NotifierID: n.ID, NotifierName: n.Name, NotifierType: n.Type,
-			RuleID: j.ruleID, DedupKey: j.dedupKey, Action: j.action, Status: DeliveryFailed, Error: "notifier queue full: notification dropped"}
-		if err := s.insertDelivery(context.Background(), &d); err != nil {
-			s.log.Error("delivery log", "err", err)
-		}
-		s.metrics.NotificationDone(string(n.Type), false)
-		s.log.Error("notifier queue full: notification dropped", "notifier", n.Name, "dedup_key", j.dedupKey)
+		s.log.Warn("notifier queue full: notifications wait in the outbox", "notifier", j.notifierID, "queue", s.cfg.QueueSize)
+		return false
 	}
 }
 
@@ -330,19 +322,27 @@ func (s *Service) worker(q chan job) {
 		case <-s.ctx.Done():
 			return
 		case j := <-q:
+			if !s.delivers() {
+				continue // another console delivers now; the row stays in the outbox
+			}
 			n, secret, err := s.notifierWithSecret(s.ctx, j.notifierID)
-			if errors.Is(err, ErrNotFound) {
-				continue // deleted since
-			}
-			if err != nil && n.ID == 0 {
+			switch {
+			case errors.Is(err, ErrNotFound):
+				// deleted since
+			case err != nil && n.ID == 0:
 				s.log.Error("notification dropped", "notifier", j.notifierID, "err", err)
-				continue
+			case !n.Enabled || (j.action == actionResolve && n.Type == NotifierWebhook && !n.SendResolved) ||
+				(j.action == actionAcknowledge && n.Type != NotifierPagerDuty):
+				// not sent: disabled, or an event this notifier does not take
+			default:
+				s.send(s.ctx, n, secret, err, j)
 			}
-			if !n.Enabled || (j.action == actionResolve && n.Type == NotifierWebhook && !n.SendResolved) ||
-				(j.action == actionAcknowledge && n.Type != NotifierPagerDuty) {
-				continue
+			if s.ctx.Err() != nil {
+				return // stopped mid-delivery: the row stays for the next start or leader
 			}
-			s.send(s.ctx, n, secret, err, j)
+			if j.outboxID != 0 {
+				s.outboxDone(j.outboxID)
+			}
 		}
 	}
 }

@@ -51,6 +51,10 @@ type PartitionLag struct {
 	// CommitTime is when the committed offset was committed, when the source
 	// knows it (zero otherwise; see windows.observe).
 	CommitTime time.Time
+	// Err says this partition's lag could not be read this round (its
+	// offsets could not be listed): a lag rule does not take it for "no
+	// lag", so an alert is not resolved by a failed read.
+	Err error
 }
 
 // LagFunc adapts a function to LagSource.
@@ -154,6 +158,7 @@ func KadmLag(adm *kadm.Client) LagSource {
 			g := GroupLag{Group: l.Group, State: l.State, Members: len(l.Members), Err: l.Error()}
 			for _, ml := range l.Lag.Sorted() {
 				if ml.Err != nil {
+					g.Partitions = append(g.Partitions, PartitionLag{Topic: ml.Topic, Partition: ml.Partition, Committed: -1, LogEnd: -1, Err: ml.Err})
 					continue
 				}
 				g.Partitions = append(g.Partitions, PartitionLag{

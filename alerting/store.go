@@ -102,7 +102,16 @@ var migrations = []string{
 		error         TEXT NOT NULL DEFAULT ''
 	);
 	CREATE INDEX alert_deliveries_notifier ON alert_deliveries(notifier_id, id);`,
-	// 2: acknowledgements and silences; whether an alert's trigger went
+	// 2: notifications owed (a transactional outbox): written with the
+	// alert state changes that cause them, deleted once delivered, so a
+	// console that takes over delivers what the previous one did not.
+	`CREATE TABLE alert_outbox (
+		id          INTEGER PRIMARY KEY,
+		notifier_id INTEGER NOT NULL,
+		job         TEXT NOT NULL,               -- the notification, JSON (outboxJob)
+		created_at  INTEGER NOT NULL
+	);`,
+	// 3: acknowledgements and silences; whether an alert's trigger went
 	// out (a silence holds it back) and its current value in words; the
 	// value that cleared an alert and how long it lasted; the request body
 	// of each delivery (secrets redacted) and which delivery a retry repeats.
@@ -136,6 +145,22 @@ var migrations = []string{
 	ALTER TABLE alert_deliveries ADD COLUMN request TEXT NOT NULL DEFAULT '';
 	ALTER TABLE alert_deliveries ADD COLUMN retry_of INTEGER NOT NULL DEFAULT 0;`,
 }
+
+// The alerting tables shared by every host of a cluster (see
+// consoledb.Replicate): acknowledgements and silences too, so an alert
+// acknowledged or silenced on one host is so on every host and across a
+// failover. The delivery log (alert_deliveries, with each request and
+// which delivery a retry repeats) stays on the host that delivered.
+var (
+	_ = consoledb.Replicate(consoledb.Table{Name: "alert_rules"})
+	_ = consoledb.Replicate(consoledb.Table{Name: "alert_notifiers"})
+	_ = consoledb.Replicate(consoledb.Table{Name: "alert_rule_notifiers"})
+	_ = consoledb.Replicate(consoledb.Table{Name: "alert_states"})
+	_ = consoledb.Replicate(consoledb.Table{Name: "alert_history"})
+	_ = consoledb.Replicate(consoledb.Table{Name: "alert_outbox"})
+	_ = consoledb.Replicate(consoledb.Table{Name: "alert_acks"})
+	_ = consoledb.Replicate(consoledb.Table{Name: "alert_silences"})
+)
 
 // ErrNotFound is returned for a rule, notifier or alert that does not exist.
 var ErrNotFound = errors.New("alerting: not found")
@@ -190,7 +215,8 @@ func (s *Service) Rules(ctx context.Context) ([]Rule, error) {
 	if err != nil {
 		return nil, fmt.Errorf("alerting: list rules: %w", err)
 	}
-	links, err := consoledb.QueryAll(ctx, s.db, `SELECT rule_id, notifier_id FROM alert_rule_notifiers ORDER BY rule_id, notifier_id`,
+	links, err := consoledb.QueryAll(ctx, s.db, `SELECT rule_id, notifier_id FROM alert_rule_notifiers
+		WHERE notifier_id IN (SELECT id FROM alert_notifiers) ORDER BY rule_id, notifier_id`,
 		func(row consoledb.Scanner) (link [2]int64, err error) {
 			err = row.Scan(&link[0], &link[1])
 			return link, err
@@ -219,11 +245,17 @@ func (s *Service) Rule(ctx context.Context, id int64) (Rule, error) {
 	if err != nil {
 		return Rule{}, fmt.Errorf("alerting: rule %d: %w", id, err)
 	}
-	r.NotifierIDs, err = consoledb.QueryAll(ctx, s.db, `SELECT notifier_id FROM alert_rule_notifiers WHERE rule_id = ? ORDER BY notifier_id`,
+	r.NotifierIDs, err = consoledb.QueryAll(ctx, s.db, `SELECT notifier_id FROM alert_rule_notifiers
+		WHERE rule_id = ? AND notifier_id IN (SELECT id FROM alert_notifiers) ORDER BY notifier_id`,
 		scanInt64, id)
 	if err != nil {
 		return Rule{}, fmt.Errorf("alerting: rule %d: %w", id, err)
 	}
+	v, err := consoledb.RowVersion(ctx, s.db, "alert_rules", id)
+	if err != nil {
+		return Rule{}, fmt.Errorf("alerting: rule %d: %w", id, err)
+	}
+	r.Version = v.Version
 	return r, nil
 }
 
@@ -240,31 +272,39 @@ func (s *Service) CreateRule(ctx context.Context, r Rule) (Rule, error) {
 		return Rule{}, err
 	}
 	now := s.now()
-	tx, err := s.db.BeginTx(ctx, nil)
+	err := s.db.Change(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO alert_rules(name, description, kind, enabled, severity, for_ms, clear_for_ms,
+			scope_pattern, scope_topic, threshold, min_status, created_at, updated_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+			r.Name, r.Description, r.Kind, b2i(r.Enabled), r.Severity, r.For.Milliseconds(), r.ClearFor.Milliseconds(),
+			r.Scope.Pattern, r.Scope.Topic, r.Threshold, int(r.MinStatus), ms(now), ms(now))
+		if isUnique(err) {
+			return &ValidationError{Fields: map[string]string{"name": "a rule with this name exists"}}
+		}
+		if err != nil {
+			return err
+		}
+		r.ID, _ = res.LastInsertId()
+		return setRuleNotifiers(ctx, tx, r.ID, r.NotifierIDs)
+	})
 	if err != nil {
-		return Rule{}, fmt.Errorf("alerting: create rule: %w", err)
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `INSERT INTO alert_rules(name, description, kind, enabled, severity, for_ms, clear_for_ms,
-		scope_pattern, scope_topic, threshold, min_status, created_at, updated_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-		r.Name, r.Description, r.Kind, b2i(r.Enabled), r.Severity, r.For.Milliseconds(), r.ClearFor.Milliseconds(),
-		r.Scope.Pattern, r.Scope.Topic, r.Threshold, int(r.MinStatus), ms(now), ms(now))
-	if isUnique(err) {
-		return Rule{}, &ValidationError{Fields: map[string]string{"name": "a rule with this name exists"}}
-	}
-	if err != nil {
-		return Rule{}, fmt.Errorf("alerting: create rule: %w", err)
-	}
-	r.ID, _ = res.LastInsertId()
-	if err := setRuleNotifiers(ctx, tx, r.ID, r.NotifierIDs); err != nil {
-		return Rule{}, err
-	}
-	if err := tx.Commit(); err != nil {
-		return Rule{}, fmt.Errorf("alerting: create rule: %w", err)
+		return Rule{}, storeErr("create rule", err)
 	}
 	r.CreatedAt, r.UpdatedAt = fromMS(ms(now)), fromMS(ms(now))
+	if v, err := consoledb.RowVersion(ctx, s.db, "alert_rules", r.ID); err == nil {
+		r.Version = v.Version
+	}
 	s.log.Info("alert rule created", "rule", r.ID, "name", r.Name, "kind", r.Kind)
 	return r, nil
+}
+
+// storeErr wraps a store failure, leaving the errors callers tell apart
+// (validation, not found, stale, unavailable) recognisable.
+func storeErr(what string, err error) error {
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		return err
+	}
+	return fmt.Errorf("alerting: %s: %w", what, err)
 }
 
 func setRuleNotifiers(ctx context.Context, tx *sql.Tx, ruleID int64, ids []int64) error {
@@ -296,29 +336,27 @@ func (s *Service) UpdateRule(ctx context.Context, r Rule) (Rule, error) {
 		return Rule{}, err
 	}
 	now := s.now()
-	tx, err := s.db.BeginTx(ctx, nil)
+	err := s.db.Change(ctx, func(tx *sql.Tx) error {
+		if err := consoledb.CheckVersion(ctx, tx, "alert_rules", r.Version, r.ID); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE alert_rules SET name=?, description=?, kind=?, enabled=?, severity=?, for_ms=?, clear_for_ms=?,
+			scope_pattern=?, scope_topic=?, threshold=?, min_status=?, updated_at=? WHERE id=?`,
+			r.Name, r.Description, r.Kind, b2i(r.Enabled), r.Severity, r.For.Milliseconds(), r.ClearFor.Milliseconds(),
+			r.Scope.Pattern, r.Scope.Topic, r.Threshold, int(r.MinStatus), ms(now), r.ID)
+		if isUnique(err) {
+			return &ValidationError{Fields: map[string]string{"name": "a rule with this name exists"}}
+		}
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("rule %d: %w", r.ID, ErrNotFound)
+		}
+		return setRuleNotifiers(ctx, tx, r.ID, r.NotifierIDs)
+	})
 	if err != nil {
-		return Rule{}, fmt.Errorf("alerting: update rule: %w", err)
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `UPDATE alert_rules SET name=?, description=?, kind=?, enabled=?, severity=?, for_ms=?, clear_for_ms=?,
-		scope_pattern=?, scope_topic=?, threshold=?, min_status=?, updated_at=? WHERE id=?`,
-		r.Name, r.Description, r.Kind, b2i(r.Enabled), r.Severity, r.For.Milliseconds(), r.ClearFor.Milliseconds(),
-		r.Scope.Pattern, r.Scope.Topic, r.Threshold, int(r.MinStatus), ms(now), r.ID)
-	if isUnique(err) {
-		return Rule{}, &ValidationError{Fields: map[string]string{"name": "a rule with this name exists"}}
-	}
-	if err != nil {
-		return Rule{}, fmt.Errorf("alerting: update rule %d: %w", r.ID, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return Rule{}, fmt.Errorf("alerting: rule %d: %w", r.ID, ErrNotFound)
-	}
-	if err := setRuleNotifiers(ctx, tx, r.ID, r.NotifierIDs); err != nil {
-		return Rule{}, err
-	}
-	if err := tx.Commit(); err != nil {
-		return Rule{}, fmt.Errorf("alerting: update rule %d: %w", r.ID, err)
+		return Rule{}, storeErr(fmt.Sprintf("update rule %d", r.ID), err)
 	}
 	s.log.Info("alert rule updated", "rule", r.ID, "name", r.Name)
 	return s.Rule(ctx, r.ID)
@@ -327,12 +365,18 @@ func (s *Service) UpdateRule(ctx context.Context, r Rule) (Rule, error) {
 // SetRuleEnabled enables or disables a rule. A disabled rule's firing alerts
 // resolve at the next evaluation.
 func (s *Service) SetRuleEnabled(ctx context.Context, id int64, enabled bool) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE alert_rules SET enabled=?, updated_at=? WHERE id=?`, b2i(enabled), ms(s.now()), id)
+	err := s.db.Change(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE alert_rules SET enabled=?, updated_at=? WHERE id=?`, b2i(enabled), ms(s.now()), id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("rule %d: %w", id, ErrNotFound)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("alerting: enable rule %d: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("alerting: rule %d: %w", id, ErrNotFound)
+		return storeErr(fmt.Sprintf("enable rule %d", id), err)
 	}
 	s.log.Info("alert rule enabled changed", "rule", id, "enabled", enabled)
 	return nil
@@ -353,41 +397,39 @@ func (s *Service) DeleteRule(ctx context.Context, id int64) error {
 		return err
 	}
 	now := s.now()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("alerting: delete rule %d: %w", id, err)
-	}
-	defer tx.Rollback()
-	var resolves []*alertState
-	for _, st := range states {
-		ended := *st
-		ended.Summary = truncateRunes(r.Name+": the rule was deleted", maxSummary)
-		row := historyRow{at: now, rule: r, st: &ended, event: EventCancelled, value: st.Value, duration: now.Sub(st.ActiveSince)}
-		if st.State == StateFiring {
-			row.event = EventResolved
-			if st.Notified {
-				resolves = append(resolves, st)
+	resolved := 0
+	err = s.db.Change(ctx, func(tx *sql.Tx) error {
+		resolved = 0
+		for _, st := range states {
+			ended := *st
+			ended.Summary = truncateRunes(r.Name+": the rule was deleted", maxSummary)
+			row := historyRow{at: now, rule: r, st: &ended, event: EventCancelled, value: st.Value, duration: now.Sub(st.ActiveSince)}
+			if st.State == StateFiring {
+				row.event = EventResolved
+				resolved++
+				if st.Notified {
+					if err := s.queueNotify(ctx, tx, r, st, actionResolve, now); err != nil {
+						return err
+					}
+				}
+			}
+			if err := insertHistory(ctx, tx, row); err != nil {
+				return err
 			}
 		}
-		if err := insertHistory(ctx, tx, row); err != nil {
-			return err
+		for _, q := range []string{`DELETE FROM alert_states WHERE rule_id = ?`, `DELETE FROM alert_acks WHERE rule_id = ?`,
+			`DELETE FROM alert_silences WHERE rule_id = ?`, `DELETE FROM alert_rules WHERE id = ?`} {
+			if _, err := tx.ExecContext(ctx, q, id); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return storeErr(fmt.Sprintf("delete rule %d", id), err)
 	}
-	for _, q := range []string{`DELETE FROM alert_states WHERE rule_id = ?`, `DELETE FROM alert_acks WHERE rule_id = ?`, `DELETE FROM alert_silences WHERE rule_id = ?`} {
-		if _, err := tx.ExecContext(ctx, q, id); err != nil {
-			return fmt.Errorf("alerting: delete rule %d: %w", id, err)
-		}
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM alert_rules WHERE id = ?`, id); err != nil {
-		return fmt.Errorf("alerting: delete rule %d: %w", id, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("alerting: delete rule %d: %w", id, err)
-	}
-	for _, st := range resolves {
-		s.notify(r, st, actionResolve, now)
-	}
-	s.log.Info("alert rule deleted", "rule", id, "name", r.Name, "resolved", len(resolves))
+	s.kick()
+	s.log.Info("alert rule deleted", "rule", id, "name", r.Name, "resolved", resolved)
 	return nil
 }
 
@@ -418,6 +460,7 @@ type Notifier struct {
 	SecretHint   string       `json:"secret_hint"` // e.g. "••••9f3a"
 	CreatedAt    time.Time    `json:"created_at"`
 	UpdatedAt    time.Time    `json:"updated_at"`
+	Version      int64        `json:"version"` // in the console's replicated state (set by Notifier)
 }
 
 // NotifierInput is what the notifier form submits.
@@ -439,6 +482,10 @@ type NotifierInput struct {
 	KeepSecretOnRetarget bool
 	Enabled              bool
 	SendResolved         bool
+	// Version, when not 0, is the notifier's version the edit is based on
+	// (Notifier.Version): an update of another version is refused
+	// (*consoledb.StaleError).
+	Version int64
 }
 
 func (in *NotifierInput) normalize() {
@@ -510,6 +557,11 @@ func (s *Service) Notifier(ctx context.Context, id int64) (Notifier, error) {
 	if err != nil {
 		return Notifier{}, fmt.Errorf("alerting: notifier %d: %w", id, err)
 	}
+	v, err := consoledb.RowVersion(ctx, s.db, "alert_notifiers", id)
+	if err != nil {
+		return Notifier{}, fmt.Errorf("alerting: notifier %d: %w", id, err)
+	}
+	n.Version = v.Version
 	return n, nil
 }
 
@@ -525,15 +577,22 @@ func (s *Service) CreateNotifier(ctx context.Context, in NotifierInput) (Notifie
 		sealed, hint = s.sealer.seal(in.Secret), secretHint(in.Secret)
 	}
 	now := ms(s.now())
-	res, err := s.db.ExecContext(ctx, `INSERT INTO alert_notifiers(name, type, url, secret, secret_hint, enabled, send_resolved, created_at, updated_at)
-		VALUES(?,?,?,?,?,?,?,?,?)`, in.Name, in.Type, in.URL, sealed, hint, b2i(in.Enabled), b2i(in.SendResolved), now, now)
-	if isUnique(err) {
-		return Notifier{}, &ValidationError{Fields: map[string]string{"name": "a notifier with this name exists"}}
-	}
+	var id int64
+	err := s.db.Change(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO alert_notifiers(name, type, url, secret, secret_hint, enabled, send_resolved, created_at, updated_at)
+			VALUES(?,?,?,?,?,?,?,?,?)`, in.Name, in.Type, in.URL, sealed, hint, b2i(in.Enabled), b2i(in.SendResolved), now, now)
+		if isUnique(err) {
+			return &ValidationError{Fields: map[string]string{"name": "a notifier with this name exists"}}
+		}
+		if err != nil {
+			return err
+		}
+		id, err = res.LastInsertId()
+		return err
+	})
 	if err != nil {
-		return Notifier{}, fmt.Errorf("alerting: create notifier: %w", err)
+		return Notifier{}, storeErr("create notifier", err)
 	}
-	id, _ := res.LastInsertId()
 	s.log.Info("notifier created", "notifier", id, "name", in.Name, "type", in.Type)
 	return s.Notifier(ctx, id)
 }
@@ -565,12 +624,24 @@ func (s *Service) UpdateNotifier(ctx context.Context, id int64, in NotifierInput
 		q += `, secret=NULL, secret_hint=''`
 	}
 	args = append(args, id)
-	_, err = s.db.ExecContext(ctx, q+` WHERE id=?`, args...)
-	if isUnique(err) {
-		return Notifier{}, &ValidationError{Fields: map[string]string{"name": "a notifier with this name exists"}}
-	}
+	err = s.db.Change(ctx, func(tx *sql.Tx) error {
+		if err := consoledb.CheckVersion(ctx, tx, "alert_notifiers", in.Version, id); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, q+` WHERE id=?`, args...)
+		if isUnique(err) {
+			return &ValidationError{Fields: map[string]string{"name": "a notifier with this name exists"}}
+		}
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("notifier %d: %w", id, ErrNotFound)
+		}
+		return nil
+	})
 	if err != nil {
-		return Notifier{}, fmt.Errorf("alerting: update notifier %d: %w", id, err)
+		return Notifier{}, storeErr(fmt.Sprintf("update notifier %d", id), err)
 	}
 	s.log.Info("notifier updated", "notifier", id, "name", in.Name, "secret_changed", in.Secret != "" || in.ClearSecret)
 	return s.Notifier(ctx, id)
@@ -579,12 +650,18 @@ func (s *Service) UpdateNotifier(ctx context.Context, id int64, in NotifierInput
 // DeleteNotifier deletes a notifier; rules stop using it. Its delivery log
 // is kept.
 func (s *Service) DeleteNotifier(ctx context.Context, id int64) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM alert_notifiers WHERE id = ?`, id)
+	err := s.db.Change(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM alert_notifiers WHERE id = ?`, id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("notifier %d: %w", id, ErrNotFound)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("alerting: delete notifier %d: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("alerting: notifier %d: %w", id, ErrNotFound)
+		return storeErr(fmt.Sprintf("delete notifier %d", id), err)
 	}
 	s.log.Info("notifier deleted", "notifier", id)
 	return nil
@@ -922,12 +999,18 @@ func (s *Service) finishDelivery(ctx context.Context, d *Delivery) error {
 	return nil
 }
 
-// prune keeps the newest keep rows of history and of the delivery log.
+// prune keeps the newest keep rows of history (shared) and of this host's
+// delivery log.
 func (s *Service) prune(ctx context.Context, keep int) error {
-	for _, table := range []string{"alert_history", "alert_deliveries"} {
-		if _, err := s.db.ExecContext(ctx, `DELETE FROM `+table+` WHERE id <= (SELECT id FROM `+table+` ORDER BY id DESC LIMIT 1 OFFSET ?)`, keep); err != nil {
-			return fmt.Errorf("alerting: prune %s: %w", table, err)
-		}
+	const q = ` WHERE id <= (SELECT id FROM %[1]s ORDER BY id DESC LIMIT 1 OFFSET ?)`
+	if err := s.db.Change(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, fmt.Sprintf(`DELETE FROM alert_history`+q, "alert_history"), keep)
+		return err
+	}); err != nil {
+		return fmt.Errorf("alerting: prune alert_history: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(`DELETE FROM alert_deliveries`+q, "alert_deliveries"), keep); err != nil {
+		return fmt.Errorf("alerting: prune alert_deliveries: %w", err)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-io/sluice/alerting"
 	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/consolestate"
 	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/lag"
 	"github.com/sluice-io/sluice/lag/sampler"
@@ -24,6 +25,7 @@ import (
 	"github.com/sluice-io/sluice/web"
 	alertpages "github.com/sluice-io/sluice/web/alerts"
 	"github.com/sluice-io/sluice/web/comparisons"
+	schemapages "github.com/sluice-io/sluice/web/schemas"
 )
 
 // The console component: the web console (console.listen) with the alert
@@ -73,10 +75,19 @@ type consoleComponent struct {
 	log *slog.Logger
 	reg *metrics.Registry
 
-	leader  consoleLeader
-	db      *consoledb.DB
-	store   *consoledb.Console // the console's tables, on db
-	kc      *kafkaview.Client  // the console's cluster client: pages, sampler, alert sources
+	leader consoleLeader
+	db     *consoledb.DB
+	store  *consoledb.Console // the console's tables, on db
+	kc     *kafkaview.Client  // the console's cluster client: pages, sampler, alert sources
+
+	stateLog *consolestate.KafkaLog   // __sluice_console
+	replica  *consoledb.Replica       // db kept current from stateLog; changes written through it
+	lagLog   *consolestate.KafkaLog   // __sluice_console_lag
+	lagHist  *consolestate.LagHistory // the sampler's store: published by the leader, applied by all
+	running  func()                   // releases the lock that says the console runs on console.data.dir
+	keyFrom  string                   // where the cluster key is kept, for the status page
+	lockFrom string                   // where the write lock is kept
+
 	sampler *sampler.Sampler
 	alerts  *alerting.Service
 	mgr     *migration.Manager
@@ -134,6 +145,11 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	if err := os.MkdirAll(cfg.ConsoleDataDir, 0o750); err != nil {
 		return fmt.Errorf("console.data.dir: %w", err)
 	}
+	// Held while the console runs, so that `sluice console restore`
+	// refuses to replace the database under it.
+	if c.running, err = consoledb.HoldRunning(cfg.ConsoleDataDir); err != nil {
+		return err
+	}
 	// The alerting engine and the comparisons need the database before
 	// web.New opens its own handle on the same file (their page groups are
 	// part of web.New's configuration); SQLite in WAL mode with a busy
@@ -145,6 +161,15 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	if c.store, err = consoledb.NewConsole(ctx, c.db); err != nil {
 		return err
 	}
+	key, keyFrom, err := consoleKey(ctx, c.a)
+	if err != nil {
+		return err
+	}
+	lock, lockFrom, err := consoleLock(c.a)
+	if err != nil {
+		return err
+	}
+	c.keyFrom, c.lockFrom = keyFrom, lockFrom
 
 	// The console's view of the cluster: a Kafka client that connects
 	// lazily, and the sampler that keeps recent lag and traffic for the
@@ -153,13 +178,20 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	if c.kc, err = kafkaview.New(c.a.BootstrapAddrs(), consoleLog, kafkaview.Options{}); err != nil {
 		return fmt.Errorf("console: %w", err)
 	}
+	// Lag history: the leading console publishes its samples to the lag
+	// history topic, every console applies that topic to its lag_samples
+	// (so the sampler stores through lagHist on every console, and
+	// lagHist publishes only while this one leads).
+	c.lagLog = consolestate.NewKafkaLog(c.a.BootstrapAddrs(), withWait(consolestate.LagTopicSpec(consoleTopicRF(cfg), cfg.ConsoleLagHistoryRetention), cfg), consoleLog)
+	c.lagHist = consolestate.NewLagHistory(consolestate.LagHistoryConfig{Log: c.lagLog, Console: c.store, Host: c.a.BrokerID(),
+		Leader: c.leader.IsLeader, Logger: consoleLog, Window: max(15*time.Minute, 5*cfg.ConsoleLagSampleInterval)})
 	c.sampler = sampler.New(sampler.Config{
-		Source:   c.kc,
-		Store:    c.store,
-		Logger:   consoleLog,
-		Interval: cfg.ConsoleLagSampleInterval,
-		Leader:   c.leader.IsLeader,
-		BytesOut: c.bytesOutTotal,
+		Source:    c.kc,
+		Store:     c.lagHist,
+		Logger:    consoleLog,
+		Interval:  cfg.ConsoleLagSampleInterval,
+		Retention: cfg.ConsoleLagHistoryRetention,
+		BytesOut:  c.bytesOutTotal,
 	})
 
 	store, err := migration.OpenStore(ctx, c.db)
@@ -170,6 +202,7 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 		Brokers: c.a.BootstrapAddrs(),
 		Logger:  c.log.With("component", "migration"),
 		Schemas: SchemaSource(c.a), // comparisons that decode read this host's schema registry
+		Leader:  c.leader.IsLeader,
 	})
 	col := migration.NewCollector(c.mgr)
 	if err := c.reg.Registerer().Register(col); err != nil {
@@ -181,7 +214,9 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	c.lag = &lagExport{out: c.reg.Lag()}
 	c.alerts, err = alerting.New(ctx, alerting.Config{
 		DB:       c.db,
+		Key:      key,
 		KeyFile:  filepath.Join(cfg.ConsoleDataDir, "alerting.key"),
+		Leader:   c.leader.IsLeader,
 		Interval: cfg.AlertingEvaluationInterval,
 		Sources: alerting.Sources{
 			Lag:         alerting.LagFunc(c.lagSource),
@@ -201,7 +236,31 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 		return err
 	}
 
+	// Every component has migrated: the replica joins the console topic
+	// (importing this host's state, replaying the topic's, or catching
+	// up; see consoledb.Replica) and from now on every change is written
+	// through it. The pages wait for it to catch up, for a while.
+	c.stateLog = consolestate.NewKafkaLog(c.a.BootstrapAddrs(), withWait(consolestate.StateTopicSpec(consoleTopicRF(cfg)), cfg), consoleLog)
+	c.replica, err = consoledb.StartReplica(ctx, c.db, consoledb.ReplicaConfig{
+		Topic:  consolestate.StateTopic,
+		Log:    c.stateLog,
+		Lock:   lock,
+		Host:   c.a.BrokerID(),
+		Logger: c.log,
+	})
+	if err != nil {
+		return fmt.Errorf("console replica: %w", err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	if err := c.replica.WaitCaughtUp(wctx); err != nil {
+		c.log.Warn("the console's state topic did not answer in time: the console starts with this host's copy and says so on every page",
+			"topic", consolestate.StateTopic, "status", c.replica.Status().Err)
+	}
+	wcancel()
+
 	wcfg := web.Config{
+		DB:                c.db,
+		ReplicaStatus:     c.replicaStatus,
 		Listen:            cfg.ConsoleListen,
 		DataDir:           cfg.ConsoleDataDir,
 		TLSCert:           cfg.ConsoleTLSCert,
@@ -220,6 +279,9 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 			comparisons.PageGroup(c.mgr, comparisons.Options{}),
 		},
 	}
+	if cfg.SchemaRegistryListen != "" {
+		wcfg.Extra = append(wcfg.Extra, schemapages.PageGroup(c.schemaRegistry, c.topicNames))
+	}
 	wcfg.TrustedProxies = cfg.ConsoleTrustedProxies
 	wcfg.AuditRetention = time.Duration(cfg.ConsoleAuditRetentionDays) * 24 * time.Hour
 	wcfg.AuditMaxRows = int(cfg.ConsoleAuditMaxRows)
@@ -237,7 +299,8 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	if err := c.srv.Start(ctx); err != nil {
 		return err
 	}
-	c.wg.Add(4)
+	c.wg.Add(5)
+	go func() { defer c.wg.Done(); c.lagHist.Run(bg) }()
 	go func() { defer c.wg.Done(); c.sampler.Run(bg) }()
 	go func() { defer c.wg.Done(); c.evaluate(bg, cfg.AlertingEvaluationInterval) }()
 	go func() { defer c.wg.Done(); c.exportLag(bg, cfg.ConsoleLagSampleInterval) }()
@@ -292,6 +355,17 @@ func (c *consoleComponent) Close() error {
 			errs = append(errs, fmt.Errorf("comparisons: %w", err))
 		}
 	}
+	if c.replica != nil {
+		if err := c.replica.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("console replica: %w", err))
+		}
+	}
+	if c.stateLog != nil {
+		c.stateLog.Close()
+	}
+	if c.lagLog != nil {
+		c.lagLog.Close()
+	}
 	if c.migrationCollector != nil {
 		c.reg.Registerer().Unregister(c.migrationCollector)
 	}
@@ -314,6 +388,9 @@ func (c *consoleComponent) Close() error {
 		if err := c.db.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("console database: %w", err))
 		}
+	}
+	if c.running != nil {
+		c.running()
 	}
 	return errors.Join(errs...)
 }
@@ -363,18 +440,47 @@ func (c *consoleComponent) exportLag(ctx context.Context, every time.Duration) {
 	}
 }
 
-// runComparisons resumes the running comparisons once this console leads.
+// runComparisons makes the comparisons run here while this console leads:
+// every second it reconciles the runs with the stored comparisons (which
+// any host's console may change), and stops them when leadership moves.
 func (c *consoleComponent) runComparisons(ctx context.Context) {
-	for !c.leader.IsLeader() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		if c.leader.IsLeader() {
+			if err := c.mgr.Reconcile(ctx); err != nil && ctx.Err() == nil {
+				c.log.Warn("comparisons: reconcile", "err", err)
+			}
+		} else {
+			c.mgr.StopAll()
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(5 * time.Second):
+		case <-t.C:
 		}
 	}
-	if err := c.mgr.Start(ctx); err != nil && ctx.Err() == nil {
-		c.log.Error("resume comparisons", "err", err)
+}
+
+// replicaStatus is what the console's status page shows: where this host
+// stands in each console topic, and where the key and the lock are kept.
+func (c *consoleComponent) replicaStatus() web.ConsoleStatus {
+	st := web.ConsoleStatus{Topics: []consoledb.ReplicaStatus{c.replica.Status(), c.lagHist.Status()},
+		Leader: c.leader.IsLeader(), Host: c.a.BrokerID(), KeyFrom: c.keyFrom, LockFrom: c.lockFrom,
+		Tables: consoledb.ReplicatedTables()}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	st.Dirty = c.replica.Dirty(ctx)
+	if l, ok := c.leader.(interface{ Holder() string }); ok {
+		st.LeaderHolder = l.Holder()
 	}
+	return st
+}
+
+// withWait sets how long a console topic's creation waits for brokers.
+func withWait(spec consolestate.TopicSpec, cfg *Config) consolestate.TopicSpec {
+	spec.WaitForBrokers = waitForBrokers(cfg)
+	return spec
 }
 
 // ---- sources of the alert rules ----
@@ -484,11 +590,8 @@ func alertingLag(groups []lag.Group) []alerting.GroupLag {
 	for _, g := range groups {
 		ag := alerting.GroupLag{Group: g.Group, State: g.State, Members: g.Members, Err: g.Err}
 		for _, p := range g.Partitions {
-			if p.Err != nil {
-				continue
-			}
 			ag.Partitions = append(ag.Partitions, alerting.PartitionLag{
-				Topic: p.Topic, Partition: p.Partition, Committed: p.Committed, LogEnd: p.LogEnd, Lag: p.Lag, LagTime: p.LagTime,
+				Topic: p.Topic, Partition: p.Partition, Committed: p.Committed, LogEnd: p.LogEnd, Lag: p.Lag, LagTime: p.LagTime, Err: p.Err,
 			})
 		}
 		out = append(out, ag)
@@ -560,4 +663,26 @@ func alertBaseURL(cfg *Config) string {
 		scheme = "https"
 	}
 	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
+// schemaRegistry is this host's schema registry for the schema pages, nil
+// until it runs.
+func (c *consoleComponent) schemaRegistry() schemapages.Registry {
+	if r := SchemaRegistry(c.a); r != nil {
+		return r
+	}
+	return nil
+}
+
+// topicNames lists the cluster's topics for the schema pages' topic links.
+func (c *consoleComponent) topicNames(ctx context.Context) ([]string, error) {
+	snap, err := c.kc.Metadata(ctx, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(snap.Topics))
+	for i, t := range snap.Topics {
+		names[i] = t.Name
+	}
+	return names, nil
 }

@@ -47,9 +47,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jonboulle/clockwork"
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,8 +112,10 @@ type Config struct {
 	// followers fetch from; default: the first advertised listener.
 	InterBrokerListener string
 
-	// Now is the clock (nil = time.Now).
-	Now func() time.Time
+	// Clock is the broker's time: follower fetch times, the ISR manager's
+	// checks and retries (nil = the real clock; tests pass a
+	// clockwork.FakeClock and advance it).
+	Clock clockwork.Clock
 
 	// Metrics is the registry the broker's traffic and state metrics go to
 	// (metrics.go), labelled with BrokerID; nil is metrics.Default().
@@ -178,10 +182,21 @@ func (im *Image) Broker(id int32) (cluster.Broker, bool) {
 	return cluster.Broker{}, false
 }
 
-// IsInternalTopic reports whether name is one of Kafka's internal topics.
+// IsInternalTopic reports whether name is one of Kafka's internal topics,
+// or one of the console's (IsConsoleTopic).
 func IsInternalTopic(name string) bool {
-	return name == OffsetsTopic || name == "__transaction_state"
+	return name == OffsetsTopic || name == "__transaction_state" || IsConsoleTopic(name)
 }
+
+// ConsoleTopicPrefix starts the names of the console's internal topics:
+// __sluice_console (its replicated state) and __sluice_console_lag (lag
+// history). See DESIGN.md, "The console in a cluster".
+const ConsoleTopicPrefix = "__sluice_console"
+
+// IsConsoleTopic reports whether name is one of the console's internal
+// topics. Only the console, from a broker's host, may produce to them
+// (checkClientAppend, ProduceRequest.ConsoleWriter).
+func IsConsoleTopic(name string) bool { return strings.HasPrefix(name, ConsoleTopicPrefix) }
 
 // OffsetsTopic is the consumer offsets topic.
 const OffsetsTopic = "__consumer_offsets"
@@ -198,9 +213,10 @@ type PartitionChange struct {
 
 // Broker is one Kafka broker's partitions and data path.
 type Broker struct {
-	cfg Config
-	log *slog.Logger
-	now func() time.Time
+	cfg   Config
+	log   *slog.Logger
+	now   func() time.Time
+	clock clockwork.Clock
 
 	image     atomic.Pointer[Image] // published: what Metadata answers from
 	applied   atomic.Pointer[Image] // the last image applied to the local partitions
@@ -286,14 +302,15 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.ReplicaSocketTimeout <= 0 {
 		cfg.ReplicaSocketTimeout = 30 * time.Second
 	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
+	clock := cfg.Clock
+	if clock == nil {
+		clock = clockwork.NewRealClock()
 	}
 	b := &Broker{
 		cfg:        cfg,
 		log:        cfg.Logger.With("component", "broker"),
-		now:        now,
+		now:        clock.Now,
+		clock:      clock,
 		imageWake:  make(chan struct{}),
 		applyWake:  make(chan struct{}, 1),
 		partitions: make(map[storage.TopicPartition]*Partition),

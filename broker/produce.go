@@ -26,6 +26,13 @@ type ProduceRequest struct {
 	// Partitions are the partitions produced to, in the request's order,
 	// each with its records and, once Produce returns, its outcome.
 	Partitions []ProducePartition
+	// ConsoleWriter says the request may write the console's internal
+	// topics (IsConsoleTopic): the caller found that it comes from a
+	// broker's host, where the console runs (package protocol's address
+	// check, the place of an ACL on the console's principal once
+	// principals exist). Other internal topics are refused whatever it
+	// says.
+	ConsoleWriter bool
 
 	// Later work lands here: the transactional id (transactions: the
 	// batches of an ongoing transaction are then admitted rather than
@@ -101,9 +108,9 @@ func admitProduced(h record.BatchHeader) error {
 // The steps for each partition, any of which fails that partition alone:
 // acks must be -1, 0 or 1; internal topics are refused
 // (INVALID_TOPIC_EXCEPTION: only the group coordinator writes
-// __consumer_offsets); this broker must lead the partition; message sets
-// are converted to record batch v2, and v2 batches must not be message
-// sets; then storage validates the batches (CRC, sizes,
+// __consumer_offsets, and only a ConsoleWriter the console's topics); this
+// broker must lead the partition; message sets are converted to record
+// batch v2, and v2 batches must not be message sets; then storage validates the batches (CRC, sizes,
 // max.message.bytes, records, compressed records within
 // message.decompressed.max.bytes), admitProduced refuses transactional
 // ones, idempotent sequences are checked (a retried duplicate succeeds with
@@ -182,7 +189,7 @@ func (b *Broker) produceTo(pp *ProducePartition, req *ProduceRequest) error {
 	if req.Acks != -1 && req.Acks != 0 && req.Acks != 1 {
 		return errorf(kerr.InvalidRequiredAcks, "acks must be -1, 0 or 1")
 	}
-	if err := checkClientAppend(pp.Topic); err != nil {
+	if err := checkClientAppend(pp.Topic, req.ConsoleWriter); err != nil {
 		return err
 	}
 	p, err := b.LeaderPartition(pp.Topic, pp.Partition)

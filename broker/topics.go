@@ -339,7 +339,13 @@ func (b *Broker) DeleteTopicByID(ctx context.Context, id cluster.TopicID, wait t
 // checkClientAppend returns the error a client's Produce to topic gets when
 // topic is internal, else nil. The group coordinator appends to
 // __consumer_offsets through Partition.AppendRecords, not through this.
-func checkClientAppend(topic string) error {
+// The console's topics (IsConsoleTopic) are written by the console with an
+// ordinary Produce from a broker's host: consoleWriter says whether the
+// request comes from one (ProduceRequest.ConsoleWriter).
+func checkClientAppend(topic string, consoleWriter bool) error {
+	if consoleWriter && IsConsoleTopic(topic) {
+		return nil
+	}
 	if IsInternalTopic(topic) {
 		return errorf(kerr.InvalidTopicException, "Cannot append to internal topic %s", topic)
 	}

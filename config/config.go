@@ -153,6 +153,10 @@ type Config struct {
 	ConsoleLagSampleInterval   time.Duration // console.lag.sample.interval.ms
 	AlertingEvaluationInterval time.Duration // alerting.evaluation.interval.ms
 
+	// The console's replicated state (__sluice_console, __sluice_console_lag).
+	ConsoleTopicReplicationFactor int16         // console.topic.replication.factor
+	ConsoleLagHistoryRetention    time.Duration // console.lag.history.retention.ms
+
 	// Given holds every key set explicitly (file or --override) with its
 	// value as written, for DescribeConfigs' STATIC_BROKER_CONFIG source.
 	Given map[string]string

@@ -293,6 +293,12 @@ var keys = []Key{
 	{Name: "console.lag.sample.interval.ms", Type: Long, Default: "30000", Group: groupConsole,
 		Doc:  "How often the leading console samples every group's lag (history charts, the exported sluice_consumergroup_lag_* metrics).",
 		rule: atLeast(1000), field: func(c *Config) any { return &c.ConsoleLagSampleInterval }},
+	{Name: "console.topic.replication.factor", Default: "3", Group: groupConsole,
+		Doc:  "Replication factor of the console's topics __sluice_console (the shared console state) and __sluice_console_lag (lag history), capped at the number of live brokers when they are created; min.insync.replicas is 2 where the factor is 3 or more.",
+		rule: atLeast(1), field: func(c *Config) any { return &c.ConsoleTopicReplicationFactor }},
+	{Name: "console.lag.history.retention.ms", Type: Long, Default: "604800000", Group: groupConsole,
+		Doc:  "How long the lag history topic __sluice_console_lag keeps samples, and every console its lag history.",
+		rule: atLeast(60000), field: func(c *Config) any { return &c.ConsoleLagHistoryRetention }},
 
 	// Alerting.
 	{Name: "alerting.evaluation.interval.ms", Type: Long, Default: "30000", Group: groupAlerting,

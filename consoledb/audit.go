@@ -76,13 +76,21 @@ func (c *Console) AppendAudit(ctx context.Context, e AuditEntry) (int64, error) 
 		e.Outcome = "ok"
 	}
 	e.Bound()
-	res, err := c.db.ExecContext(ctx, `INSERT INTO audit_log(at, username, action, target, detail, remote_addr, outcome) VALUES(?,?,?,?,?,?,?)`,
-		ms(e.At), e.User, e.Action, e.Target, e.Detail, e.RemoteAddr, e.Outcome)
+	id := c.db.NewID()
+	err := c.db.Change(WithActor(ctx, e.User), func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO audit_log(id, at, username, action, target, detail, remote_addr, outcome) VALUES(?,?,?,?,?,?,?,?)`,
+			id, ms(e.At), e.User, e.Action, e.Target, e.Detail, e.RemoteAddr, e.Outcome)
+		return err
+	}, Unlocked())
 	if err != nil {
 		return 0, fmt.Errorf("append audit entry %s: %w", e.Action, err)
 	}
-	return res.LastInsertId()
+	return id, nil
 }
+
+// The audit log is shared by every host: each entry has an id unique in
+// the cluster (NewID), so appending needs no lock.
+var _ = Replicate(Table{Name: "audit_log"})
 
 // AuditFilter selects audit entries, newest first. Zero fields match all.
 type AuditFilter struct {
@@ -181,11 +189,18 @@ func (c *Console) PruneAudit(ctx context.Context, before time.Time, keep int) (i
 	var total int64
 	del := func(q string, args ...any) error {
 		for {
-			res, err := c.db.ExecContext(ctx, q, args...)
+			var n int64
+			err := c.db.Change(ctx, func(tx *sql.Tx) error {
+				res, err := tx.ExecContext(ctx, q, args...)
+				if err != nil {
+					return err
+				}
+				n, _ = res.RowsAffected()
+				return nil
+			})
 			if err != nil {
 				return fmt.Errorf("prune audit log: %w", err)
 			}
-			n, _ := res.RowsAffected()
 			total += n
 			if n < pruneBatch {
 				return nil

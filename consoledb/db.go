@@ -23,6 +23,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync/atomic"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -31,10 +33,40 @@ import (
 type DB struct {
 	*sql.DB
 	path string
+
+	rep   atomic.Pointer[Replica]    // the replica writing through the console topic, once started
+	queue atomic.Pointer[localQueue] // QueueForCluster's local capture, without a replica
 }
 
 // Path is the database file.
 func (d *DB) Path() string { return d.path }
+
+// Close closes the database (and a QueueForCluster connection). Stop the
+// replica first.
+func (d *DB) Close() error {
+	if q := d.queue.Swap(nil); q != nil {
+		q.close()
+	}
+	return d.DB.Close()
+}
+
+// Replica returns the replica running on d, or nil.
+func (d *DB) Replica() *Replica { return d.rep.Load() }
+
+var idSeq atomic.Uint32
+
+// NewID returns an id for a row appended by this host that no other host
+// will use: the time in milliseconds, a hash of this host's broker id and
+// a sequence number, so ids grow with time (lists ordered by id are in
+// time order) and two hosts never collide unless one appends more than
+// 1024 rows in a millisecond.
+func (d *DB) NewID() int64 {
+	var host int64
+	if r := d.rep.Load(); r != nil {
+		host = int64(uint32(r.cfg.Host)*2654435761) >> 22 & 0x3ff
+	}
+	return time.Now().UnixMilli()<<20 | host<<10 | int64(idSeq.Add(1)&0x3ff)
+}
 
 // Open opens (creating if needed, readable by its owner only) the database at
 // path, sets WAL mode, a busy timeout, foreign keys and immediate write
@@ -75,6 +107,12 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	)`); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("consoledb: %s: create schema_migrations: %w", path, err)
+	}
+	// Every console database has the replica's bookkeeping (versions are
+	// read from it, with or without a replica running).
+	if err := d.MigrateReplica(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("consoledb: %s: %w", path, err)
 	}
 	// SQLite creates the WAL and shared-memory files with the database
 	// file's mode; files left by an older Sluice are tightened here.

@@ -2,6 +2,8 @@ package consoledb
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -115,4 +117,61 @@ func (c *Console) LagTrends(ctx context.Context, groups []string, since time.Tim
 		}
 	}
 	return out, nil
+}
+
+// LagRound is one sampling round of the lag history topic: every group's
+// lag per topic at one time.
+type LagRound struct {
+	At      time.Time
+	Samples []LagSample
+}
+
+// ApplyLagHistory stores the samples of rounds and records last as the
+// applied offset of topic (the lag history topic), in one transaction, so
+// a crash between the two neither stores twice nor skips. Samples already
+// stored are overwritten (the same values).
+func (c *Console) ApplyLagHistory(ctx context.Context, topic string, last int64, rounds []LagRound) error {
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store lag history: %w", err)
+	}
+	defer tx.Rollback()
+	st, err := tx.PrepareContext(ctx, `INSERT INTO lag_samples(group_name, topic, at, lag, lag_ms) VALUES(?,?,?,?,?)
+		ON CONFLICT(group_name, at, topic) DO UPDATE SET lag = excluded.lag, lag_ms = excluded.lag_ms`)
+	if err != nil {
+		return fmt.Errorf("store lag history: %w", err)
+	}
+	defer st.Close()
+	for _, r := range rounds {
+		for _, s := range r.Samples {
+			if _, err := st.ExecContext(ctx, s.Group, s.Topic, ms(r.At), s.Lag, s.LagTime.Milliseconds()); err != nil {
+				return fmt.Errorf("store lag history: %w", err)
+			}
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO replica_state(topic, applied, updated_at) VALUES(?,?,?)
+		ON CONFLICT(topic) DO UPDATE SET applied = excluded.applied, updated_at = excluded.updated_at`, topic, last, ms(time.Now())); err != nil {
+		return fmt.Errorf("store lag history: %w", err)
+	}
+	return tx.Commit()
+}
+
+// AppliedOffset returns the offset of topic last applied here (-1: none).
+func (c *Console) AppliedOffset(ctx context.Context, topic string) (int64, error) {
+	var off int64 = -1
+	err := c.db.QueryRowContext(ctx, `SELECT applied FROM replica_state WHERE topic = ?`, topic).Scan(&off)
+	if errors.Is(err, sql.ErrNoRows) {
+		return -1, nil
+	}
+	return off, err
+}
+
+// LastLagSample returns the time of the newest stored lag sample (zero
+// when none).
+func (c *Console) LastLagSample(ctx context.Context) (time.Time, error) {
+	var at sql.NullInt64
+	if err := c.db.QueryRowContext(ctx, `SELECT max(at) FROM lag_samples`).Scan(&at); err != nil {
+		return time.Time{}, err
+	}
+	return fromMS(at.Int64), nil
 }

@@ -23,16 +23,27 @@ func (c *Console) Setting(ctx context.Context, key string) (string, error) {
 
 // SetSetting stores value under key.
 func (c *Console) SetSetting(ctx context.Context, key, value string) error {
-	_, err := c.db.ExecContext(ctx, `INSERT INTO settings(key, value, updated_at) VALUES(?,?,?)
-		ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`, key, value, ms(time.Now()))
+	err := c.db.Change(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO settings(key, value, updated_at) VALUES(?,?,?)
+			ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`, key, value, ms(time.Now()))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("write setting %s: %w", key, err)
 	}
 	return nil
 }
 
+// Settings are shared by every host, but for the local keys (LocalSettings).
+var _ = Replicate(Table{Name: "settings", LocalKey: func(key []any) bool { return LocalSettings[fmt.Sprint(key[0])] }})
+
+// LocalSettings are the settings each host keeps to itself: the CSRF
+// secret (a host's forms are checked by the host that served them).
+var LocalSettings = map[string]bool{"csrf_secret": true}
+
 // SettingOrInit returns the value under key, storing and returning init()
 // when there is none yet. Concurrent callers all get the first stored value.
+// It writes this host's database only: for LocalSettings.
 func (c *Console) SettingOrInit(ctx context.Context, key string, init func() string) (string, error) {
 	if v, err := c.Setting(ctx, key); err == nil {
 		return v, nil

@@ -83,6 +83,7 @@ var (
 	ErrBadCredentials  = errors.New("wrong user name or password")
 	ErrLastAdmin       = errors.New("the last admin cannot be removed or demoted")
 	errInvalidUsername = errors.New("user name must be 1-64 characters: letters, digits, and . _ @ -")
+	errAdminExists     = errors.New("an admin already exists")
 )
 
 // ValidateUsername checks a user name: 1-64 characters of letters, digits
@@ -150,15 +151,22 @@ func (c *Console) CreateUser(ctx context.Context, name string, role Role, passwo
 		return User{}, err
 	}
 	now := time.Now()
-	res, err := c.db.ExecContext(ctx, `INSERT INTO users(name, role, password_hash, created_at, updated_at) VALUES(?,?,?,?,?)`,
-		name, string(role), hash, ms(now), ms(now))
+	var id int64
+	err = c.db.Change(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO users(name, role, password_hash, created_at, updated_at) VALUES(?,?,?,?,?)`,
+			name, string(role), hash, ms(now), ms(now))
+		if err != nil {
+			return err
+		}
+		id, err = res.LastInsertId()
+		return err
+	})
 	if err != nil {
 		if isUniqueViolation(err) {
 			return User{}, ErrUserExists
 		}
 		return User{}, fmt.Errorf("create user %s: %w", name, err)
 	}
-	id, _ := res.LastInsertId()
 	return User{ID: id, Name: name, Role: role, CreatedAt: fromMS(ms(now)), UpdatedAt: fromMS(ms(now))}, nil
 }
 
@@ -172,31 +180,32 @@ func (c *Console) CreateFirstAdmin(ctx context.Context, name, password string) (
 	if err != nil {
 		return User{}, err
 	}
-	tx, err := c.db.BeginTx(ctx, nil)
-	if err != nil {
-		return User{}, fmt.Errorf("create admin: %w", err)
-	}
-	defer tx.Rollback()
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE role = 'admin'`).Scan(&n); err != nil {
-		return User{}, fmt.Errorf("create admin: %w", err)
-	}
-	if n > 0 {
-		return User{}, errors.New("an admin already exists")
-	}
 	now := time.Now()
-	res, err := tx.ExecContext(ctx, `INSERT INTO users(name, role, password_hash, created_at, updated_at) VALUES(?,?,?,?,?)`,
-		name, string(RoleAdmin), hash, ms(now), ms(now))
-	if err != nil {
-		if isUniqueViolation(err) {
-			return User{}, ErrUserExists
+	var id int64
+	err = c.db.Change(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE role = 'admin'`).Scan(&n); err != nil {
+			return err
 		}
+		if n > 0 {
+			return errAdminExists
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO users(name, role, password_hash, created_at, updated_at) VALUES(?,?,?,?,?)`,
+			name, string(RoleAdmin), hash, ms(now), ms(now))
+		if err != nil {
+			return err
+		}
+		id, err = res.LastInsertId()
+		return err
+	})
+	switch {
+	case errors.Is(err, errAdminExists):
+		return User{}, err
+	case isUniqueViolation(err):
+		return User{}, ErrUserExists
+	case err != nil:
 		return User{}, fmt.Errorf("create admin: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return User{}, fmt.Errorf("create admin: %w", err)
-	}
-	id, _ := res.LastInsertId()
 	return User{ID: id, Name: name, Role: RoleAdmin, CreatedAt: fromMS(ms(now)), UpdatedAt: fromMS(ms(now))}, nil
 }
 
@@ -279,7 +288,16 @@ func (c *Console) Authenticate(ctx context.Context, name, password string) (User
 	u.CreatedAt, u.UpdatedAt = fromMS(created), fromMS(updated)
 	now := time.Now()
 	u.LastLoginAt = fromMS(ms(now))
-	if _, err := c.db.ExecContext(ctx, `UPDATE users SET last_login_at = ? WHERE id = ?`, ms(now), u.ID); err != nil {
+	err = c.db.Change(WithActor(ctx, u.Name), func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE users SET last_login_at = ? WHERE id = ?`, ms(now), u.ID)
+		return err
+	})
+	if errors.Is(err, ErrUnavailable) {
+		// Signing in works while the console topic is away (to see what
+		// is wrong); only the last sign-in time is not recorded.
+		return u, nil
+	}
+	if err != nil {
 		return User{}, fmt.Errorf("authenticate: %w", err)
 	}
 	return u, nil
@@ -303,22 +321,23 @@ func (c *Console) SetPassword(ctx context.Context, id int64, password string) er
 	if err != nil {
 		return err
 	}
-	tx, err := c.db.BeginTx(ctx, nil)
-	if err != nil {
+	// The sessions are local to each host: deleted here for a database
+	// without a replica, and on every host by the users table's OnApply.
+	err = c.db.Change(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?`, hash, ms(time.Now()), id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrNotFound
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, id)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("set password: %w", err)
 	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?`, hash, ms(time.Now()), id)
-	if err != nil {
-		return fmt.Errorf("set password: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return ErrNotFound
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, id); err != nil {
-		return fmt.Errorf("set password: %w", err)
-	}
-	return tx.Commit()
+	return err
 }
 
 // SetRole changes a user's role. Demoting the last admin is refused. A role
@@ -328,59 +347,70 @@ func (c *Console) SetRole(ctx context.Context, id int64, role Role) error {
 	if role.Rank() == 0 {
 		return fmt.Errorf("unknown role %q", role)
 	}
-	tx, err := c.db.BeginTx(ctx, nil)
-	if err != nil {
+	err := c.db.Change(ctx, func(tx *sql.Tx) error {
+		var cur string
+		if err := tx.QueryRowContext(ctx, `SELECT role FROM users WHERE id = ?`, id).Scan(&cur); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrNotFound
+			}
+			return err
+		}
+		if Role(cur) == RoleAdmin && role != RoleAdmin {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE role = 'admin'`).Scan(&n); err != nil {
+				return err
+			}
+			if n <= 1 {
+				return ErrLastAdmin
+			}
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE users SET role = ?, updated_at = ? WHERE id = ?`, string(role), ms(time.Now()), id)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrLastAdmin) {
 		return fmt.Errorf("set role: %w", err)
 	}
-	defer tx.Rollback()
-	var cur string
-	if err := tx.QueryRowContext(ctx, `SELECT role FROM users WHERE id = ?`, id).Scan(&cur); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return ErrNotFound
-		}
-		return fmt.Errorf("set role: %w", err)
-	}
-	if Role(cur) == RoleAdmin && role != RoleAdmin {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE role = 'admin'`).Scan(&n); err != nil {
-			return fmt.Errorf("set role: %w", err)
-		}
-		if n <= 1 {
-			return ErrLastAdmin
-		}
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE users SET role = ?, updated_at = ? WHERE id = ?`, string(role), ms(time.Now()), id); err != nil {
-		return fmt.Errorf("set role: %w", err)
-	}
-	return tx.Commit()
+	return err
 }
 
 // DeleteUser removes a user and their sessions. Removing the last admin is
 // refused.
 func (c *Console) DeleteUser(ctx context.Context, id int64) error {
-	tx, err := c.db.BeginTx(ctx, nil)
-	if err != nil {
+	err := c.db.Change(ctx, func(tx *sql.Tx) error {
+		var cur string
+		if err := tx.QueryRowContext(ctx, `SELECT role FROM users WHERE id = ?`, id).Scan(&cur); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrNotFound
+			}
+			return err
+		}
+		if Role(cur) == RoleAdmin {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE role = 'admin'`).Scan(&n); err != nil {
+				return err
+			}
+			if n <= 1 {
+				return ErrLastAdmin
+			}
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM users WHERE id = ?`, id)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrLastAdmin) {
 		return fmt.Errorf("delete user: %w", err)
 	}
-	defer tx.Rollback()
-	var cur string
-	if err := tx.QueryRowContext(ctx, `SELECT role FROM users WHERE id = ?`, id).Scan(&cur); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return ErrNotFound
-		}
-		return fmt.Errorf("delete user: %w", err)
-	}
-	if Role(cur) == RoleAdmin {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE role = 'admin'`).Scan(&n); err != nil {
-			return fmt.Errorf("delete user: %w", err)
-		}
-		if n <= 1 {
-			return ErrLastAdmin
-		}
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM users WHERE id = ?`, id); err != nil {
-		return fmt.Errorf("delete user: %w", err)
-	}
-	return tx.Commit()
+	return err
 }
+
+// Users are shared by every host; their sessions are not, but a changed
+// password or a removed user ends the user's sessions on every host.
+var _ = Replicate(Table{Name: "users", NaturalKey: "name", OnApply: func(ctx context.Context, tx *sql.Tx, key []any, before, after map[string]any) error {
+	if before == nil {
+		return nil
+	}
+	if after != nil && fmt.Sprint(before["password_hash"]) == fmt.Sprint(after["password_hash"]) {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, key[0])
+	return err
+}})

@@ -32,6 +32,11 @@ type ManagerOptions struct {
 	RetryMin, RetryMax time.Duration
 	// Schemas decodes wire-format records for comparisons that ask for it.
 	Schemas serde.Source
+	// Leader, when set, says whether this process runs the comparisons
+	// (the console doing the cluster's background work; nil: always).
+	// Where it is false, Create, Resume and Restart only store, and the
+	// leader's Reconcile starts the run.
+	Leader func() bool
 }
 
 // Manager runs the stored comparisons in the background: the console's
@@ -103,11 +108,61 @@ func (m *Manager) Close() error {
 	return nil
 }
 
+// Reconcile makes the runs match what is stored — the stored state may
+// have been changed on another host of the cluster: it starts each running
+// comparison without a run of its generation, and stops the runs of
+// comparisons paused, finished, failed, restarted or deleted meanwhile.
+// The leading console calls it every second.
+func (m *Manager) Reconcile(ctx context.Context) error {
+	list, err := m.store.List(ctx)
+	if err != nil {
+		return err
+	}
+	want := map[int64]Stored{}
+	for _, st := range list {
+		if st.State == StateRunning {
+			want[st.ID] = st
+		}
+	}
+	m.mu.Lock()
+	var stale []int64
+	for id, r := range m.runs {
+		if st, ok := want[id]; !ok || st.Generation != r.gen {
+			stale = append(stale, id)
+		}
+	}
+	m.mu.Unlock()
+	for _, id := range stale {
+		m.stop(id)
+	}
+	for _, st := range want {
+		m.launch(st)
+	}
+	return nil
+}
+
+// StopAll stops every run (each saves a checkpoint), leaving the stored
+// states as they are: this console stopped leading, another resumes them.
+func (m *Manager) StopAll() {
+	m.mu.Lock()
+	ids := make([]int64, 0, len(m.runs))
+	for id := range m.runs {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	for _, id := range ids {
+		m.stop(id)
+	}
+}
+
+// leads reports whether this process runs comparisons now.
+func (m *Manager) leads() bool { return m.opts.Leader == nil || m.opts.Leader() }
+
 // launch starts a run of st unless one is running.
 func (m *Manager) launch(st Stored) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
+	if m.closed || !m.leads() {
 		return
 	}
 	if r, ok := m.runs[st.ID]; ok && r.gen == st.Generation {
@@ -143,7 +198,7 @@ func (m *Manager) run(ctx context.Context, st Stored, r *managedRun) {
 			SampleLimit: m.opts.SampleLimit, Limits: m.opts.Limits, Schemas: m.opts.Schemas,
 		})
 		if err != nil {
-			m.fail(st.ID, err, log)
+			m.fail(st, err, log)
 			return
 		}
 		r.mu.Lock()
@@ -156,12 +211,14 @@ func (m *Manager) run(ctx context.Context, st Stored, r *managedRun) {
 			return
 		case ctx.Err() != nil, errors.Is(err, errStale):
 			return
-		case errors.Is(err, errCorruptCheckpoint):
-			m.fail(st.ID, err, log)
+		case errors.Is(err, errCorruptCheckpoint), errors.Is(err, ErrCheckpointTooLarge):
+			m.fail(st, err, log)
 			return
 		}
 		log.Warn("comparison stopped by an error; retrying", "err", err, "in", backoff)
-		if serr := m.store.SetState(context.WithoutCancel(ctx), st.ID, StateRunning, "retrying: "+err.Error()); serr != nil {
+		if serr := m.store.setState(context.WithoutCancel(ctx), st.ID, StateRunning, "retrying: "+err.Error(), st.Generation); errors.Is(serr, errStale) {
+			return
+		} else if serr != nil {
 			log.Warn("comparison: record error", "err", serr)
 		}
 		select {
@@ -173,9 +230,9 @@ func (m *Manager) run(ctx context.Context, st Stored, r *managedRun) {
 	}
 }
 
-func (m *Manager) fail(id int64, err error, log *slog.Logger) {
+func (m *Manager) fail(st Stored, err error, log *slog.Logger) {
 	log.Error("comparison failed", "err", err)
-	if serr := m.store.SetState(context.Background(), id, StateFailed, err.Error()); serr != nil {
+	if serr := m.store.setState(context.Background(), st.ID, StateFailed, err.Error(), st.Generation); serr != nil && !errors.Is(serr, errStale) {
 		log.Warn("comparison: record failure", "err", serr)
 	}
 }

@@ -45,6 +45,16 @@ var Migrations = []string{
 	`CREATE INDEX migration_differences_by_kind ON migration_differences(comparison_id, kind, id)`,
 }
 
+// The comparisons are shared by every host of a cluster (see
+// consoledb.Replicate): definitions, states, checkpoints and sampled
+// differences, so the console that takes over resumes each running
+// comparison from its last checkpoint.
+var (
+	_ = consoledb.Replicate(consoledb.Table{Name: "migration_comparisons"})
+	_ = consoledb.Replicate(consoledb.Table{Name: "migration_checkpoints"})
+	_ = consoledb.Replicate(consoledb.Table{Name: "migration_differences"})
+)
+
 // State is the lifecycle state of a stored comparison.
 type State string
 
@@ -118,11 +128,19 @@ func (s *Store) Create(ctx context.Context, name string, spec Spec, createdBy st
 	if err != nil {
 		return 0, err
 	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO migration_comparisons(name, spec, created_by) VALUES(?, ?, ?)`, name, string(js), createdBy)
+	var id int64
+	err = s.db.Change(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO migration_comparisons(name, spec, created_by) VALUES(?, ?, ?)`, name, string(js), createdBy)
+		if err != nil {
+			return err
+		}
+		id, err = res.LastInsertId()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("migration: store comparison: %w", err)
 	}
-	return res.LastInsertId()
+	return id, nil
 }
 
 const storedColumns = `c.id, c.name, c.spec, c.state, c.error, c.generation, c.created_by, c.created_at, c.updated_at,
@@ -172,39 +190,61 @@ func (s *Store) List(ctx context.Context) ([]Stored, error) {
 
 // SetState changes a comparison's state and error text.
 func (s *Store) SetState(ctx context.Context, id int64, state State, errText string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE migration_comparisons SET state = ?, error = ?,
-		updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?`, string(state), errText, id)
-	if err != nil {
+	return s.setState(ctx, id, state, errText, -1)
+}
+
+// setState is SetState; with gen >= 0, only while the comparison is at
+// generation gen and running (a run recording its own retry or failure
+// must not undo a pause, restart or deletion made meanwhile on any host).
+func (s *Store) setState(ctx context.Context, id int64, state State, errText string, gen int64) error {
+	err := s.db.Change(ctx, func(tx *sql.Tx) error {
+		q := `UPDATE migration_comparisons SET state = ?, error = ?, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?`
+		args := []any{string(state), errText, id}
+		if gen >= 0 {
+			q += ` AND generation = ? AND state = 'running'`
+			args = append(args, gen)
+		}
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			if gen >= 0 {
+				return errStale
+			}
+			return fmt.Errorf("comparison %d: %w", id, ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, errStale) {
 		return fmt.Errorf("migration: set state of comparison %d: %w", id, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("comparison %d: %w", id, ErrNotFound)
-	}
-	return nil
+	return err
 }
 
 // Reset forgets a comparison's progress and differences and bumps its
 // generation, so it starts over; the state becomes running.
 func (s *Store) Reset(ctx context.Context, id int64) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("migration: reset comparison %d: %w", id, err)
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `UPDATE migration_comparisons SET generation = generation + 1, state = 'running', error = '',
-		updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("migration: reset comparison %d: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("comparison %d: %w", id, ErrNotFound)
-	}
-	for _, q := range []string{`DELETE FROM migration_checkpoints WHERE comparison_id = ?`, `DELETE FROM migration_differences WHERE comparison_id = ?`} {
-		if _, err := tx.ExecContext(ctx, q, id); err != nil {
-			return fmt.Errorf("migration: reset comparison %d: %w", id, err)
+	err := s.db.Change(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE migration_comparisons SET generation = generation + 1, state = 'running', error = '',
+			updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?`, id)
+		if err != nil {
+			return err
 		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("comparison %d: %w", id, ErrNotFound)
+		}
+		for _, q := range []string{`DELETE FROM migration_checkpoints WHERE comparison_id = ?`, `DELETE FROM migration_differences WHERE comparison_id = ?`} {
+			if _, err := tx.ExecContext(ctx, q, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("migration: reset comparison %d: %w", id, err)
 	}
-	return tx.Commit()
+	return err
 }
 
 // Update replaces a comparison's name and spec (validated as on Create)
@@ -249,14 +289,27 @@ func (s *Store) Update(ctx context.Context, id int64, name string, spec Spec) er
 
 // Delete removes a comparison with its checkpoint and differences.
 func (s *Store) Delete(ctx context.Context, id int64) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM migration_comparisons WHERE id = ?`, id)
-	if err != nil {
+	err := s.db.Change(ctx, func(tx *sql.Tx) error {
+		// Explicitly, not only by the foreign keys' cascade: each row
+		// deleted is a record of the console topic.
+		for _, q := range []string{`DELETE FROM migration_differences WHERE comparison_id = ?`, `DELETE FROM migration_checkpoints WHERE comparison_id = ?`} {
+			if _, err := tx.ExecContext(ctx, q, id); err != nil {
+				return err
+			}
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM migration_comparisons WHERE id = ?`, id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("comparison %d: %w", id, ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("migration: delete comparison %d: %w", id, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("comparison %d: %w", id, ErrNotFound)
-	}
-	return nil
+	return err
 }
 
 // DiffQuery selects a page of stored differences.
@@ -328,58 +381,67 @@ func (c *sqlCheckpointer) LoadCheckpoint(ctx context.Context) ([]byte, error) {
 	return state, err
 }
 
+// ErrCheckpointTooLarge fails a comparison whose checkpoint is larger than
+// the console's replicated state can carry (consolestate.MaxRecordBytes).
+var ErrCheckpointTooLarge = errors.New("the comparison's state is larger than the console can replicate (16 MiB): narrow the window or the limits")
+
+// MaxCheckpointBytes bounds a checkpoint's engine state: it travels as one
+// record of the console topic (base64 in JSON, compressed).
+var MaxCheckpointBytes = 11 << 20
+
 // SaveCheckpoint writes the state, the snapshot and the new differences in
-// one transaction.
+// one change.
 func (c *sqlCheckpointer) SaveCheckpoint(ctx context.Context, cp *Checkpoint) error {
+	if len(cp.State) > MaxCheckpointBytes {
+		return fmt.Errorf("%w (%d bytes)", ErrCheckpointTooLarge, len(cp.State))
+	}
 	snap, err := json.Marshal(cp.Snapshot)
 	if err != nil {
 		return err
 	}
-	tx, err := c.s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	var gen int64
-	var state string
-	err = tx.QueryRowContext(ctx, `SELECT generation, state FROM migration_comparisons WHERE id = ?`, c.id).Scan(&gen, &state)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && gen != c.gen) {
-		return errStale
-	}
-	if err != nil {
-		return err
-	}
 	now := time.Now().UTC().Format(timeLayout)
-	if _, err := tx.ExecContext(ctx, `INSERT INTO migration_checkpoints(comparison_id, generation, seq, snapshot, state, saved_at)
-		VALUES(?, ?, ?, ?, ?, ?)
-		ON CONFLICT(comparison_id) DO UPDATE SET generation = excluded.generation, seq = excluded.seq,
-			snapshot = excluded.snapshot, state = excluded.state, saved_at = excluded.saved_at`,
-		c.id, c.gen, c.seq+1, string(snap), cp.State, now); err != nil {
-		return err
-	}
-	if len(cp.Differences) > 0 {
-		stmt, err := tx.PrepareContext(ctx, `INSERT INTO migration_differences(comparison_id, generation, kind, seq, detail) VALUES(?, ?, ?, ?, ?)`)
+	err = c.s.db.Change(ctx, func(tx *sql.Tx) error {
+		var gen int64
+		var state string
+		err := tx.QueryRowContext(ctx, `SELECT generation, state FROM migration_comparisons WHERE id = ?`, c.id).Scan(&gen, &state)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && gen != c.gen) {
+			return errStale
+		}
 		if err != nil {
 			return err
 		}
-		defer stmt.Close()
-		for _, d := range cp.Differences {
-			js, err := json.Marshal(d)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO migration_checkpoints(comparison_id, generation, seq, snapshot, state, saved_at)
+			VALUES(?, ?, ?, ?, ?, ?)
+			ON CONFLICT(comparison_id) DO UPDATE SET generation = excluded.generation, seq = excluded.seq,
+				snapshot = excluded.snapshot, state = excluded.state, saved_at = excluded.saved_at`,
+			c.id, c.gen, c.seq+1, string(snap), cp.State, now); err != nil {
+			return err
+		}
+		if len(cp.Differences) > 0 {
+			stmt, err := tx.PrepareContext(ctx, `INSERT INTO migration_differences(comparison_id, generation, kind, seq, detail) VALUES(?, ?, ?, ?, ?)`)
 			if err != nil {
 				return err
 			}
-			if _, err := stmt.ExecContext(ctx, c.id, c.gen, string(d.Kind), d.Seq, string(js)); err != nil {
+			defer stmt.Close()
+			for _, d := range cp.Differences {
+				js, err := json.Marshal(d)
+				if err != nil {
+					return err
+				}
+				if _, err := stmt.ExecContext(ctx, c.id, c.gen, string(d.Kind), d.Seq, string(js)); err != nil {
+					return err
+				}
+			}
+		}
+		if cp.Done && state == string(StateRunning) {
+			if _, err := tx.ExecContext(ctx, `UPDATE migration_comparisons SET state = 'finished', error = '',
+				updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?`, c.id); err != nil {
 				return err
 			}
 		}
-	}
-	if cp.Done && state == string(StateRunning) {
-		if _, err := tx.ExecContext(ctx, `UPDATE migration_comparisons SET state = 'finished', error = '',
-			updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?`, c.id); err != nil {
-			return err
-		}
-	}
-	if err := tx.Commit(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	c.seq++

@@ -29,7 +29,10 @@ import (
 //     is how Kafka tells such a producer.
 //   - Internal topics (__consumer_offsets) are refused
 //     (INVALID_TOPIC_EXCEPTION), as Kafka refuses client appends to them
-//     even without ACLs: only the group coordinator writes them.
+//     even without ACLs: only the group coordinator writes them. The
+//     console's topics (__sluice_console*) are refused the same way unless
+//     the connection comes from a broker's host (s.fromBrokerHost), where
+//     the console runs.
 //   - Transactional batches are refused (INVALID_TXN_STATE): transactions
 //     are not implemented, and no transactional producer id is ever issued.
 //   - The request's partitions are appended in order, each on its own: one
@@ -59,6 +62,9 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (kmsg.Response, e
 		Partitions:  one[:0],
 	}
 	for _, rt := range req.Topics {
+		if !pr.ConsoleWriter && broker.IsConsoleTopic(rt.Topic) {
+			pr.ConsoleWriter = s.fromBrokerHost(ctx, r)
+		}
 		for _, rp := range rt.Partitions {
 			pr.Partitions = append(pr.Partitions, broker.ProducePartition{Topic: rt.Topic, Partition: rp.Partition, Records: rp.Records})
 		}

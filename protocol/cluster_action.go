@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/cluster"
 )
 
 // Requests only brokers send: ControlledShutdown (07) for a broker id, and
@@ -59,6 +60,46 @@ func (s *Server) authorizeClusterAction(ctx context.Context, r *Request, brokerI
 		"broker", brokerID, "remote", r.Remote, "api", kmsg.NameForKey(r.Key), "client_id", r.ClientID)
 	return &broker.Error{Code: kerr.ClusterAuthorizationFailed,
 		Msg: "the connection from " + r.Remote + " is not from an address broker " + strconv.Itoa(int(brokerID)) + " registered"}
+}
+
+// fromBrokerHost reports whether the connection r came in on comes from
+// the host of a registered broker: an address one of its advertised hosts
+// resolves to, or this machine. It stands in for the console's principal
+// on the console's internal topics (broker.ProduceRequest.ConsoleWriter): the console
+// runs inside a broker and produces to them from its host. It is the one
+// place to become an ACL check once principals exist; until then any
+// process on a broker's host passes it.
+func (s *Server) fromBrokerHost(ctx context.Context, r *Request) bool {
+	if brokerHostAddr(ctx, r.Remote, s.cfg.Broker.Image().Brokers, isLocalAddr) {
+		return true
+	}
+	s.log.Warn("refused a produce to a console topic: the connection is not from a broker's host", "remote", r.Remote, "client_id", r.ClientID)
+	return false
+}
+
+// brokerHostAddr reports whether remote (host:port) is this machine (local)
+// or an address one of brokers' advertised hosts resolves to.
+func brokerHostAddr(ctx context.Context, remote string, brokers []cluster.Broker, local func(netip.Addr) bool) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	from, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	from = from.Unmap()
+	if local(from) {
+		return true
+	}
+	for _, br := range brokers {
+		for _, ep := range br.Endpoints {
+			if slices.Contains(resolveHost(ctx, ep.Host), from) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Addresses of advertised host names and of this machine, kept for a while

@@ -160,3 +160,15 @@ func Join(ids []int32) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// joinNames lists names separated by commas.
+func joinNames(names []string) string {
+	out := ""
+	for i, n := range names {
+		if i > 0 {
+			out += ", "
+		}
+		out += n
+	}
+	return out
+}

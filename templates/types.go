@@ -13,6 +13,10 @@ type Page struct {
 	Crumbs []Crumb
 	// Wide lets tables use the whole window (messages).
 	Wide bool
+	// Banner, when set, is shown above every page: this console cannot
+	// reach its replicated state (what it shows may be stale, changes are
+	// refused).
+	Banner string
 }
 
 // NavItem is one entry of the main navigation.

@@ -348,3 +348,16 @@ func headerHTML(h kafkaview.Header, o RowOptions) string {
 	}
 	return MarkedHTML(h.Key+": ", "") + MarkedHTML(hv, needle)
 }
+
+// ConsoleStatusView is /console/status: where this host's console stands
+// in the cluster's replicated console state.
+type ConsoleStatusView struct {
+	Host         int32                     // this host's broker id
+	Leader       bool                      // this console does the background work
+	LeaderHolder string                    // the console leader's znode data, in a cluster
+	Topics       []consoledb.ReplicaStatus // the state topic first, then the lag history topic
+	Dirty        []string                  // tables committed here only while the state topic was away
+	KeyFrom      string                    // where the cluster key is kept
+	LockFrom     string                    // where the write lock is kept
+	Tables       []string                  // the replicated tables
+}

@@ -99,6 +99,9 @@ func (s *Server) session(c *fiber.Ctx) error {
 		case err == nil:
 			c.Locals(localsSession, &sess)
 			c.Locals(localsToken, strings.Clone(tok))
+			// Changes made by this request are the user's in the
+			// replicated state (who changed it, for stale-edit messages).
+			c.SetUserContext(consoledb.WithActor(ctx, strings.Clone(sess.User.Name)))
 		case errors.Is(err, consoledb.ErrNotFound):
 			s.setCookie(c, sessionCookie, "", -1)
 		default:

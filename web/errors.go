@@ -8,6 +8,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/sluice-io/sluice/consoledb"
 	"github.com/sluice-io/sluice/templates"
 )
 
@@ -46,6 +47,27 @@ func Unavailable(err error) *Error {
 		Text: err.Error(), Hint: "Check that the brokers are running and reachable from the console, then reload.", Err: err}
 }
 
+// ConsoleStateError is the page for a change the console's replicated
+// state refused, or nil when err is not one: 409 for an edit of a version
+// changed meanwhile (consoledb.StaleError, "changed by alice on host 2 at
+// 10:31 UTC; reload"), 503 while the state topic is unreachable or the
+// write lock stays taken. Page groups map their store errors with it.
+func ConsoleStateError(err error) *Error {
+	var se *consoledb.StaleError
+	switch {
+	case errors.As(err, &se):
+		return &Error{Status: http.StatusConflict, Title: "Changed meanwhile", Text: "Not saved: this was " + se.Error() + ".",
+			Hint: "Reload the page to see the current version, then make your change again.", Err: err}
+	case errors.Is(err, consoledb.ErrUnavailable):
+		return &Error{Status: http.StatusServiceUnavailable, Title: "Changes are refused",
+			Text: "This console cannot reach its state topic (__sluice_console), so a change made now would be lost; it was not made.",
+			Hint: "Check the brokers; make the change again once the banner at the top of the page is gone.", Err: err}
+	case errors.Is(err, consoledb.ErrBusy):
+		return &Error{Status: http.StatusServiceUnavailable, Title: "Busy", Text: err.Error() + ".", Hint: "Try again in a moment.", Err: err}
+	}
+	return nil
+}
+
 // handleError renders every error a handler returns: as JSON when asked,
 // as a note for htmx fragments, and as a full error page otherwise.
 func (s *Server) handleError(c *fiber.Ctx, err error) error {
@@ -61,6 +83,8 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		if fe.Code == http.StatusRequestEntityTooLarge {
 			e.Text = "The form is larger than the console accepts (4 MiB)."
 		}
+	case ConsoleStateError(err) != nil:
+		e = ConsoleStateError(err)
 	default:
 		e = &Error{Status: http.StatusInternalServerError, Title: "Something went wrong",
 			Text: "The console could not complete the request: " + err.Error(), Hint: "The console log has the details.", Err: err}

@@ -101,6 +101,10 @@ func builtinNav() []NavItem {
 	}
 }
 
+// consoleStatusNav is the status page's nav entry, where the console's
+// state is replicated.
+var consoleStatusNav = NavItem{Label: "Console status", Path: "/console/status", Role: RoleAdmin, Order: 96}
+
 // Router registers routes that need a signed-in user with a role. POST
 // routes are also CSRF-checked (every unsafe method is, app-wide).
 type Router struct {
@@ -130,6 +134,9 @@ func (r *Router) Group(prefix string) *Router {
 
 func (s *Server) buildNav() error {
 	nav := builtinNav()
+	if s.cfg.ReplicaStatus != nil {
+		nav = append(nav, consoleStatusNav)
+	}
 	seen := map[string]bool{}
 	for _, n := range nav {
 		seen[n.Path] = true

@@ -44,6 +44,9 @@ func requestInfo(c *fiber.Ctx) *templates.Request {
 func PageFor(c *fiber.Ctx, title string, crumbs ...templates.Crumb) templates.Page {
 	p := templates.Page{Title: title, Crumbs: crumbs, Nav: navFor(c, c.Path())}
 	s := serverOf(c)
+	if s != nil && s.cfg.ReplicaStatus != nil {
+		p.Banner = s.staleBanner()
+	}
 	if f := c.Cookies(flashCookie); f != "" {
 		if kind, text, ok := strings.Cut(f, ":"); ok {
 			if t, err := url.QueryUnescape(text); err == nil {

@@ -92,6 +92,7 @@ func (s *Server) routes() error {
 	r.Get("/account", RoleViewer, account.get)
 	r.Post("/account/password", RoleViewer, account.post)
 	r.Get("/audit", RoleAdmin, auditLog{log: s.store}.get)
+	r.Get("/console/status", RoleAdmin, consoleStatus{s: s}.get)
 
 	for _, g := range s.cfg.Extra {
 		if g.Mount == nil {

@@ -31,6 +31,7 @@ import (
 	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/lag"
 	"github.com/sluice-io/sluice/lag/sampler"
+	"github.com/sluice-io/sluice/templates"
 )
 
 // Config configures the console. Listen, DataDir and Brokers are required;
@@ -101,7 +102,19 @@ type Config struct {
 	// the matched route pattern (bounded: "/topics/:name", never the raw
 	// path), the status and the duration: the console's own HTTP metrics.
 	ObserveHTTP func(method, route string, status int, d time.Duration)
+	// DB, when set, is the console database, shared with its owner (the
+	// appliance, whose replica writes every change through the cluster's
+	// console topic), who closes it after Close. Nil: New opens
+	// DataDir/console.db and Close closes it.
+	DB *consoledb.DB
+	// ReplicaStatus, when set, is where this console stands in its
+	// replicated state: the admin page /console/status shows it, and every
+	// page shows a banner while the state topic is unreachable.
+	ReplicaStatus func() ConsoleStatus
 }
+
+// ConsoleStatus is what /console/status shows.
+type ConsoleStatus = templates.ConsoleStatusView
 
 // Defaults of Config.
 const (
@@ -198,6 +211,7 @@ type Server struct {
 	store *consoledb.Console
 	kc    *kafkaview.Client
 	ownKC bool // New made kc, Close closes it
+	ownDB bool // New opened db, Close closes it
 	tls   *tls.Config
 
 	csrfSecret []byte
@@ -242,7 +256,16 @@ func New(cfg Config) (*Server, error) {
 	s.ctx, s.cancel = ctx, cancel
 	octx, ocancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ocancel()
-	db, store, err := consoledb.OpenConsole(octx, cfg.DataDir)
+	var db *consoledb.DB
+	var store *consoledb.Console
+	var err error
+	if cfg.DB != nil {
+		db, s.ownDB = cfg.DB, false
+		store, err = consoledb.NewConsole(octx, db)
+	} else {
+		db, store, err = consoledb.OpenConsole(octx, cfg.DataDir)
+		s.ownDB = true
+	}
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("console: open %s: %w", filepath.Join(cfg.DataDir, consoledb.FileName), err)
@@ -417,7 +440,7 @@ func (s *Server) closeResources() error {
 	if s.kc != nil && s.ownKC {
 		s.kc.Close()
 	}
-	if s.db != nil {
+	if s.db != nil && s.ownDB {
 		return s.db.Close()
 	}
 	return nil
@@ -448,9 +471,8 @@ func (s *Server) IsLeader() bool {
 	return s.cfg.Leader()
 }
 
-// prune removes expired sessions and applies the audit log's retention,
-// at start and hourly. Every console prunes its own database, leader or
-// not.
+// prune removes expired sessions (every console its own) and applies the
+// audit log's retention (the leading console), at start and hourly.
 func (s *Server) prune(ctx context.Context) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
@@ -458,7 +480,10 @@ func (s *Server) prune(ctx context.Context) {
 		if _, err := s.store.PruneSessions(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("prune sessions", "err", err)
 		}
-		if n, err := s.store.PruneAudit(ctx, time.Now().Add(-s.cfg.AuditRetention), s.cfg.AuditMaxRows); err != nil && ctx.Err() == nil {
+		// The audit log is shared by a cluster's consoles: the one doing
+		// the background work prunes it for all.
+		if !s.IsLeader() {
+		} else if n, err := s.store.PruneAudit(ctx, time.Now().Add(-s.cfg.AuditRetention), s.cfg.AuditMaxRows); err != nil && ctx.Err() == nil {
 			s.log.Warn("prune audit log", "err", err)
 		} else if n > 0 {
 			s.log.Info("audit log pruned", "deleted", n, "retention", s.cfg.AuditRetention, "max_rows", s.cfg.AuditMaxRows)

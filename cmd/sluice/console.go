@@ -1,9 +1,16 @@
 package main
 
 // sluice console user add|passwd|list: manage console users on the host,
-// directly in the console database (console.data.dir/console.db). This is
-// how an admin is created without the one-time setup link, and how a lost
-// admin password is reset. Works while `sluice serve` runs (SQLite WAL).
+// in the console database (console.data.dir/console.db). This is how an
+// admin is created without the one-time setup link, and how a lost admin
+// password is reset. Works while `sluice serve` runs (SQLite WAL) or not:
+// the change is made in this host's database at once and queued there, and
+// the console on this host publishes it to the whole cluster (the console
+// topic) as soon as it runs.
+//
+// sluice console backup FILE, sluice console restore FILE: a consistent
+// copy of console.db (VACUUM INTO, while serving), and putting one back
+// (with the service stopped).
 
 import (
 	"bufio"
@@ -15,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -28,7 +36,7 @@ import (
 func init() {
 	register(&command{
 		name:    "console",
-		summary: "manage console users: console user add|passwd|list",
+		summary: "manage console users (console user add|passwd|list), back up and restore console.db",
 		run: func(ctx context.Context, args []string) int {
 			return consoleMain(ctx, args, os.Stdin, os.Stdout, os.Stderr)
 		},
@@ -39,6 +47,8 @@ const consoleUsage = `Usage:
   sluice console user add [--role viewer|operator|admin] [--password-stdin] NAME
   sluice console user passwd [--password-stdin] NAME
   sluice console user list [--json]
+  sluice console backup FILE
+  sluice console restore FILE
 
 Every command also takes:
   --config FILE    the properties file of sluice serve; console.data.dir is read from it
@@ -47,6 +57,15 @@ Every command also takes:
 Without --password-stdin the password is asked twice on the terminal.
 Roles: viewer reads everything; operator also changes topics, messages and
 offsets; admin also manages users and reads the audit log.
+
+A user added or changed here is in this host's console at once, and the
+console on this host shares it with the cluster as soon as it runs.
+
+backup writes a consistent copy of console.db to FILE (mode 0600) while
+sluice serve runs. restore puts FILE back as console.db (stop sluice serve
+first; the replaced database is kept as console.db.replaced-<time>): the
+host then catches up with the cluster's console state from where the
+backup was, or, when the cluster's console topic is gone, publishes it.
 `
 
 func consoleMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -56,6 +75,9 @@ func consoleMain(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			return exitUsage
 		}
 		return 0
+	}
+	if args[0] == "backup" || args[0] == "restore" {
+		return consoleBackup(ctx, args[0], args[1:], stdout, stderr)
 	}
 	if args[0] != "user" || len(args) < 2 {
 		fmt.Fprintf(stderr, "sluice console: unknown command %q\n\n%s", strings.Join(args, " "), consoleUsage)
@@ -106,6 +128,15 @@ func consoleMain(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	who := "cli"
 	if u, err := user.Current(); err == nil {
 		who = "cli:" + u.Username
+	}
+	ctx = consoledb.WithActor(ctx, who)
+	if verb != "list" {
+		// Made here at once, and queued for the console on this host to
+		// publish to the cluster (see consoledb.QueueForCluster).
+		if err := db.QueueForCluster(ctx); err != nil {
+			fmt.Fprintf(stderr, "sluice console: %v\n", err)
+			return 1
+		}
 	}
 	audit := func(action, target, detail string, err error) {
 		e := consoledb.AuditEntry{User: who, Action: action, Target: target, Detail: detail, RemoteAddr: "local"}
@@ -293,4 +324,55 @@ func consolePassword(stdin io.Reader, stderr io.Writer, fromStdin bool) (string,
 		return "", errors.New("the passwords differ")
 	}
 	return pw, nil
+}
+
+// consoleBackup runs sluice console backup|restore FILE.
+func consoleBackup(ctx context.Context, verb string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("console "+verb, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	configPath := fs.String("config", "", "")
+	dataDir := fs.String("data-dir", "", "")
+	pos, err := consoleParse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, consoleUsage)
+		return 0
+	}
+	if err == nil && len(pos) != 1 {
+		err = fmt.Errorf("want one FILE, got %d arguments", len(pos))
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice console %s: %v\n\n%s", verb, err, consoleUsage)
+		return exitUsage
+	}
+	dir, err := consoleDataDir(*configPath, *dataDir)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice console: %v\n", err)
+		return exitUsage
+	}
+	file := pos[0]
+	if verb == "backup" {
+		db, err := consoledb.Open(ctx, filepath.Join(dir, consoledb.FileName))
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice console backup: %v\n", err)
+			return 1
+		}
+		defer db.Close()
+		if err := db.BackupTo(ctx, file); err != nil {
+			fmt.Fprintf(stderr, "sluice console backup: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "console database copied to %s\n", file)
+		return 0
+	}
+	replaced, err := consoledb.Restore(ctx, file, dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice console restore: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "console database restored from %s", file)
+	if replaced != "" {
+		fmt.Fprintf(stdout, "; the one it replaced is %s", replaced)
+	}
+	fmt.Fprintln(stdout)
+	return 0
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,5 +89,100 @@ func TestConsoleUserCommands(t *testing.T) {
 	}
 	if code, _, _ := runConsole(t, ""); code != exitUsage {
 		t.Fatalf("no arguments: %d", code)
+	}
+}
+
+// A user added on the command line is queued for the cluster: the console
+// on the host publishes it when its replica runs (consoledb tests that
+// part); the queue holds the changed row.
+func TestConsoleUserQueuedForCluster(t *testing.T) {
+	consoledb.BcryptCost = bcrypt.MinCost
+	dir := t.TempDir()
+	if code, out, errs := runConsole(t, "a-good-password\n", "user", "add", "--role", "admin", "--data-dir", dir, "--password-stdin", "root"); code != 0 {
+		t.Fatalf("add: %d %q %q", code, out, errs)
+	}
+	db, _, err := consoledb.OpenConsole(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var tables []string
+	rows, err := db.Query(`SELECT tbl, by_user FROM replica_outbox ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var tbl, by string
+		rows.Scan(&tbl, &by)
+		if !strings.HasPrefix(by, "cli") {
+			t.Errorf("queued by %q", by)
+		}
+		tables = append(tables, tbl)
+	}
+	rows.Close()
+	if strings.Join(tables, ",") != "users,audit_log" {
+		t.Fatalf("queued rows of %v, want the user and its audit entry", tables)
+	}
+}
+
+// backup copies console.db while it is open; restore puts the copy back,
+// keeping the database it replaces, and refuses while a console runs on
+// the directory or when the file is not a console database.
+func TestConsoleBackupRestore(t *testing.T) {
+	consoledb.BcryptCost = bcrypt.MinCost
+	ctx := context.Background()
+	dir := t.TempDir()
+	if code, _, errs := runConsole(t, "a-good-password\n", "user", "add", "--data-dir", dir, "--password-stdin", "kept"); code != 0 {
+		t.Fatalf("add: %q", errs)
+	}
+	// Open, as a running console has it, while the backup is made.
+	db, store, err := consoledb.OpenConsole(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(t.TempDir(), "console-backup.db")
+	if code, out, errs := runConsole(t, "", "backup", "--data-dir", dir, backup); code != 0 || !strings.Contains(out, backup) {
+		t.Fatalf("backup: %d %q %q", code, out, errs)
+	}
+	if st, err := os.Stat(backup); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("backup file: %v %v", st, err)
+	}
+	if code, _, errs := runConsole(t, "", "backup", "--data-dir", dir, backup); code != 1 || !strings.Contains(errs, "exists") {
+		t.Fatalf("backup over an existing file: %d %q", code, errs)
+	}
+	if _, err := store.CreateUser(ctx, "later", consoledb.RoleViewer, "a-good-password"); err != nil {
+		t.Fatal(err)
+	}
+	release, err := consoledb.HoldRunning(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runConsole(t, "", "restore", "--data-dir", dir, backup); code != 1 || !strings.Contains(errs, "stop sluice serve") {
+		t.Fatalf("restore while running: %d %q", code, errs)
+	}
+	release()
+	db.Close()
+	junk := filepath.Join(t.TempDir(), "junk")
+	os.WriteFile(junk, []byte("not a database"), 0o600)
+	if code, _, _ := runConsole(t, "", "restore", "--data-dir", dir, junk); code != 1 {
+		t.Fatalf("restore of junk: %d", code)
+	}
+	code, out, errs := runConsole(t, "", "restore", "--data-dir", dir, backup)
+	if code != 0 || !strings.Contains(out, "replaced is") {
+		t.Fatalf("restore: %d %q %q", code, out, errs)
+	}
+	db, store, err = consoledb.OpenConsole(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := store.UserByName(ctx, "kept"); err != nil {
+		t.Fatalf("the backed-up user: %v", err)
+	}
+	if _, err := store.UserByName(ctx, "later"); !errors.Is(err, consoledb.ErrNotFound) {
+		t.Fatalf("a user made after the backup: %v", err)
+	}
+	if copies, _ := filepath.Glob(filepath.Join(dir, consoledb.FileName+".replaced-*")); len(copies) != 1 {
+		t.Fatalf("replaced copies: %v", copies)
 	}
 }

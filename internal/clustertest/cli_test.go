@@ -43,17 +43,23 @@ func TestBrokerDrainAndAdd(t *testing.T) {
 		t.Fatalf("drain output:\n%s", out)
 	}
 	ctx := ctxFor(t, 60*time.Second)
-	for _, topic := range []string{"drain-a", "drain-b"} {
-		ps, err := partitionsFrom(ctx, c.broker(1), topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for part, pi := range ps {
-			if slices.Contains(pi.Replicas, 3) || pi.Leader == 3 || len(pi.ISR) != len(pi.Replicas) {
-				t.Fatalf("%s-%d after drain: %+v", topic, part, pi)
+	// The controller has written the final states; a broker's metadata
+	// shows them once its view has caught up (the assignment and the state
+	// are separate znodes, read as their watches fire).
+	testutil.CheckFor(t, 15*time.Second, 100*time.Millisecond, func() error {
+		for _, topic := range []string{"drain-a", "drain-b"} {
+			ps, err := partitionsFrom(ctx, c.broker(1), topic)
+			if err != nil {
+				return err
+			}
+			for part, pi := range ps {
+				if slices.Contains(pi.Replicas, 3) || pi.Leader == 3 || len(pi.ISR) != len(pi.Replicas) {
+					return fmt.Errorf("%s-%d after drain: %+v", topic, part, pi)
+				}
 			}
 		}
-	}
+		return nil
+	})
 	p.waitAcks(t, 100, 30*time.Second)
 
 	out = sluice(t, c, "broker", "add", "3", "--topics", "drain-a,drain-b", "--wait")

@@ -201,6 +201,8 @@ func (b *brokerProc) args() []string {
 		"schema.registry.listen=" + b.srAddr,
 		"console.data.dir=" + filepath.Join(b.dir, "console"),
 		"console.lag.sample.interval.ms=1000",
+		"alerting.evaluation.interval.ms=500",
+		"alerting.allowed.targets=127.0.0.0/8", // the tests' PagerDuty stand-in
 		"zookeeper.connect=" + b.c.zk.Addr() + zkChroot,
 		"zookeeper.session.timeout.ms=" + strconv.Itoa(int(sessionTimeout.Milliseconds())),
 		"replica.lag.time.max.ms=" + strconv.Itoa(int(lagMaxFor().Milliseconds())),

@@ -188,6 +188,17 @@ func (s *Sampler) sampleLag(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, s.interval)
 	defer cancel()
 	groups, err := s.src.Lag(ctx)
+	if err != nil && ctx.Err() == nil {
+		// One retry within the round: a failure is often one broker just
+		// gone (a dial refused before the cluster knows it is down), and a
+		// skipped round is a hole in every console's lag chart.
+		select {
+		case <-ctx.Done():
+		case <-time.After(min(s.interval/10, 200*time.Millisecond)):
+			s.log.Debug("lag sample, retrying", "err", err)
+			groups, err = s.src.Lag(ctx)
+		}
+	}
 	now := time.Now()
 	if err != nil {
 		if ctx.Err() == nil {

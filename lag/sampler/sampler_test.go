@@ -13,16 +13,23 @@ import (
 )
 
 type fakeSource struct {
-	mu     sync.Mutex
-	groups []lag.Group
-	lagErr error
-	ends   int64
-	bytes  int64
+	mu       sync.Mutex
+	groups   []lag.Group
+	lagErr   error
+	failOnce int // calls of Lag still to fail before answering
+	calls    int
+	ends     int64
+	bytes    int64
 }
 
 func (f *fakeSource) Lag(context.Context, ...string) ([]lag.Group, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.calls++
+	if f.failOnce > 0 {
+		f.failOnce--
+		return nil, errors.New("dial tcp 127.0.0.3:9092: connect: connection refused")
+	}
 	return f.groups, f.lagErr
 }
 
@@ -238,5 +245,23 @@ func TestPartitionRatesAndHistory(t *testing.T) {
 	h := s.TrafficHistory()
 	if len(h) == 0 || h[len(h)-1].MessagesIn != 100 || h[len(h)-1].BytesIn != 50 {
 		t.Errorf("history %+v", h)
+	}
+}
+
+// A round whose first read fails (a broker just gone) retries once within
+// the round and stores its samples: no hole in the lag history.
+func TestRoundRetriesAFailedRead(t *testing.T) {
+	src := &fakeSource{groups: twoGroups, failOnce: 1}
+	store := &fakeStore{}
+	s := New(Config{Source: src, Store: store, Interval: time.Second, Retention: time.Hour, Leader: func() bool { return true }})
+	s.sampleLag(context.Background())
+	if inserts, _, _ := store.counts(); inserts != 1 || len(store.inserts[0]) != 2 || src.calls != 2 {
+		t.Fatalf("%d inserts (%+v) after %d reads; want one round of 2 samples after a retry", inserts, store.inserts, src.calls)
+	}
+	// A source that keeps failing: one retry, then the round is given up.
+	src.failOnce, src.calls = 5, 0
+	s.sampleLag(context.Background())
+	if inserts, _, _ := store.counts(); inserts != 1 || src.calls != 2 {
+		t.Fatalf("%d inserts after %d reads of a failing source; want no new round after 2 reads", inserts, src.calls)
 	}
 }

@@ -52,6 +52,11 @@ func formOf(r alerting.Rule) (templates.Form, map[int64]bool) {
 	if r.Enabled {
 		f.Set("enabled", "1")
 	}
+	if r.Version > 0 {
+		// The version the edit is based on: a save after another host
+		// changed the rule is refused (stale), not applied over it.
+		f.Set("version", strconv.FormatInt(r.Version, 10))
+	}
 	sel := map[int64]bool{}
 	for _, id := range r.NotifierIDs {
 		sel[id] = true
@@ -71,6 +76,10 @@ func (h ruleForm) parse(c *fiber.Ctx) (alerting.Rule, templates.Form, map[int64]
 	} else {
 		f.Set("enabled", "")
 	}
+	version, _ := strconv.ParseInt(formValue(c, "version"), 10, 64)
+	if version > 0 {
+		f.Set("version", strconv.FormatInt(version, 10))
+	}
 	r := alerting.Rule{
 		Name:        f.Get("name"),
 		Description: f.Get("description"),
@@ -78,6 +87,7 @@ func (h ruleForm) parse(c *fiber.Ctx) (alerting.Rule, templates.Form, map[int64]
 		Severity:    alerting.Severity(f.Get("severity")),
 		Enabled:     f.Get("enabled") == "1",
 		Scope:       alerting.Scope{Pattern: f.Get("scope_pattern"), Topic: f.Get("scope_topic")},
+		Version:     max(version, 0),
 	}
 	var err error
 	if r.For, err = parseDuration(f.Get("for")); err != nil {
@@ -256,6 +266,10 @@ func notifierFormOf(n alerting.Notifier) templates.Form {
 	if n.SendResolved {
 		f.Set("send_resolved", "1")
 	}
+	if n.Version > 0 {
+		// The version the edit is based on, as for rules (formOf).
+		f.Set("version", strconv.FormatInt(n.Version, 10))
+	}
 	return f
 }
 
@@ -281,6 +295,10 @@ func parseNotifier(c *fiber.Ctx) (alerting.NotifierInput, templates.Form) {
 		ClearSecret:  f.Get("clear_secret") == "1",
 		Enabled:      f.Get("enabled") == "1",
 		SendResolved: f.Get("send_resolved") == "1",
+	}
+	if v, _ := strconv.ParseInt(formValue(c, "version"), 10, 64); v > 0 {
+		in.Version = v
+		f.Set("version", strconv.FormatInt(v, 10))
 	}
 	return in, f
 }

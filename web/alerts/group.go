@@ -158,6 +158,9 @@ func engineError(err error, what string) error {
 	if isNotFound(err) {
 		return web.NotFound(what, "It may have been deleted. Pick one from the list.")
 	}
+	if e := web.ConsoleStateError(err); e != nil {
+		return e
+	}
 	return &web.Error{Status: fiber.StatusInternalServerError, Title: "The alert store failed",
 		Text: err.Error(), Hint: "The console database may be busy or full; the console log has the details.", Err: err}
 }

@@ -49,6 +49,16 @@ func (h notifierUpdate) post(c *fiber.Ctx) error {
 	if isNotFound(err) {
 		return engineError(err, "notifier "+c.Params("id"))
 	}
+	if e := web.ConsoleStateError(err); e != nil {
+		// Changed on another host since this form was shown (or the
+		// state cannot be reached): the form keeps what was typed (not
+		// the key), with why it was not saved.
+		f.Err = e.Text + " " + e.Hint
+		if web.WantsJSON(c) {
+			return jsonFormError(c, e.Status, f)
+		}
+		return h.show.render(c, e.Status, stored, f)
+	}
 	if !applyValidation(&f, err) {
 		return engineError(err, "notifier")
 	}

@@ -47,6 +47,16 @@ func (h ruleUpdate) post(c *fiber.Ctx) error {
 		if isNotFound(err) {
 			return engineError(err, "alert rule "+c.Params("id"))
 		}
+		if e := web.ConsoleStateError(err); e != nil {
+			// Another console changed the rule since this form was shown
+			// (or the state cannot be reached): the form keeps what was
+			// typed, with why it was not saved.
+			f.Err = e.Text + " " + e.Hint
+			if web.WantsJSON(c) {
+				return jsonFormError(c, e.Status, f)
+			}
+			return h.show.render(c, e.Status, stored, f, sel)
+		}
 		if !applyValidation(&f, err) {
 			return engineError(err, "rule")
 		}
