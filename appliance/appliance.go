@@ -21,8 +21,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/config"
+	"github.com/sluice-io/sluice/internal/kclient"
+	"github.com/sluice-io/sluice/internal/loglevels"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/protocol"
 	"github.com/sluice-io/sluice/schemareg"
@@ -42,6 +47,9 @@ type App struct {
 	controller *cluster.Controller
 	brokerID   int32
 	clusterID  string
+	// client is the security of this process's own clients
+	// (console.kafka.*), read at Start.
+	client *kclient.Settings
 
 	groups      protocol.GroupCoordinator // package group's coordinator (groups.go)
 	groupsClose io.Closer
@@ -110,14 +118,19 @@ func (a *App) BrokerID() int32 { return a.brokerID }
 func (a *App) ClusterID() string { return a.clusterID }
 
 // BootstrapAddrs returns host:port addresses an in-process client (the
-// console) can dial: each bound listener, with 127.0.0.1 for a wildcard
-// bind.
+// console, comparisons, the schema registry) can dial: each bound listener
+// of the security protocol of the console's client settings
+// (console.kafka.security.protocol, PLAINTEXT by default), with 127.0.0.1
+// for a wildcard bind.
 func (a *App) BootstrapAddrs() []string {
 	if a.server == nil {
 		return nil
 	}
 	var out []string
 	for _, l := range a.cfg.Listeners {
+		if p, _ := a.cfg.ListenerProtocol(l.Name); a.client != nil && p != a.client.Protocol {
+			continue
+		}
 		addr, ok := a.server.Addrs()[l.Name].(*net.TCPAddr)
 		if !ok {
 			continue
@@ -129,6 +142,35 @@ func (a *App) BootstrapAddrs() []string {
 		out = append(out, net.JoinHostPort(host, strconv.Itoa(addr.Port)))
 	}
 	return out
+}
+
+// ClientOpts are the franz-go options of this process's own clients (the
+// console's pages, lag sampler and alert sources, comparisons, the schema
+// registry) from the console.kafka.<property> keys: TLS and SASL.
+func (a *App) ClientOpts() []kgo.Opt {
+	if a.client == nil {
+		return nil
+	}
+	return a.client.Opts()
+}
+
+// clientSettings reads console.kafka.* and, when the console or the
+// schema registry will use a client, checks that a listener serves its
+// security protocol.
+func clientSettings(cfg *config.Config) (*kclient.Settings, error) {
+	s, err := kclient.Parse(cfg.ConsoleKafka)
+	if err != nil {
+		return nil, fmt.Errorf("config: console.kafka.*: %w", err)
+	}
+	if cfg.ConsoleListen == "" && cfg.SchemaRegistryListen == "" {
+		return s, nil
+	}
+	for _, l := range cfg.Listeners {
+		if p, _ := cfg.ListenerProtocol(l.Name); p == s.Protocol {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("config: console.kafka.security.protocol=%s: no listener of that protocol for the console's own client (set console.kafka.security.protocol and its sasl.*/ssl.* settings to match a listener)", s.Protocol)
 }
 
 // Start brings the appliance up, in this order: coordinator, broker
@@ -190,18 +232,30 @@ func (a *App) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("storage: %w", err)
 	}
 
-	listeners := make([]protocol.Listener, 0, len(cfg.Listeners))
-	for _, l := range cfg.Listeners {
-		listeners = append(listeners, protocol.Listener{Name: l.Name, Addr: l.Addr()})
+	listeners, err := protocolListeners(&cfg.Config, a.logger)
+	if err != nil {
+		return err
+	}
+	if a.client, err = clientSettings(&cfg.Config); err != nil {
+		return err
+	}
+	ibAuth, err := interBrokerAuth(&cfg.Config)
+	if err != nil {
+		return err
 	}
 	// The broker registers its endpoints, which need the bound ports: bind
 	// the listeners first, serve once the broker is up.
 	srvCfg := protocol.Config{
-		Listeners:       listeners,
-		Logger:          a.logger,
-		MaxRequestBytes: cfg.SocketRequestMaxBytes,
-		LogDirs:         cfg.LogDirs,
-		Metrics:         a.metrics,
+		Listeners:        listeners,
+		Logger:           a.logger,
+		MaxRequestBytes:  cfg.SocketRequestMaxBytes,
+		LogDirs:          cfg.LogDirs,
+		Metrics:          a.metrics,
+		Credentials:      a.coord,
+		AuthFailureDelay: time.Duration(cfg.ConnectionFailedAuthenticationDelayMs) * time.Millisecond,
+	}
+	if srvCfg.AuthFailureDelay == 0 {
+		srvCfg.AuthFailureDelay = -1 // connection.failed.authentication.delay.ms=0: no delay
 	}
 	if err := connectionLimits(ctx, cfg, &srvCfg); err != nil {
 		return err
@@ -218,7 +272,8 @@ func (a *App) Start(ctx context.Context) (err error) {
 	}
 	var endpoints []cluster.Endpoint
 	for _, l := range cfg.AdvertisedEndpoints(ports) {
-		endpoints = append(endpoints, cluster.Endpoint{Listener: l.Name, SecurityProtocol: "PLAINTEXT", Host: l.Host, Port: int32(l.Port)})
+		proto, _ := cfg.ListenerProtocol(l.Name)
+		endpoints = append(endpoints, cluster.Endpoint{Listener: l.Name, SecurityProtocol: proto, Host: l.Host, Port: int32(l.Port)})
 	}
 
 	a.brk, err = broker.New(broker.Config{
@@ -236,6 +291,8 @@ func (a *App) Start(ctx context.Context) (err error) {
 		FetchMaxBytes:                 cfg.FetchMaxBytes,
 		TopicDefaults:                 defaults,
 		BrokerConfigs:                 broker.BrokerConfigEntries(&cfg.Config, a.brokerID),
+		Static:                        &cfg.Config,
+		Loggers:                       loggerLevels(a.logger),
 		OffsetsTopicPartitions:        cfg.OffsetsTopicNumPartitions,
 		OffsetsTopicReplicationFactor: cfg.OffsetsTopicReplicationFactor,
 		OffsetsTopicSegmentBytes:      cfg.OffsetsTopicSegmentBytes,
@@ -247,7 +304,8 @@ func (a *App) Start(ctx context.Context) (err error) {
 		ReplicaFetchResponseMaxBytes:  cfg.ReplicaFetchResponseMaxBytes,
 		ReplicaFetchBackoff:           time.Duration(cfg.ReplicaFetchBackoffMs) * time.Millisecond,
 		ReplicaSocketTimeout:          time.Duration(cfg.ReplicaSocketTimeoutMs) * time.Millisecond,
-		InterBrokerListener:           cfg.InterBrokerListenerName,
+		InterBrokerListener:           cfg.InterBrokerListener(),
+		InterBrokerAuth:               ibAuth,
 		Metrics:                       a.metrics,
 	})
 	if err != nil {
@@ -437,4 +495,11 @@ func connectionLimits(ctx context.Context, cfg *Config, pc *protocol.Config) err
 		}
 	}
 	return nil
+}
+
+// loggerLevels are the run-time log levels behind logger (BROKER_LOGGER
+// configs) when it was built on loglevels (sluice serve does), else nil.
+func loggerLevels(logger *slog.Logger) *loglevels.Levels {
+	l, _ := loglevels.FromHandler(logger.Handler())
+	return l
 }

@@ -175,7 +175,7 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	// lazily, and the sampler that keeps recent lag and traffic for the
 	// pages and stores lag history while this console leads.
 	consoleLog := c.log.With("component", "console")
-	if c.kc, err = kafkaview.New(c.a.BootstrapAddrs(), consoleLog, kafkaview.Options{}); err != nil {
+	if c.kc, err = kafkaview.New(c.a.BootstrapAddrs(), consoleLog, kafkaview.Options{Extra: c.a.ClientOpts()}); err != nil {
 		return fmt.Errorf("console: %w", err)
 	}
 	// Lag history: the leading console publishes its samples to the lag
@@ -199,10 +199,11 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("comparisons: %w", err)
 	}
 	c.mgr = migration.NewManager(store, migration.ManagerOptions{
-		Brokers: c.a.BootstrapAddrs(),
-		Logger:  c.log.With("component", "migration"),
-		Schemas: SchemaSource(c.a), // comparisons that decode read this host's schema registry
-		Leader:  c.leader.IsLeader,
+		Brokers:    c.a.BootstrapAddrs(),
+		ClientOpts: c.a.ClientOpts(),
+		Logger:     c.log.With("component", "migration"),
+		Schemas:    SchemaSource(c.a), // comparisons that decode read this host's schema registry
+		Leader:     c.leader.IsLeader,
 	})
 	col := migration.NewCollector(c.mgr)
 	if err := c.reg.Registerer().Register(col); err != nil {
@@ -267,6 +268,7 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 		TLSKey:            cfg.ConsoleTLSKey,
 		BaseURL:           cfg.ConsoleBaseURL,
 		Brokers:           c.a.BootstrapAddrs(),
+		KafkaOptions:      c.a.ClientOpts(),
 		Kafka:             c.kc,
 		Samples:           c.sampler,
 		Logger:            c.log,

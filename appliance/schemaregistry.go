@@ -183,7 +183,7 @@ func (c *schemaRegistryComponent) Start(ctx context.Context) (err error) {
 	}
 
 	brk := c.a.Broker()
-	c.log = &schemareg.KafkaLog{Brokers: c.a.BootstrapAddrs(), TopicExists: func() bool {
+	c.log = &schemareg.KafkaLog{Brokers: c.a.BootstrapAddrs(), ClientOpts: c.a.ClientOpts(), TopicExists: func() bool {
 		img := brk.Image()
 		return img != nil && img.Topics[schemareg.Topic] != nil
 	}}

@@ -59,6 +59,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/config"
+	"github.com/sluice-io/sluice/internal/loglevels"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/storage"
 )
@@ -85,6 +87,13 @@ type Config struct {
 	TopicDefaults map[string]TopicDefault
 	// BrokerConfigs is what DescribeConfigs shows for this broker.
 	BrokerConfigs []ConfigEntry
+	// Static is the broker's configuration as read at start; with it, and
+	// a coordinator that keeps them, the broker takes dynamic broker
+	// configs (dynamicconfigs.go). nil: static configs only.
+	Static *config.Config
+	// Loggers are the process's log levels, for BROKER_LOGGER configs
+	// (loggers.go); nil: not settable at run time.
+	Loggers *loglevels.Levels
 
 	// The consumer offsets topic, created on demand by EnsureOffsetsTopic.
 	OffsetsTopicPartitions        int32 // offsets.topic.num.partitions
@@ -111,6 +120,9 @@ type Config struct {
 	// InterBrokerListener (inter.broker.listener.name) is the listener
 	// followers fetch from; default: the first advertised listener.
 	InterBrokerListener string
+	// InterBrokerAuth is how this broker authenticates to the others on
+	// that listener (TLS, SASL); nil: plaintext.
+	InterBrokerAuth *InterBrokerAuth
 
 	// Clock is the broker's time: follower fetch times, the ISR manager's
 	// checks and retries (nil = the real clock; tests pass a
@@ -130,6 +142,11 @@ type Image struct {
 	Brokers    []cluster.Broker
 	Topics     map[string]*TopicImage
 	byID       map[cluster.TopicID]*TopicImage
+	// Dynamic are the dynamic broker configs of this broker and of the
+	// cluster default; topicDefaults the topic defaults they give (nil:
+	// Config.TopicDefaults).
+	Dynamic       config.Dynamic
+	topicDefaults map[string]TopicDefault
 }
 
 // TopicImage is one topic in an Image.
@@ -622,6 +639,9 @@ func (b *Broker) readImage(ctx context.Context) (*Image, error) {
 		}
 		img.Topics[name] = ti
 		img.byID[t.ID] = ti
+	}
+	if err := b.readDynamic(ctx, img, b.image.Load()); err != nil {
+		return nil, err
 	}
 	return img, nil
 }

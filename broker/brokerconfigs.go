@@ -18,6 +18,9 @@ func BrokerConfigEntries(c *config.Config, brokerID int32) []ConfigEntry {
 	keys := config.Keys()
 	out := make([]ConfigEntry, 0, len(keys))
 	for _, k := range keys {
+		if k.IsPrefix() {
+			continue // a family of keys, documented, not a key
+		}
 		e := ConfigEntry{Name: k.Name, ReadOnly: true, Type: k.Type, Doc: k.Documentation(), Source: SourceDefault}
 		v := k.Default
 		if g, ok := c.Given[k.Name]; ok {
@@ -29,6 +32,13 @@ func BrokerConfigEntries(c *config.Config, brokerID int32) []ConfigEntry {
 			v = strconv.Itoa(int(brokerID))
 		}
 		e.Value = &v
+		if k.Type == config.Password {
+			// Kafka's PASSWORD keys: never shown.
+			e.Value, e.Sensitive = nil, true
+			for i := range e.Synonyms {
+				e.Synonyms[i].Value = ""
+			}
+		}
 		out = append(out, e)
 	}
 	return out

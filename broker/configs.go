@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,13 +26,7 @@ func (b *Broker) DescribeTopicConfigs(topic string, names []string, synonyms boo
 // DescribeBrokerConfigs lists this broker's configs (only names, when
 // non-empty). id must be this broker's id (or "" for the default entity).
 func (b *Broker) DescribeBrokerConfigs(names []string, synonyms bool) []ConfigEntry {
-	out := slices.Clone(b.cfg.BrokerConfigs)
-	if !synonyms {
-		for i := range out {
-			out[i].Synonyms = nil
-		}
-	}
-	return filterEntries(out, names)
+	return b.DescribeBrokerConfigsOf(strconv.Itoa(int(b.cfg.BrokerID)), names, synonyms)
 }
 
 func filterEntries(all []ConfigEntry, names []string) []ConfigEntry {

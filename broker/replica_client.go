@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync"
@@ -26,6 +27,13 @@ type brokerConn struct {
 	rbuf    []byte
 	timeout time.Duration
 
+	// auth is how the connection authenticated (nil: it did not);
+	// reauthAt is when its SASL session must be renewed (KIP-368; zero:
+	// never).
+	auth     *InterBrokerAuth
+	addr     string
+	reauthAt time.Time
+
 	closeOnce sync.Once
 }
 
@@ -33,7 +41,9 @@ type brokerConn struct {
 // replica.fetch.response.max.bytes, plus framing).
 const maxResponseBytes = 256 << 20
 
-func dialBroker(ctx context.Context, addr, clientID string, timeout time.Duration) (*brokerConn, error) {
+// dialBroker connects to another broker's inter-broker listener and, with
+// auth, runs its TLS handshake and SASL exchange (replica_auth.go).
+func dialBroker(ctx context.Context, addr, clientID string, timeout time.Duration, auth *InterBrokerAuth) (*brokerConn, error) {
 	d := net.Dialer{Timeout: timeout}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -42,7 +52,33 @@ func dialBroker(ctx context.Context, addr, clientID string, timeout time.Duratio
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	return &brokerConn{conn: c, format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)), timeout: timeout}, nil
+	bc := &brokerConn{conn: c, format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)), timeout: timeout, auth: auth, addr: addr}
+	if auth == nil {
+		return bc, nil
+	}
+	if auth.TLS != nil {
+		cfg := auth.TLS.Clone()
+		if cfg.ServerName == "" {
+			host, _, _ := net.SplitHostPort(addr)
+			cfg.ServerName = host
+		}
+		tc := tls.Client(c, cfg)
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("TLS handshake: %w", err)
+		}
+		bc.conn = tc
+	}
+	if auth.SASL != nil {
+		if err := bc.authenticate(ctx); err != nil {
+			bc.Close()
+			return nil, err
+		}
+	}
+	return bc, nil
 }
 
 // Close closes the connection (safe to call from another goroutine to
@@ -58,6 +94,16 @@ func (c *brokerConn) Close() error {
 // reference the connection's read buffer: it is valid until the next
 // request.
 func (c *brokerConn) request(ctx context.Context, req kmsg.Request, extra time.Duration) (kmsg.Response, error) {
+	if !c.reauthAt.IsZero() && time.Now().After(c.reauthAt) {
+		if err := c.authenticate(ctx); err != nil {
+			return nil, fmt.Errorf("re-authentication: %w", err)
+		}
+	}
+	return c.roundTrip(ctx, req, extra)
+}
+
+// roundTrip sends req and reads its response.
+func (c *brokerConn) roundTrip(ctx context.Context, req kmsg.Request, extra time.Duration) (kmsg.Response, error) {
 	c.corr++
 	c.wbuf = c.format.AppendRequest(c.wbuf[:0], req, c.corr)
 	deadline := time.Now().Add(c.timeout + extra)
@@ -84,7 +130,7 @@ func (b *Broker) RequestBroker(ctx context.Context, id int32, req kmsg.Request) 
 	if err != nil {
 		return nil, err
 	}
-	c, err := dialBroker(ctx, addr, b.clientID(), b.cfg.ReplicaSocketTimeout)
+	c, err := dialBroker(ctx, addr, b.clientID(), b.cfg.ReplicaSocketTimeout, b.cfg.InterBrokerAuth)
 	if err != nil {
 		return nil, fmt.Errorf("broker %d at %s: %w", id, addr, err)
 	}

@@ -214,7 +214,7 @@ func (f *fetcher) run() {
 		if conn == nil {
 			addr, err := b.brokerAddr(f.source)
 			if err == nil {
-				conn, err = dialBroker(f.ctx, addr, b.clientID(), b.cfg.ReplicaSocketTimeout)
+				conn, err = dialBroker(f.ctx, addr, b.clientID(), b.cfg.ReplicaSocketTimeout, b.cfg.InterBrokerAuth)
 			}
 			if err != nil {
 				if msg := err.Error(); msg != lastErr {

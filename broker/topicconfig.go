@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/config"
@@ -64,21 +67,35 @@ type topicSettings struct {
 	uncleanLeader bool
 }
 
-// lookupTopicConfig returns the topic config name of the table.
-func lookupTopicConfig(name string) (*config.Key, bool) { return config.LookupTopic(name) }
+// lookupTopicConfig returns the topic config name: one Sluice honours, or
+// one of Kafka's it accepts without acting on it.
+func lookupTopicConfig(name string) (*config.Key, bool) {
+	if c, ok := config.LookupTopic(name); ok {
+		return c, true
+	}
+	return config.LookupAcceptedTopic(name)
+}
+
+// describedTopicKeys is every topic config DescribeConfigs lists, sorted by
+// name: those Sluice honours and those it accepts.
+var describedTopicKeys = func() []config.Key {
+	out := append(config.TopicKeys(), config.AcceptedTopicKeys()...)
+	slices.SortFunc(out, func(a, b config.Key) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}()
 
 // defaultValue is the broker-level value of c: the broker's setting when
 // known, else Kafka's default.
 func (b *Broker) defaultValue(c *config.Key) (string, ConfigSource) {
-	return defaultValue(b.cfg.TopicDefaults, c)
+	return defaultValue(b.topicDefaults(), c)
 }
 
 func defaultValue(defaults map[string]TopicDefault, c *config.Key) (string, ConfigSource) {
 	if d, ok := defaults[c.Name]; ok {
-		if d.Static {
-			return d.Value, SourceStaticBroker
+		if d.Static && d.Level == config.LevelDefault {
+			d.Level = config.LevelStatic // made in code, without a level
 		}
-		return d.Value, SourceDefault
+		return d.Value, sourceOf(d.Level)
 	}
 	return c.Default, SourceDefault
 }
@@ -87,7 +104,7 @@ func defaultValue(defaults map[string]TopicDefault, c *config.Key) (string, Conf
 // values and the topic's overrides. The overrides must have passed
 // validateTopicConfigs.
 func (b *Broker) settings(overrides map[string]string) (topicSettings, error) {
-	return settings(b.cfg.TopicDefaults, overrides)
+	return settings(b.topicDefaults(), overrides)
 }
 
 func settings(defaults map[string]TopicDefault, overrides map[string]string) (topicSettings, error) {
@@ -123,7 +140,17 @@ func TopicLogConfig(defaults map[string]TopicDefault, overrides map[string]strin
 // min.insync.replicas above the replication factor) is POLICY_VIOLATION.
 func (b *Broker) validateTopicConfigs(overrides map[string]string, rf int) error {
 	for name, v := range overrides {
-		c, ok := lookupTopicConfig(name)
+		if c, ok := config.LookupAcceptedTopic(name); ok {
+			// Kafka's, without effect here: its type and range still count.
+			if _, err := c.ParseValue(v); err != nil {
+				return errorf(kerr.InvalidConfig, "Invalid value %s for configuration %s: %v", v, name, err)
+			}
+			if err := c.CheckValue(v); err != nil {
+				return errorf(kerr.PolicyViolation, "%s: %s: %v", name, v, err)
+			}
+			continue
+		}
+		c, ok := config.LookupTopic(name)
 		if !ok {
 			return errorf(kerr.InvalidConfig, "Unknown topic config name: %s", name)
 		}
@@ -154,7 +181,7 @@ func (b *Broker) validateTopicConfigs(overrides map[string]string, rf int) error
 // describeTopicConfigs lists every topic config of a topic with the given
 // overrides, with its value and source, and the synonyms when asked.
 func (b *Broker) describeTopicConfigs(overrides map[string]string, synonyms bool) []ConfigEntry {
-	keys := config.TopicKeys()
+	keys := describedTopicKeys
 	out := make([]ConfigEntry, 0, len(keys))
 	for i := range keys {
 		c := &keys[i]
@@ -170,10 +197,12 @@ func (b *Broker) describeTopicConfigs(overrides map[string]string, synonyms bool
 			if v, ok := overrides[c.Name]; ok {
 				e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: c.Name, Value: v, Source: SourceDynamicTopic})
 			}
-			if defSource == SourceStaticBroker {
-				e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: b.cfg.TopicDefaults[c.Name].BrokerKey, Value: def, Source: SourceStaticBroker})
+			if defSource != SourceDefault {
+				e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: b.topicDefaults()[c.Name].BrokerKey, Value: def, Source: defSource})
 			}
-			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: c.BrokerKey, Value: c.Default, Source: SourceDefault})
+			if c.BrokerKey != "" {
+				e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: c.BrokerKey, Value: c.Default, Source: SourceDefault})
+			}
 		}
 		out = append(out, e)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -288,6 +289,27 @@ func (c *Controller) Reconcile(ctx context.Context, epoch int32) error {
 	return errors.Join(errs...)
 }
 
+// uncleanDefault is unclean.leader.election.enable for topics that do not
+// set it: the controller's dynamic broker config, else the cluster-wide
+// dynamic default, else its static setting (Kafka's precedence).
+func (c *Controller) uncleanDefault(ctx context.Context) bool {
+	if s, ok := c.cfg.Coordinator.(BrokerConfigStore); ok {
+		for _, entity := range []string{strconv.Itoa(int(c.cfg.BrokerID)), DefaultBrokerEntity} {
+			cfg, err := s.BrokerConfig(ctx, entity)
+			if err != nil {
+				break
+			}
+			switch strings.ToLower(strings.TrimSpace(cfg["unclean.leader.election.enable"])) {
+			case "true":
+				return true
+			case "false":
+				return false
+			}
+		}
+	}
+	return c.cfg.UncleanLeaderElection
+}
+
 // readTopics reads every topic but those in skip (being deleted) with its
 // partition states and whether unclean election applies to it, for a pass.
 func (c *Controller) readTopics(ctx context.Context, skip []string) ([]TopicSnapshot, error) {
@@ -296,6 +318,7 @@ func (c *Controller) readTopics(ctx context.Context, skip []string) ([]TopicSnap
 	if err != nil {
 		return nil, err
 	}
+	unclean := c.uncleanDefault(ctx)
 	var out []TopicSnapshot
 	for _, name := range names {
 		if slices.Contains(skip, name) {
@@ -308,7 +331,7 @@ func (c *Controller) readTopics(ctx context.Context, skip []string) ([]TopicSnap
 		if err != nil {
 			return nil, err
 		}
-		ts := TopicSnapshot{Topic: t, States: make(map[int32]PartitionState, len(t.Replicas)), Unclean: c.cfg.UncleanLeaderElection}
+		ts := TopicSnapshot{Topic: t, States: make(map[int32]PartitionState, len(t.Replicas)), Unclean: unclean}
 		if cfg, err := co.TopicConfig(ctx, name); err == nil {
 			if v, ok := cfg["unclean.leader.election.enable"]; ok {
 				ts.Unclean = strings.EqualFold(strings.TrimSpace(v), "true")

@@ -20,6 +20,7 @@
 //	MarkTopicForDeletion,
 //	PendingDeletions, DeleteTopic /admin/delete_topics/<t>
 //	AllocateProducerIDs           /latest_producer_id_block (CAS loop)
+//	Credentials                   /config/users/<name> (SCRAM), /config/changes
 //	Watch                         ZooKeeper watches on the nodes above
 //
 // Optional interfaces: StateBatcher (many partition states per ZooKeeper
@@ -207,8 +208,28 @@ const (
 	ChangeConfigs                       // a topic config changed
 	ChangeController                    // the controller changed
 	ChangeDeletions                     // a topic was marked for deletion
-	ChangeAll        = ChangeBrokers | ChangeTopics | ChangePartitions | ChangeConfigs | ChangeController | ChangeDeletions
+	ChangeAll        = ChangeBrokers | ChangeTopics | ChangePartitions | ChangeConfigs | ChangeController | ChangeDeletions | ChangeBrokerConfigs
 )
+
+// ChangeBrokerConfigs: a dynamic broker config changed (BrokerConfigStore).
+const ChangeBrokerConfigs Change = ChangeDeletions << 1
+
+// DefaultBrokerEntity names the cluster-wide default of the dynamic broker
+// configs, as Kafka's /config/brokers/<default>.
+const DefaultBrokerEntity = "<default>"
+
+// BrokerConfigStore is implemented by coordinators that keep Kafka's
+// dynamic broker configs: the overrides of one broker (entity: its id) and
+// the cluster-wide default (DefaultBrokerEntity), /config/brokers/<entity>
+// in ZooKeeper. A change is delivered by Watch as ChangeBrokerConfigs on
+// every broker.
+type BrokerConfigStore interface {
+	// BrokerConfig returns the entity's dynamic configs (empty, not nil,
+	// when none are set).
+	BrokerConfig(ctx context.Context, entity string) (map[string]string, error)
+	// SetBrokerConfig replaces the entity's dynamic configs.
+	SetBrokerConfig(ctx context.Context, entity string, configs map[string]string) error
+}
 
 // Coordinator is the one seam between the broker and its metadata store.
 // Implementations are safe for concurrent use. Every method that can block on
@@ -288,6 +309,9 @@ type Coordinator interface {
 	// Close ends the session (live registration and controllership go away)
 	// and releases resources.
 	Close() error
+
+	// SCRAM credentials: /config/users/<name> (credentials.go).
+	Credentials
 }
 
 // StateWrite is one partition state write of WriteStates.

@@ -51,7 +51,9 @@ type standaloneState struct {
 	Deletions       []string                          `json:"delete_topics,omitempty"`
 	ProducerIDBlock *ProducerIDBlock                  `json:"latest_producer_id_block,omitempty"`
 	Configs         map[string]map[string]string      `json:"topic_configs,omitempty"`
+	Users           map[string]map[string]string      `json:"user_configs,omitempty"`     // user -> SCRAM mechanism -> credential text (standalone_credentials.go)
 	States          map[string]map[string]storedState `json:"partition_states,omitempty"` // topic -> partition -> state
+	BrokerConfigs   map[string]map[string]string      `json:"broker_configs,omitempty"`   // entity (id or <default>) -> dynamic configs
 }
 
 type storedTopic struct {
@@ -569,6 +571,35 @@ func (s *Standalone) SetTopicConfig(ctx context.Context, topic string, configs m
 		} else {
 			s.state.Configs[topic] = maps.Clone(configs)
 		}
+		return nil
+	})
+}
+
+// BrokerConfig implements BrokerConfigStore.
+func (s *Standalone) BrokerConfig(ctx context.Context, entity string) (map[string]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	c := maps.Clone(s.state.BrokerConfigs[entity])
+	if c == nil {
+		c = map[string]string{}
+	}
+	return c, nil
+}
+
+// SetBrokerConfig implements BrokerConfigStore.
+func (s *Standalone) SetBrokerConfig(ctx context.Context, entity string, configs map[string]string) error {
+	return s.mutate(ChangeBrokerConfigs, func() error {
+		if len(configs) == 0 {
+			delete(s.state.BrokerConfigs, entity)
+			return nil
+		}
+		if s.state.BrokerConfigs == nil {
+			s.state.BrokerConfigs = map[string]map[string]string{}
+		}
+		s.state.BrokerConfigs[entity] = maps.Clone(configs)
 		return nil
 	})
 }

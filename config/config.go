@@ -27,9 +27,10 @@ import (
 )
 
 // Listener is one entry of listeners or advertised.listeners:
-// NAME://host:port. The security protocol is PLAINTEXT (the only one served).
+// NAME://host:port. Its security protocol is the name's in
+// listener.security.protocol.map (Config.ListenerProtocol).
 type Listener struct {
-	Name string // "PLAINTEXT"
+	Name string // "PLAINTEXT", "SASL_SSL", "INTERNAL", ...
 	Host string // "" = every interface (listeners) / the host name (advertised)
 	Port int
 }
@@ -156,10 +157,42 @@ type Config struct {
 	// The console's replicated state (__sluice_console, __sluice_console_lag).
 	ConsoleTopicReplicationFactor int16         // console.topic.replication.factor
 	ConsoleLagHistoryRetention    time.Duration // console.lag.history.retention.ms
+	// Security: listeners' protocols, TLS and SASL (security.go). The ssl.*,
+	// sasl.enabled.mechanisms, sasl.server.max.receive.size and
+	// connections.max.reauth.ms fields are the bare keys; ForListener
+	// applies a listener's overrides.
+	ListenerSecurityProtocolMap           map[string]string // listener.security.protocol.map: name -> protocol
+	SecurityInterBrokerProtocol           string            // security.inter.broker.protocol
+	SaslEnabledMechanisms                 []string          // sasl.enabled.mechanisms
+	SaslMechanismInterBrokerProtocol      string            // sasl.mechanism.inter.broker.protocol
+	SaslJaasConfig                        string            // sasl.jaas.config: the broker's own credentials
+	ConnectionsMaxReauthMs                int64             // connections.max.reauth.ms; 0 = sessions do not expire
+	SaslServerMaxReceiveSize              int32             // sasl.server.max.receive.size
+	ConnectionFailedAuthenticationDelayMs int32             // connection.failed.authentication.delay.ms
+	SSLKeystoreType                       string            // ssl.keystore.type
+	SSLKeystoreLocation                   string            // ssl.keystore.location
+	SSLKeystoreKey                        string            // ssl.keystore.key
+	SSLKeystoreCertificateChain           string            // ssl.keystore.certificate.chain
+	SSLKeyPassword                        string            // ssl.key.password
+	SSLTruststoreType                     string            // ssl.truststore.type
+	SSLTruststoreLocation                 string            // ssl.truststore.location
+	SSLTruststoreCertificates             string            // ssl.truststore.certificates
+	SSLClientAuth                         string            // ssl.client.auth
+	SSLEnabledProtocols                   []string          // ssl.enabled.protocols
+	SSLCipherSuites                       []string          // ssl.cipher.suites
+	SSLPrincipalMappingRules              string            // ssl.principal.mapping.rules
+	SSLEndpointIdentificationAlgorithm    string            // ssl.endpoint.identification.algorithm
+	// ConsoleKafka holds the console.kafka.<property> keys: the client
+	// settings of the console's own clients, by Kafka client property name.
+	ConsoleKafka map[string]string
 
 	// Given holds every key set explicitly (file or --override) with its
 	// value as written, for DescribeConfigs' STATIC_BROKER_CONFIG source.
 	Given map[string]string
+	// Ignored holds the keys given that are Apache Kafka's but mean nothing
+	// to Sluice (num.network.threads), with their values: accepted, named
+	// in one warning at start (Warnings).
+	Ignored map[string]string
 }
 
 // Default returns the configuration with every key at its default.
@@ -192,7 +225,8 @@ func Load(path string, overrides []string) (*Config, error) {
 
 // ReadGiven reads the keys set by the properties file at path (none when
 // path is "") and by the overrides ("key=value", later ones win). An
-// unknown key is an error naming it (and its line in the file).
+// key that neither Sluice nor Kafka has is an error naming it (and its
+// line in the file) and the closest known key.
 func ReadGiven(path string, overrides []string) (map[string]string, error) {
 	given := map[string]string{}
 	if path != "" {
@@ -206,8 +240,8 @@ func ReadGiven(path string, overrides []string) (map[string]string, error) {
 			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
 		for _, p := range props {
-			if _, ok := Lookup(p.Key); !ok {
-				return nil, fmt.Errorf("config %s line %d: unknown key %q", path, p.Line, p.Key)
+			if !known(p.Key) {
+				return nil, fmt.Errorf("config %s line %d: %w", path, p.Line, unknownKeyError(p.Key))
 			}
 			given[p.Key] = p.Value
 		}
@@ -218,8 +252,8 @@ func ReadGiven(path string, overrides []string) (map[string]string, error) {
 		if !ok || k == "" {
 			return nil, fmt.Errorf("config: --override %q: want key=value", o)
 		}
-		if _, ok := Lookup(k); !ok {
-			return nil, fmt.Errorf("config: --override: unknown key %q", k)
+		if !known(k) {
+			return nil, fmt.Errorf("config: --override: %w", unknownKeyError(k))
 		}
 		given[k] = strings.TrimSpace(v)
 	}
@@ -227,15 +261,23 @@ func ReadGiven(path string, overrides []string) (map[string]string, error) {
 }
 
 // Parse builds the configuration from the keys given explicitly (the
-// others take their defaults), without the range checks of Validate. An
-// unknown key or a value that does not parse is an error naming the key.
+// others take their defaults), without the range checks of Validate. A
+// key of Kafka's that Sluice does not use goes to Ignored. A key unknown to
+// both, or a value that does not parse, is an error naming the key.
 func Parse(given map[string]string) (*Config, error) {
 	c := &Config{Given: map[string]string{}}
 	for k, v := range given {
-		if _, ok := Lookup(k); !ok {
-			return nil, fmt.Errorf("config: unknown key %q", k)
+		if _, ok := Lookup(k); ok {
+			c.Given[k] = v
+			continue
 		}
-		c.Given[k] = v
+		if _, ok := KafkaBrokerKey(k); !ok {
+			return nil, fmt.Errorf("config: %w", unknownKeyError(k))
+		}
+		if c.Ignored == nil {
+			c.Ignored = map[string]string{}
+		}
+		c.Ignored[k] = v
 	}
 	for i := range keys {
 		k := &keys[i]
@@ -253,6 +295,7 @@ func Parse(given map[string]string) (*Config, error) {
 			return nil, fmt.Errorf("config: %s=%q: %w", name, v, err)
 		}
 	}
+	c.ConsoleKafka = consoleKafka(c.Given)
 	return c, nil
 }
 
@@ -396,6 +439,7 @@ func (c *Config) Validate() error {
 	if c.InterBrokerListenerName != "" && !names[c.InterBrokerListenerName] {
 		bad("inter.broker.listener.name", "%q names no listener in listeners", c.InterBrokerListenerName)
 	}
+	errs = append(errs, c.validateSecurity()...)
 	if (c.ConsoleTLSCert == "") != (c.ConsoleTLSKey == "") {
 		bad("console.tls.cert", "console.tls.cert and console.tls.key must be set together")
 	}
@@ -449,9 +493,13 @@ func advertisedHost() string {
 }
 
 // Warnings lists what in the configuration is accepted but probably not
-// meant, for the log at start: values that hold a trailing comment.
+// meant, for the log at start: Kafka's keys that Sluice ignores (one
+// warning naming them all) and values that hold a trailing comment.
 func (c *Config) Warnings() []string {
 	var out []string
+	if w := ignoredWarning(c.Ignored); w != "" {
+		out = append(out, w)
+	}
 	for i := range keys {
 		k := &keys[i]
 		v, ok := c.Given[k.Name]
@@ -490,8 +538,8 @@ func parseListeners(v string) ([]Listener, error) {
 		if err != nil || p < 0 || p > 65535 {
 			return nil, fmt.Errorf("%q: bad port", item)
 		}
-		if name != "PLAINTEXT" {
-			return nil, fmt.Errorf("%q: only PLAINTEXT listeners are supported", item)
+		if !listenerNameRE.MatchString(name) {
+			return nil, fmt.Errorf("%q: a listener name is letters, digits and _", item)
 		}
 		out = append(out, Listener{Name: name, Host: host, Port: p})
 	}

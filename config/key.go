@@ -24,6 +24,10 @@ const (
 	Long    Type = 5
 	Double  Type = 6
 	List    Type = 7
+	// Password is a string that DescribeConfigs never shows (Kafka's
+	// PASSWORD, config type 9): its value is reported as null and
+	// sensitive.
+	Password Type = 9
 )
 
 func (t Type) String() string {
@@ -42,6 +46,8 @@ func (t Type) String() string {
 		return "double"
 	case List:
 		return "list"
+	case Password:
+		return "password"
 	}
 	return "unknown"
 }
@@ -49,9 +55,8 @@ func (t Type) String() string {
 // Mode is how Kafka lets a broker key change while the broker runs (the
 // "Update Mode" of Kafka's reference): read-only keys need a restart;
 // per-broker keys change with AlterConfigs on one broker, cluster-wide keys
-// on one broker or on the cluster default. Sluice reads every key at start;
-// Mode records Kafka's behaviour for the reference and for dynamic broker
-// configs.
+// on one broker or on the cluster default. Key.Dynamic says which of them
+// Sluice changes at run time too (dynamic.go).
 type Mode int8
 
 const (
@@ -92,6 +97,10 @@ type Key struct {
 	Type    Type
 	Default string // Kafka's default as text, as the reference and DescribeConfigs show it; "" = none
 	Mode    Mode   // broker keys only
+	// Dynamic is set on the broker keys Sluice applies while it runs (a
+	// dynamic broker config, dynamic.go): derived, the broker keys that
+	// give a topic config's default. Mode says what Kafka allows.
+	Dynamic bool
 	Group   *Group // broker keys only
 	Doc     string
 	// Synonyms are the keys of lower precedence that give the same
@@ -125,6 +134,12 @@ type Key struct {
 	// replication marks a topic config the partition honours rather than
 	// its log (min.insync.replicas): Log.Validate skips it.
 	replication bool
+	// perListener: the key may also be given per listener, as
+	// listener.name.<listener>.<key> (security.go); perMechanism: per
+	// listener and SASL mechanism, listener.name.<listener>.<mechanism>.<key>.
+	// prefix marks the entry that documents a family of keys by their
+	// prefix (listener.name.<listener>.<key>, console.kafka.<property>).
+	perListener, perMechanism, prefix bool
 }
 
 // Choices are the values of a key that takes one of a few words
@@ -135,6 +150,10 @@ func (k *Key) Choices() []string {
 	}
 	return append([]string(nil), k.syntax.words...)
 }
+
+// IsPrefix reports whether the entry documents a family of keys named by a
+// prefix rather than one key (it has no value of its own).
+func (k *Key) IsPrefix() bool { return k.prefix }
 
 // ValidValues says what the key accepts beyond its type, for the reference.
 func (k *Key) ValidValues() string {
@@ -254,6 +273,12 @@ func parseInto(p any, v string) error {
 			return err
 		}
 		*p = m
+	case *map[string]string:
+		m, err := parseProtocolMap(v)
+		if err != nil {
+			return err
+		}
+		*p = m
 	default:
 		panic(fmt.Sprintf("config: no parser for %T", p))
 	}
@@ -299,6 +324,13 @@ func format(p any) string {
 		s := make([]string, 0, len(v))
 		for host, n := range v {
 			s = append(s, net.JoinHostPort(host, strconv.Itoa(n)))
+		}
+		slices.Sort(s)
+		return strings.Join(s, ",")
+	case map[string]string:
+		s := make([]string, 0, len(v))
+		for k, val := range v {
+			s = append(s, k+":"+val)
 		}
 		slices.Sort(s)
 		return strings.Join(s, ",")

@@ -20,6 +20,8 @@ var (
 		Intro: "The group coordinator and `__consumer_offsets`, where groups keep their assignments and committed offsets."}
 	groupCluster = &Group{Title: "Cluster mode: ZooKeeper and replication",
 		Intro: "The keys of a broker that is one of a cluster (`zookeeper.connect` set); a single node uses none of the others."}
+	groupSecurity = &Group{Title: "Security: listeners, TLS and SASL",
+		Intro: "How clients and brokers connect and authenticate: each listener's security protocol, its TLS keys and its SASL mechanisms. A key marked per listener may also be set for one listener only as `listener.name.<listener>.<key>` (the listener's name in lower case), which wins over the bare key on that listener. Users are SCRAM credentials kept in the cluster's store (`sluice users`). See docs/security.md."}
 	groupConsole = &Group{Title: "Web console",
 		Intro: "The console runs in the broker's process. In a cluster, the background work (lag sampling, alert evaluation, comparisons) is done by one console at a time, the leader."}
 	groupAlerting = &Group{Title: "Alerting",
@@ -49,7 +51,7 @@ var keys = []Key{
 		Doc:   "Rack of this broker, shown in metadata. When every broker has one, new topics place each partition's replicas on different racks (Kafka's rack-aware assignment).",
 		field: func(c *Config) any { return &c.BrokerRack }},
 	{Name: "listeners", Type: String, Default: "PLAINTEXT://:9092", Mode: PerBroker, Group: groupBroker,
-		Doc:   "Comma-separated NAME://host:port to listen on for Kafka clients; an empty host means every interface. Only PLAINTEXT listeners are served.",
+		Doc:   "Comma-separated NAME://host:port to listen on for Kafka clients; an empty host means every interface. A name is a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or a name mapped to one by listener.security.protocol.map; see [Security](#security-listeners-tls-and-sasl).",
 		field: func(c *Config) any { return &c.Listeners }},
 	{Name: "advertised.listeners", Type: String, Mode: PerBroker, Group: groupBroker,
 		Doc:   "NAME://host:port that clients are told to connect to; empty = listeners, with this machine's host name for an empty host. Set it when clients reach this host under another name or address.",
@@ -260,6 +262,73 @@ var keys = []Key{
 		Doc:  "Pause between controlled shutdown attempts.",
 		rule: atLeast(0), field: func(c *Config) any { return &c.ControlledShutdownRetryBackoffMs }},
 
+	// Security: listeners, TLS and SASL (authentication).
+	{Name: "listener.security.protocol.map", Default: "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", Group: groupSecurity,
+		Doc:   "Comma-separated NAME:PROTOCOL pairs giving each listener name its security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), e.g. INTERNAL:SASL_SSL,EXTERNAL:SSL.",
+		field: func(c *Config) any { return &c.ListenerSecurityProtocolMap }},
+	{Name: "security.inter.broker.protocol", Group: groupSecurity,
+		Doc:  "Security protocol brokers talk to each other with (replica fetchers, controlled shutdown): the listener of that name. Set this or inter.broker.listener.name, not both; neither = the first listener.",
+		norm: upperTrimmed, rule: protocolRule, field: func(c *Config) any { return &c.SecurityInterBrokerProtocol }},
+	{Name: "sasl.enabled.mechanisms", Default: "SCRAM-SHA-256,SCRAM-SHA-512", Group: groupSecurity, perListener: true,
+		Doc:  "SASL mechanisms SASL_PLAINTEXT and SASL_SSL listeners accept: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default, GSSAPI, is not served). PLAIN checks the password against the user's SCRAM credential; send it only over TLS. Per listener.",
+		rule: mechanismsRule, field: func(c *Config) any { return &c.SaslEnabledMechanisms }},
+	{Name: "sasl.mechanism.inter.broker.protocol", Default: "SCRAM-SHA-512", Group: groupSecurity,
+		Doc:  "SASL mechanism brokers authenticate to each other with when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL; it must be enabled on that listener.",
+		norm: upperTrimmed, rule: mechanismRule, field: func(c *Config) any { return &c.SaslMechanismInterBrokerProtocol }},
+	{Name: "sasl.jaas.config", Type: Password, Group: groupSecurity, perMechanism: true,
+		Doc:   "The broker's own SASL credentials for the inter-broker listener, as Kafka writes them: org.apache.kafka.common.security.scram.ScramLoginModule required username=\"broker\" password=\"...\"; (PlainLoginModule for PLAIN). Usually set as listener.name.<listener>.<mechanism>.sasl.jaas.config. The password may be ${env:NAME}, ${file:/path/file.properties:key} or ${directory:/dir:file} instead of its text. The user needs a SCRAM credential like any other.",
+		field: func(c *Config) any { return &c.SaslJaasConfig }},
+	{Name: "connections.max.reauth.ms", Default: "0", Group: groupSecurity, perListener: true, perMechanism: true,
+		Doc:  "Lifetime of a SASL session (KIP-368): a client must re-authenticate before it ends, or the connection is closed at its next request; 0 = sessions do not expire.",
+		rule: atLeast(0), field: func(c *Config) any { return &c.ConnectionsMaxReauthMs }},
+	{Name: "sasl.server.max.receive.size", Default: "524288", Group: groupSecurity, perListener: true,
+		Doc:  "Largest frame a connection may send before it has authenticated; a larger one closes it.",
+		rule: atLeast(1), field: func(c *Config) any { return &c.SaslServerMaxReceiveSize }},
+	{Name: "connection.failed.authentication.delay.ms", Default: "100", Group: groupSecurity,
+		Doc:  "Failed authentications are answered (and the connection closed) after this delay, doubled with each further failure from the same address up to 5 s, and an address's attempts are spaced by the same delay, so that guessing passwords is slow; 0 = no delay.",
+		rule: atLeast(0), field: func(c *Config) any { return &c.ConnectionFailedAuthenticationDelayMs }},
+	{Name: "ssl.keystore.type", Default: "PEM", Group: groupSecurity, perListener: true,
+		Doc:  "Format of the key store: PEM (JKS and PKCS12 stores are refused; Kafka's default is JKS).",
+		norm: upperTrimmed, rule: pemRule, field: func(c *Config) any { return &c.SSLKeystoreType }},
+	{Name: "ssl.keystore.location", Group: groupSecurity, perListener: true,
+		Doc:   "PEM file holding the listener's private key (unencrypted, PKCS#8, PKCS#1 or SEC 1) and its certificate chain. A renewed file is picked up by the next TLS handshake, without a restart.",
+		field: func(c *Config) any { return &c.SSLKeystoreLocation }},
+	{Name: "ssl.keystore.key", Type: Password, Group: groupSecurity, perListener: true,
+		Doc:   "The private key as inline PEM, instead of ssl.keystore.location (with ssl.keystore.certificate.chain).",
+		field: func(c *Config) any { return &c.SSLKeystoreKey }},
+	{Name: "ssl.keystore.certificate.chain", Group: groupSecurity, perListener: true,
+		Doc:   "The certificate chain as inline PEM, with ssl.keystore.key.",
+		field: func(c *Config) any { return &c.SSLKeystoreCertificateChain }},
+	{Name: "ssl.key.password", Type: Password, Group: groupSecurity, perListener: true,
+		Doc:   "Password of an encrypted private key. Encrypted keys are not supported: decrypt the key and protect the file with its permissions.",
+		field: func(c *Config) any { return &c.SSLKeyPassword }},
+	{Name: "ssl.truststore.type", Default: "PEM", Group: groupSecurity, perListener: true,
+		Doc:  "Format of the trust store: PEM.",
+		norm: upperTrimmed, rule: pemRule, field: func(c *Config) any { return &c.SSLTruststoreType }},
+	{Name: "ssl.truststore.location", Group: groupSecurity, perListener: true,
+		Doc:   "PEM file of the CA certificates client certificates are checked against (ssl.client.auth), and that the broker's own inter-broker client trusts.",
+		field: func(c *Config) any { return &c.SSLTruststoreLocation }},
+	{Name: "ssl.truststore.certificates", Group: groupSecurity, perListener: true,
+		Doc:   "The CA certificates as inline PEM, instead of ssl.truststore.location.",
+		field: func(c *Config) any { return &c.SSLTruststoreCertificates }},
+	{Name: "ssl.client.auth", Default: "none", Group: groupSecurity, perListener: true,
+		Doc:  "Client certificates on SSL and SASL_SSL listeners: none, requested (checked when sent) or required. On an SSL listener a client certificate's subject is the principal (see ssl.principal.mapping.rules); without one it is User:ANONYMOUS.",
+		norm: lowerTrimmed, rule: clientAuthRule, field: func(c *Config) any { return &c.SSLClientAuth }},
+	{Name: "ssl.enabled.protocols", Default: "TLSv1.2,TLSv1.3", Group: groupSecurity, perListener: true,
+		Doc:  "TLS versions accepted.",
+		rule: protocolsRule, field: func(c *Config) any { return &c.SSLEnabledProtocols }},
+	{Name: "ssl.cipher.suites", Group: groupSecurity, perListener: true,
+		Doc:   "IANA names of the TLS 1.2 cipher suites offered; empty = Go's secure defaults. TLS 1.3's suites are always on (Go does not make them configurable).",
+		field: func(c *Config) any { return &c.SSLCipherSuites }},
+	{Name: "ssl.principal.mapping.rules", Default: "DEFAULT", Group: groupSecurity, perListener: true,
+		Doc:   "How a client certificate's subject becomes a user name: comma-separated RULE:<regex>/<replacement>/[L|U] rules, the first whose regex matches the whole DN winning, and DEFAULT (the DN as it is, e.g. User:CN=alice,OU=Eng,O=Acme). No match refuses the connection.",
+		field: func(c *Config) any { return &c.SSLPrincipalMappingRules }},
+	{Name: "ssl.endpoint.identification.algorithm", Default: "https", Group: groupSecurity,
+		Doc:  "How the broker's own inter-broker client checks another broker's certificate: https (it must name the host dialed) or empty (any certificate a trusted CA signed).",
+		norm: lowerTrimmed, rule: endpointRule, field: func(c *Config) any { return &c.SSLEndpointIdentificationAlgorithm }},
+	{Name: "listener.name.<listener>.<key>", Type: String, Group: groupSecurity, prefix: true,
+		Doc: "A per-listener value of a key marked per listener, for the listener of that name (lower case), e.g. listener.name.external.ssl.client.auth=required; connections.max.reauth.ms and sasl.jaas.config may also be set per SASL mechanism: listener.name.internal.scram-sha-512.sasl.jaas.config."},
+
 	// Web console.
 	{Name: "console.listen", Default: ":8080", Group: groupConsole,
 		Doc:  "Address of the web console; empty disables it, and with it the alert evaluation, the lag export and the comparisons.",
@@ -290,6 +359,8 @@ var keys = []Key{
 	{Name: "console.audit.access.enable", Default: "true", Group: groupConsole,
 		Doc:   "Record reads of records (browse, search, export, live tail) as access. entries in the audit log.",
 		field: func(c *Config) any { return &c.ConsoleAuditAccessEnable }},
+	{Name: "console.kafka.<property>", Type: String, Group: groupConsole, prefix: true, field: func(c *Config) any { return &c.ConsoleKafka },
+		Doc: "Kafka client settings of the console's own clients (pages, lag sampler, comparisons, alert sources, the schema registry), with Kafka's client property names: console.kafka.security.protocol, console.kafka.sasl.mechanism, console.kafka.sasl.username, console.kafka.sasl.password (or console.kafka.sasl.jaas.config), console.kafka.ssl.truststore.location, console.kafka.ssl.keystore.location, console.kafka.ssl.endpoint.identification.algorithm. A password may be ${env:NAME}, ${file:/path/file.properties:key} or ${directory:/dir:file}. The console then connects to a listener of that security protocol."},
 	{Name: "console.lag.sample.interval.ms", Type: Long, Default: "30000", Group: groupConsole,
 		Doc:  "How often the leading console samples every group's lag (history charts, the exported sluice_consumergroup_lag_* metrics).",
 		rule: atLeast(1000), field: func(c *Config) any { return &c.ConsoleLagSampleInterval }},
@@ -388,10 +459,14 @@ func withDoc(r Rule, doc string) Rule { r.Doc = doc; return r }
 // Keys returns every broker key in the reference's order.
 func Keys() []Key { return append([]Key(nil), keys...) }
 
-// Lookup returns the broker key name.
+// Lookup returns the broker key name. A per-listener override
+// (listener.name.<listener>.<key>) returns the key it overrides; a
+// console.kafka.<property> key the entry documenting that prefix.
 func Lookup(name string) (*Key, bool) {
-	k, ok := keyIndex[name]
-	return k, ok
+	if k, ok := keyIndex[name]; ok {
+		return k, true
+	}
+	return lookupPrefixed(name)
 }
 
 var keyIndex, topicIndex map[string]*Key
@@ -444,9 +519,10 @@ func init() {
 		if b.norm != nil || b.syntax.Doc != "" || b.rule.Doc != "" || b.Mode != ReadOnly {
 			panic("config: " + b.Name + " gives the default of " + t.Name + " and takes its rules from it: declare them there")
 		}
-		b.Topic, b.Type, b.Mode = t.Name, t.Type, ClusterWide
+		b.Topic, b.Type, b.Mode, b.Dynamic = t.Name, t.Type, ClusterWide, true
 		b.norm, b.syntax, b.rule = t.norm, t.syntax, t.rule
 	}
+	initKafka()
 	d := Default()
 	for i := range topicKeys {
 		t := &topicKeys[i]

@@ -25,8 +25,16 @@ func WriteReference(w io.Writer) error {
 	p("properties: `key=value`; a line starting with `#` or `!` is a comment; a line ending in `\\`\n")
 	p("continues on the next), given with `sluice serve --config FILE`; `--override key=value`\n")
 	p("(repeatable) wins over the file. The keys are Kafka's, with Kafka's types and defaults where\n")
-	p("Kafka has them. An unknown key or a bad value stops the start with an error naming the key;\n")
-	p("a value holding ` #` draws a warning, since a properties file has no trailing comments.\n")
+	p("Kafka has them. A bad value stops the start with an error naming the key; a value holding\n")
+	p("` #` draws a warning, since a properties file has no trailing comments.\n")
+	p("\n")
+	p("A `server.properties` written for Apache Kafka %s works unchanged: every broker key of Kafka\n", kafkaVersion)
+	p("is recognised (their names are generated from Kafka's source by `scripts/kafkakeys.py` into\n")
+	p("`config/kafkakeys.go`). The keys below behave as described; a key of Kafka's that has no\n")
+	p("meaning for Sluice (`num.network.threads`, `num.io.threads`, JVM, KRaft and SASL/SSL tuning,\n")
+	p("...) is accepted and ignored, and the broker logs one warning at start naming all of them. A\n")
+	p("key that neither Sluice nor Kafka has (a typo) stops the start with the closest known key:\n")
+	p("`unknown key \"log.retention.hour\" (did you mean \"log.retention.hours\"?)`.\n")
 	p("`sluice serve --help` lists the keys with their defaults, and `sluice config properties`\n")
 	p("prints a file naming every key with its default commented out: the packages install it as\n")
 	p("`/etc/sluice/server.properties`.\n\n")
@@ -40,11 +48,17 @@ func WriteReference(w io.Writer) error {
 	p("  given, in Kafka's order: %s.\n", strings.Join(syn, "; "))
 	p("- **Topic configs** set on a topic win over the broker key that gives their default; see\n")
 	p("  [Topic configs](#topic-configs).\n")
-	p("- **Update mode** is Kafka's: `read-only` keys need a restart; Kafka changes `per-broker`\n")
-	p("  and `cluster-wide` ones at run time with AlterConfigs (on one broker, or on the cluster\n")
-	p("  default too). Sluice reads every broker key at start: change the file and restart\n")
-	p("  (`systemctl restart sluice`). DescribeConfigs lists every broker key as read-only, with its\n")
-	p("  source: `STATIC_BROKER_CONFIG` when set, else `DEFAULT_CONFIG`.\n\n")
+	p("- **Update mode.** `cluster-wide` keys are dynamic broker configs: they change while the\n")
+	p("  broker runs, for one broker or as the cluster default, with AlterConfigs or\n")
+	p("  IncrementalAlterConfigs on a BROKER resource (`sluice configs alter --broker ID` or\n")
+	p("  `--broker-defaults`, `kafka-configs.sh --entity-type brokers`), and are kept by the\n")
+	p("  coordinator (`/config/brokers/<id>`, `/config/brokers/<default>`), so they survive a\n")
+	p("  restart; see [docs/operations.md](operations.md). The value in force is the broker's own\n")
+	p("  dynamic config, else the cluster default, else the file, else the default, and\n")
+	p("  DescribeConfigs says which (`DYNAMIC_BROKER_CONFIG`, `DYNAMIC_DEFAULT_BROKER_CONFIG`,\n")
+	p("  `STATIC_BROKER_CONFIG`, `DEFAULT_CONFIG`). `read-only` keys are read at start: change the\n")
+	p("  file and restart (`systemctl restart sluice`); AlterConfigs refuses them. Where Kafka can\n")
+	p("  change a key at run time and Sluice cannot yet, the cell says so.\n\n")
 	p("Sections:")
 	groups := groupsInOrder()
 	for i, g := range groups {
@@ -67,21 +81,37 @@ func WriteReference(w io.Writer) error {
 			if k.Group != g {
 				continue
 			}
-			p("| `%s` | %s | %s | %s | %s | %s |\n", k.Name, k.Type, mdDefault(k.Default), cell(k.ValidValues()), k.Mode, cell(k.Documentation()))
+			p("| `%s` | %s | %s | %s | %s | %s |\n", k.Name, k.Type, mdDefault(k.Default), cell(k.ValidValues()), updateMode(k), cell(k.Documentation()))
 		}
 	}
 	p("\n## Topic configs\n\n")
 	p("Set on a topic when it is created or later (CreateTopics, AlterConfigs and\n")
 	p("IncrementalAlterConfigs: `kafka-configs.sh`, `sluice configs alter`, the console's topic page).\n")
 	p("A topic that does not set one takes the value of its broker key, and DescribeConfigs says\n")
-	p("which: `DYNAMIC_TOPIC_CONFIG`, `STATIC_BROKER_CONFIG` or `DEFAULT_CONFIG`. A config Sluice\n")
-	p("does not know, or a value that does not parse, is refused with `INVALID_CONFIG`; a value out\n")
+	p("which: `DYNAMIC_TOPIC_CONFIG`, `STATIC_BROKER_CONFIG` or `DEFAULT_CONFIG`. A config neither\n")
+	p("Sluice nor Kafka knows, or a value that does not parse, is refused with `INVALID_CONFIG`; a value out\n")
 	p("of range with `POLICY_VIOLATION`.\n\n")
 	p("| Config | Type | Default | Valid values | Broker key | Description |\n")
 	p("|---|---|---|---|---|---|\n")
 	for i := range topicKeys {
 		k := &topicKeys[i]
 		p("| `%s` | %s | %s | %s | `%s` | %s |\n", k.Name, k.Type, mdDefault(k.Default), cell(k.ValidValues()), k.BrokerKey, cell(k.Doc))
+	}
+	p("\n### Kafka's topic configs without effect\n\n")
+	p("Kafka %s has these topic configs and Sluice does not act on them. They are accepted (their\n", kafkaVersion)
+	p("type and range checked as Kafka checks them), kept with the topic and reported by\n")
+	p("DescribeConfigs, so that topic specs written for Kafka (MirrorMaker 2, Terraform, Strimzi)\n")
+	p("apply cleanly. The broker key is Kafka's; set in the file, it is accepted and ignored like\n")
+	p("the other Kafka-only keys, and DescribeConfigs shows it as the topics' `STATIC_BROKER_CONFIG`.\n\n")
+	p("| Config | Type | Kafka's default | Valid values | Kafka's broker key | Description |\n")
+	p("|---|---|---|---|---|---|\n")
+	for i := range acceptedTopicKeys {
+		k := &acceptedTopicKeys[i]
+		bk := "(none)"
+		if k.BrokerKey != "" {
+			bk = "`" + k.BrokerKey + "`"
+		}
+		p("| `%s` | %s | %s | %s | %s | %s |\n", k.Name, k.Type, mdDefault(k.Default), cell(k.ValidValues()), bk, cell(k.Doc))
 	}
 	return b.Flush()
 }
@@ -92,13 +122,16 @@ const propertiesHeader = `# Sluice configuration: /etc/sluice/server.properties
 # Kafka's key names and defaults (Java properties format: key=value, '#'
 # starts a comment line). Every key Sluice knows is listed below; a line that
 # starts with '#' shows the built-in default and has no effect until the '#'
-# is removed. An unknown key is an error at start, so a typo cannot pass
-# unnoticed. docs/configuration.md describes every key.
+# is removed. A key of Apache Kafka that Sluice has no use for is accepted
+# with a warning; a key unknown to both is an error at start, so a typo
+# cannot pass unnoticed. docs/configuration.md describes every key.
 #
 # Any key can also be given on the command line, which wins over this file:
 #   sluice serve --config /etc/sluice/server.properties --override key=value
 #
 # After a change:   systemctl restart sluice
+# The cluster-wide keys also change without a restart (docs/operations.md):
+#   sluice configs alter --broker-defaults --set log.retention.ms=86400000
 # The .deb and .rpm packages never overwrite this file once it was edited.
 #
 # Generated by 'sluice config properties' from the same table as the
@@ -141,6 +174,18 @@ func WriteProperties(w io.Writer, set map[string]string) error {
 		}
 	}
 	return b.Flush()
+}
+
+// updateMode is the key's update mode in Sluice, with Kafka's where it
+// differs.
+func updateMode(k *Key) string {
+	switch {
+	case k.Dynamic:
+		return k.Mode.String()
+	case k.Mode != ReadOnly:
+		return "read-only (Kafka: " + k.Mode.String() + ")"
+	}
+	return ReadOnly.String()
 }
 
 func groupsInOrder() []*Group {

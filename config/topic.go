@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -172,6 +173,9 @@ type TopicDefault struct {
 	BrokerKey string // the key given (log.retention.hours), else the topic config's broker key
 	Value     string
 	Static    bool // set in the config file or an override
+	// Level is where Value comes from; a dynamic broker config
+	// (TopicDefaultsWith) is LevelDynamicBroker or LevelDynamicDefault.
+	Level Level
 }
 
 // TopicDefaults maps each topic config to its broker-level value in c.
@@ -183,9 +187,34 @@ func (c *Config) TopicDefaults() map[string]TopicDefault {
 		d := TopicDefault{BrokerKey: b.Name, Value: format(b.field(c))}
 		for _, name := range append([]string{b.Name}, b.Synonyms...) {
 			if _, ok := c.Given[name]; ok {
-				d.BrokerKey, d.Static = name, true
+				d.BrokerKey, d.Static, d.Level = name, true, LevelStatic
 				break
 			}
+		}
+		out[t.Name] = d
+	}
+	// The topic configs Sluice only accepts: Kafka's broker key, when the
+	// file gave one (Ignored), else Kafka's default.
+	for i := range acceptedTopicKeys {
+		t := &acceptedTopicKeys[i]
+		d := TopicDefault{BrokerKey: t.BrokerKey, Value: t.Default}
+		if t.BrokerKey == "" {
+			d.BrokerKey = t.Name
+		}
+		for _, name := range kafkaTopicSynonyms[t.Name] {
+			v, ok := c.Ignored[name]
+			if !ok {
+				continue
+			}
+			if strings.HasSuffix(name, ".hours") { // log.roll.jitter.hours
+				if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n >= 0 && n <= math.MaxInt64/3600000 {
+					v = strconv.FormatInt(n*3600000, 10)
+				}
+			}
+			if t.CheckValue(v) == nil {
+				d.BrokerKey, d.Value, d.Static, d.Level = name, v, true, LevelStatic
+			}
+			break
 		}
 		out[t.Name] = d
 	}

@@ -51,6 +51,7 @@ type Registry struct {
 	console  *Console
 	alerting *Alerting
 	schemas  *SchemaRegistry
+	authn    *authnMetrics // authentication counters (auth.go). Lock mu.
 }
 
 // New returns a registry holding the Go runtime, process and build-info

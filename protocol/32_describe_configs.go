@@ -19,9 +19,16 @@ import (
 //     set in the config file or an override, else DEFAULT_CONFIG with
 //     Kafka's default. config_names filters. Unknown topic:
 //     UNKNOWN_TOPIC_OR_PARTITION.
-//   - BROKER resources: this broker's settings (name "" or this broker's
-//     id), read-only; another broker's id is INVALID_REQUEST (ask that
-//     broker). BROKER_LOGGER and other types: INVALID_REQUEST.
+//   - BROKER resources: this broker's id: every broker key with the value
+//     in force and its source (DYNAMIC_BROKER_CONFIG,
+//     DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG)
+//     and synonyms in that order; dynamic keys are not read-only. Name "":
+//     the cluster default, the dynamic defaults set, as Kafka. Another
+//     broker's id is INVALID_REQUEST (ask that broker).
+//   - BROKER_LOGGER resources (this broker's id): "root" and each component
+//     logger (broker, storage, protocol, ...) with its level (TRACE, DEBUG,
+//     INFO, WARN, ERROR), source DYNAMIC_BROKER_LOGGER_CONFIG. Other types:
+//     INVALID_REQUEST.
 //   - A resource named again in the same request: INVALID_REQUEST for the
 //     repeats (each resource is described once per request, so an answer
 //     stays as large as the configs there are, not as the request's
@@ -36,8 +43,9 @@ import (
 func init() { register(32, 0, 4, handleDescribeConfigs) }
 
 const (
-	resourceTopic  = 2
-	resourceBroker = 4
+	resourceTopic        = 2
+	resourceBroker       = 4
+	resourceBrokerLogger = 8
 )
 
 func handleDescribeConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
@@ -71,8 +79,10 @@ func handleDescribeConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Res
 			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.ID())) {
 				err = &broker.Error{Code: kerr.InvalidRequest, Msg: "describe broker " + rr.ResourceName + " on that broker"}
 			} else {
-				entries = b.DescribeBrokerConfigs(rr.ConfigNames, req.IncludeSynonyms)
+				entries = b.DescribeBrokerConfigsOf(rr.ResourceName, rr.ConfigNames, req.IncludeSynonyms)
 			}
+		case rr.ResourceType == resourceBrokerLogger:
+			entries, err = b.DescribeLoggers(rr.ResourceName, rr.ConfigNames)
 		default:
 			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "unsupported resource type " + strconv.Itoa(int(rr.ResourceType))}
 		}

@@ -21,8 +21,9 @@ import (
 //     topic: UNKNOWN_TOPIC_OR_PARTITION. More than 10,000 configs in the
 //     request (Kafka's limit on one request's metadata records):
 //     POLICY_VIOLATION for every resource.
-//   - BROKER resources: INVALID_REQUEST; broker settings are static (the
-//     config file), restart to change them.
+//   - BROKER resources: the given configs replace all dynamic broker
+//     configs of this broker (its id) or of the cluster default (""), as
+//     IncrementalAlterConfigs describes.
 //
 // Version notes:
 //   - v1: ThrottleMillis semantics. v2: flexible.
@@ -64,7 +65,13 @@ func handleAlterConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 			}
 			err = s.cfg.Broker.AlterTopicConfigs(ctx, rr.ResourceName, set, req.ValidateOnly)
 		case resourceBroker:
-			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "broker configs are static: edit the config file and restart"}
+			set := map[string]string{}
+			for _, c := range rr.Configs {
+				if c.Value != nil {
+					set[c.Name] = *c.Value
+				}
+			}
+			err = s.cfg.Broker.AlterBrokerConfigs(ctx, rr.ResourceName, set, req.ValidateOnly)
 		default:
 			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "unsupported resource type " + strconv.Itoa(int(rr.ResourceType))}
 		}

@@ -20,7 +20,16 @@ import (
 //     INVALID_CONFIG for others). validate_only only validates. Errors as
 //     AlterConfigs; a config named twice is INVALID_REQUEST; more than
 //     10,000 configs in the request: POLICY_VIOLATION for every resource.
-//   - BROKER resources: INVALID_REQUEST (static settings).
+//   - BROKER resources: dynamic broker configs of this broker (its id) or
+//     of the cluster default (""), the same operations; applied without
+//     a restart and kept by the coordinator (/config/brokers/<entity>).
+//     A key Sluice reads at start only: INVALID_REQUEST saying to restart;
+//     an unknown key or a bad value: INVALID_CONFIG; another broker's id:
+//     INVALID_REQUEST (send it to that broker).
+//   - BROKER_LOGGER resources (this broker's id): SET a logger's level
+//     (root or a component), DELETE a component's own level (back to the
+//     root's); at once, not kept across a restart. Unknown logger or level:
+//     INVALID_CONFIG; APPEND/SUBTRACT: INVALID_REQUEST.
 //
 // Version notes:
 //   - v1: flexible.
@@ -64,7 +73,25 @@ func handleIncrementalAlterConfigs(ctx context.Context, s *Server, r *Request) (
 			}
 			err = s.cfg.Broker.IncrementalAlterTopicConfigs(ctx, rr.ResourceName, ops, req.ValidateOnly)
 		case resourceBroker:
-			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "broker configs are static: edit the config file and restart"}
+			ops := make([]broker.ConfigOp, 0, len(rr.Configs))
+			for _, c := range rr.Configs {
+				op := broker.ConfigOp{Name: c.Name, Op: int8(c.Op)}
+				if c.Value != nil {
+					op.Value = *c.Value
+				}
+				ops = append(ops, op)
+			}
+			err = s.cfg.Broker.IncrementalAlterBrokerConfigs(ctx, rr.ResourceName, ops, req.ValidateOnly)
+		case resourceBrokerLogger:
+			ops := make([]broker.ConfigOp, 0, len(rr.Configs))
+			for _, c := range rr.Configs {
+				op := broker.ConfigOp{Name: c.Name, Op: int8(c.Op)}
+				if c.Value != nil {
+					op.Value = *c.Value
+				}
+				ops = append(ops, op)
+			}
+			err = s.cfg.Broker.AlterLoggers(rr.ResourceName, ops, req.ValidateOnly)
 		default:
 			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "unsupported resource type " + strconv.Itoa(int(rr.ResourceType))}
 		}

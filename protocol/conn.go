@@ -3,6 +3,7 @@ package protocol
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/kwire"
 	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/security"
 )
 
 // Request is one decoded request handed to a HandlerFunc.
@@ -33,6 +35,10 @@ type Request struct {
 	Msg kmsg.Request
 	// Listener is the name of the listener the connection came in on.
 	Listener string
+	// Principal is who the connection authenticated as: User:<name> after
+	// SASL, the mapped certificate subject on SSL with a client
+	// certificate, else User:ANONYMOUS (security.Anonymous).
+	Principal security.Principal
 	// Remote is the client's address.
 	Remote string
 
@@ -124,6 +130,16 @@ type conn struct {
 	remote   string
 	lmx      *metrics.Listener // nil without metrics
 
+	// Authentication (sasl.go). lcfg is the listener's configuration;
+	// principal is set before the first request is dispatched and never
+	// changes (a re-authentication must keep it); sasl is the SASL state of
+	// a SASL listener's connection (the reader's); sessionEnd is when the
+	// SASL session expires (unix nanos, 0: never).
+	lcfg       *Listener
+	principal  security.Principal
+	sasl       *saslState
+	sessionEnd atomic.Int64
+
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -151,11 +167,17 @@ type conn struct {
 	broken     bool // a write or a handler failed: nothing more is written (writer)
 }
 
-func newConn(s *Server, nc net.Conn, listener string) *conn {
+func newConn(s *Server, nc net.Conn, l *Listener) *conn {
 	ctx, cancel := context.WithCancel(s.baseCtx)
+	listener := l.Name
+	if l.TLS != nil {
+		// The handshake runs on the connection's goroutine (authenticate).
+		nc = tls.Server(nc, l.TLS.Config())
+	}
 	c := &conn{
-		s: s, nc: nc, listener: listener, remote: nc.RemoteAddr().String(),
-		ctx: ctx, cancel: cancel,
+		s: s, nc: nc, listener: listener, lcfg: l, remote: nc.RemoteAddr().String(),
+		principal: security.Anonymous,
+		ctx:       ctx, cancel: cancel,
 		br:       bufio.NewReaderSize(nc, 32<<10),
 		inflight: make(chan struct{}, s.cfg.MaxInFlight),
 		drained:  make(chan struct{}),
@@ -196,6 +218,12 @@ func expiredReason(why int32) string {
 func (c *conn) serve() {
 	if c.lmx != nil {
 		c.lmx.Opened()
+	}
+	// TLS handshake and SASL authentication (sasl.go) before the first
+	// request is dispatched.
+	if err := c.authenticate(); err != nil {
+		c.finish(err)
+		return
 	}
 	c.readLoop()
 }
@@ -265,6 +293,12 @@ func (c *conn) readOne() error {
 		c.observeDecodeError(frame, err)
 		done()
 		return err
+	}
+	// KIP-368: once a SASL session expired, only re-authentication may
+	// go on; anything else closes the connection.
+	if end := c.sessionEnd.Load(); end != 0 && arrival.UnixNano() > end && r != nil && r.Key != 17 && r.Key != 36 {
+		done()
+		return errSessionExpired
 	}
 	// At most MaxInFlight requests read and not yet answered: beyond that
 	// the reader waits (and the client's requests queue in the socket).
@@ -376,6 +410,7 @@ func (c *conn) decode(frame []byte) (*Request, *api, *slot, error) {
 	r, a, sl, err := decodeFrameID(frame, c.clientID)
 	if r != nil {
 		r.Listener, r.Remote, r.c = c.listener, c.remote, c
+		r.Principal = c.principal
 		c.clientID = r.ClientID
 	}
 	return r, a, sl, err

@@ -3,7 +3,10 @@ package protocol
 import (
 	"bufio"
 	"encoding/binary"
+	"io"
 	"net"
+	"sync"
+	"syscall"
 
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/internal/kwire"
@@ -86,7 +89,55 @@ type fetchWriter struct {
 	n        int64 // bytes counted or written
 	err      error
 	flex     bool
+	// copyBelow is the smallest region sent on its own rather than copied
+	// into buf: copyRecordsBelow when nc can sendfile, else (TLS: every
+	// byte is copied and encrypted in user space anyway) maxWriteBuffer, so
+	// that the records go out in few large writes.
+	copyBelow int64
 }
+
+// newFetchWriter returns the writer of a response to nc.
+func newFetchWriter(buf []byte, nc net.Conn, flex bool) fetchWriter {
+	fw := fetchWriter{buf: buf, nc: nc, flex: flex, copyBelow: copyRecordsBelow}
+	if _, ok := nc.(syscall.Conn); nc != nil && !ok {
+		fw.copyBelow = maxWriteBuffer
+	}
+	return fw
+}
+
+// chunkWriter is a connection without sendfile (TLS) as the destination of
+// a large file region: the region is read into a pooled buffer and written
+// in chunks (io.Copy uses ReadFrom), instead of io.Copy allocating its own
+// buffer for each region.
+type chunkWriter struct{ w io.Writer }
+
+func (c chunkWriter) Write(p []byte) (int, error) { return c.w.Write(p) }
+
+// ReadFrom implements io.ReaderFrom.
+func (c chunkWriter) ReadFrom(r io.Reader) (int64, error) {
+	bp := chunkBufs.Get().(*[]byte)
+	defer chunkBufs.Put(bp)
+	buf := *bp
+	var n int64
+	for {
+		m, err := io.ReadFull(r, buf)
+		if m > 0 {
+			if _, werr := c.w.Write(buf[:m]); werr != nil {
+				return n, werr
+			}
+			n += int64(m)
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// chunkBufs are chunkWriter's buffers (256 KiB: sixteen TLS records).
+var chunkBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 func (fw *fetchWriter) int16(v int16) {
 	fw.n += 2
@@ -167,7 +218,7 @@ func (fw *fetchWriter) records(recs *broker.Records) {
 	if fw.counting || fw.err != nil || n == 0 {
 		return
 	}
-	if n < copyRecordsBelow || fw.nc == nil || recs.InMemory() {
+	if n < fw.copyBelow || fw.nc == nil || recs.InMemory() {
 		// A response of many small regions goes out in pieces of about
 		// maxWriteBuffer, not gathered whole (a fetch may be 50 MB).
 		if fw.nc != nil && len(fw.buf)+int(n) > maxWriteBuffer {
@@ -190,7 +241,11 @@ func (fw *fetchWriter) records(recs *broker.Records) {
 		fw.buf = fw.buf[:0]
 	}
 	var m int64
-	m, fw.err = recs.WriteTo(fw.nc)
+	if fw.copyBelow > copyRecordsBelow {
+		m, fw.err = recs.WriteTo(chunkWriter{fw.nc})
+	} else {
+		m, fw.err = recs.WriteTo(fw.nc)
+	}
 	if fw.err == nil && m != n {
 		fw.err = errShortRegion
 	}
@@ -283,7 +338,7 @@ func (f *fetchResponse) size() int64 {
 // appendResponse implements streamResponse.
 func (f *fetchResponse) appendResponse(buf []byte, nc net.Conn, corr int32) ([]byte, error) {
 	size := f.size()
-	fw := fetchWriter{buf: buf, nc: nc, flex: f.flexible()}
+	fw := newFetchWriter(buf, nc, f.flexible())
 	fw.int32(int32(size))
 	fw.int32(corr)
 	if kwire.ResponseHeaderTags(1, fw.flex) {

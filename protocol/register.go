@@ -196,4 +196,5 @@ func (s *Server) resolveMetrics() {
 			s.apiMx[key] = s.mx.API(int16(key))
 		}
 	}
+	s.resolveAuthMetrics(reg, s.cfg.Broker.ID())
 }

@@ -12,13 +12,34 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/security"
 )
 
-// Listener is one address the server accepts connections on.
+// Listener is one address the server accepts connections on, with its
+// security protocol (see sasl.go).
 type Listener struct {
 	Name string // listener name (PLAINTEXT); Metadata answers with the endpoints of this name
 	Addr string // host:port; port 0 picks a free one
+
+	// SecurityProtocol is PLAINTEXT ("" too), SSL, SASL_PLAINTEXT or
+	// SASL_SSL.
+	SecurityProtocol string
+	// TLS serves SSL and SASL_SSL listeners.
+	TLS *security.ServerTLS
+	// PrincipalMapper turns a client certificate into the principal of an
+	// SSL connection (ssl.principal.mapping.rules); nil is DEFAULT.
+	PrincipalMapper *security.PrincipalMapper
+	// Mechanisms are the SASL mechanisms a SASL listener accepts
+	// (sasl.enabled.mechanisms).
+	Mechanisms []string
+	// Reauth is connections.max.reauth.ms by mechanism: the lifetime of
+	// a SASL session (KIP-368); 0 or absent, sessions do not expire.
+	Reauth map[string]time.Duration
+	// MaxReceiveSize is sasl.server.max.receive.size: the largest frame
+	// before authentication (0: DefaultSaslMaxReceiveSize).
+	MaxReceiveSize int32
 }
 
 // Config configures a Server.
@@ -73,6 +94,14 @@ type Config struct {
 	// metrics.Default() when not set), so request and traffic metrics land
 	// on one registry.
 	Metrics *metrics.Registry
+	// Credentials is the SCRAM credential store: SASL listeners
+	// authenticate against it, DescribeUserScramCredentials and
+	// AlterUserScramCredentials read and change it (the coordinator).
+	Credentials cluster.Credentials
+	// AuthFailureDelay is connection.failed.authentication.delay.ms, the
+	// first penalty of an address that failed to authenticate (see
+	// security.Throttle); 0 is DefaultAuthFailureDelay, negative none.
+	AuthFailureDelay time.Duration
 }
 
 // Server is the Kafka protocol listener.
@@ -83,6 +112,7 @@ type Server struct {
 	mu        sync.Mutex
 	listeners []net.Listener
 	names     []string
+	lcfgs     []*Listener // each listener's configuration, beside listeners
 	conns     map[*conn]struct{}
 	closing   bool
 
@@ -107,6 +137,11 @@ type Server struct {
 	// API key.
 	mx    *metrics.Broker
 	apiMx [maxAPIKey]*metrics.API
+	// authMx are the authentication counters by listener and mechanism
+	// ("SSL" for TLS handshakes), resolved with the others.
+	authMx map[string]*metrics.Authentication
+	// throttle slows failed authentications per address (sasl.go).
+	throttle *security.Throttle
 }
 
 // NewServer returns a server; Serve listens and accepts.
@@ -152,6 +187,12 @@ func newServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkListenerSecurity(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.AuthFailureDelay == 0 {
+		cfg.AuthFailureDelay = DefaultAuthFailureDelay
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg:        cfg,
@@ -162,6 +203,7 @@ func newServer(cfg Config) (*Server, error) {
 		gate: connGate{maxTotal: cfg.MaxConnections, maxPerIP: cfg.MaxConnectionsPerIP,
 			overrides: overrides, perIP: map[netip.Addr]int{}},
 		logLimit: logLimiter{every: 10 * time.Second},
+		throttle: security.NewThrottle(max(cfg.AuthFailureDelay, 0)),
 	}
 	if cfg.QueuedMaxRequestBytes > 0 {
 		s.budget = newRequestBudget(cfg.QueuedMaxRequestBytes)
@@ -178,7 +220,8 @@ func (s *Server) Listen() error {
 	if len(s.listeners) > 0 {
 		return nil
 	}
-	for _, l := range s.cfg.Listeners {
+	for i := range s.cfg.Listeners {
+		l := &s.cfg.Listeners[i]
 		ln, err := net.Listen("tcp", l.Addr)
 		if err != nil {
 			for _, prev := range s.listeners {
@@ -189,6 +232,7 @@ func (s *Server) Listen() error {
 		}
 		s.listeners = append(s.listeners, ln)
 		s.names = append(s.names, l.Name)
+		s.lcfgs = append(s.lcfgs, l)
 	}
 	return nil
 }
@@ -220,14 +264,15 @@ func (s *Server) Serve() error {
 	}
 	for i, ln := range s.listeners {
 		s.acceptWG.Add(1)
-		go s.accept(ln, s.names[i])
-		s.log.Info("listening", "listener", s.names[i], "addr", ln.Addr().String())
+		go s.accept(ln, s.lcfgs[i])
+		s.log.Info("listening", "listener", s.names[i], "addr", ln.Addr().String(), "security_protocol", s.lcfgs[i].protocol())
 	}
 	return nil
 }
 
-func (s *Server) accept(ln net.Listener, name string) {
+func (s *Server) accept(ln net.Listener, l *Listener) {
 	defer s.acceptWG.Done()
+	name := l.Name
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -258,7 +303,7 @@ func (s *Server) accept(ln net.Listener, name string) {
 			nc.Close()
 			continue
 		}
-		c := newConn(s, nc, name)
+		c := newConn(s, nc, l)
 		c.ip, c.hasIP = ip, hasIP
 		s.conns[c] = struct{}{}
 		s.connWG.Add(1)

@@ -27,6 +27,9 @@ type cache struct {
 	reassign     []cluster.Reassignment
 	stateSeq     int64 // last /state_change_notification entry applied (-1: none)
 	configSeq    int64 // last /config/changes entry applied (-1: none)
+	// brokerConfigs are the dynamic broker configs by entity (an id or
+	// <default>), /config/brokers/<entity>.
+	brokerConfigs map[string]brokerConfigEntry
 }
 
 func newCache() cache {
@@ -110,7 +113,7 @@ func (c *Coordinator) loadAll() (cluster.Change, error) {
 		return 0, err
 	}
 	var changes cluster.Change
-	for _, fn := range []func() (cluster.Change, error){c.loadController, c.loadBrokers, c.loadDeletions, c.loadReassignments} {
+	for _, fn := range []func() (cluster.Change, error){c.loadController, c.loadBrokers, c.loadDeletions, c.loadReassignments, c.loadBrokerConfigs, c.loadUsers} {
 		ch, err := fn()
 		changes |= ch
 		if err != nil {

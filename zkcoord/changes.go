@@ -140,8 +140,10 @@ func (c *Coordinator) setStateSeq(seq int64) {
 }
 
 // processConfigLog applies /config/changes entries since the last one:
-// each "topics/<t>" entity re-reads that topic's config. Other entity types
-// (brokers, users, clients) are Kafka's and not used by Sluice.
+// each "topics/<t>" entity re-reads that topic's config, each
+// "brokers/<entity>" that entity's dynamic broker configs, each "users/<u>"
+// that user's SCRAM credentials (credentials.go). Other entity types
+// (clients) are Kafka's and not used by Sluice.
 func (c *Coordinator) processConfigLog() (cluster.Change, error) {
 	c.configLogMu.Lock()
 	defer c.configLogMu.Unlock()
@@ -156,11 +158,14 @@ func (c *Coordinator) processConfigLog() (cluster.Change, error) {
 	if len(fresh) == 0 {
 		return 0, nil
 	}
-	var topics []string
+	var topics, brokerEntities, users []string
 	if gap {
 		c.mu.RLock()
 		topics = c.topicNames()
 		c.mu.RUnlock()
+		if _, err := c.loadUsers(); err != nil {
+			return 0, err
+		}
 	} else {
 		paths := make([]string, len(fresh))
 		for i, e := range fresh {
@@ -183,9 +188,30 @@ func (c *Coordinator) processConfigLog() (cluster.Change, error) {
 				seen[t] = true
 				topics = append(topics, t)
 			}
+			if e, ok := strings.CutPrefix(z.EntityPath, "brokers/"); ok && !seen["\x00"+e] {
+				seen["\x00"+e] = true
+				brokerEntities = append(brokerEntities, e)
+			}
+			if u, ok := strings.CutPrefix(z.EntityPath, "users/"); ok && !seen[z.EntityPath] {
+				seen[z.EntityPath] = true
+				users = append(users, u)
+			}
 		}
 	}
+	if err := c.reloadUsers(users); err != nil {
+		return 0, err
+	}
 	changes, err := c.reloadConfigs(topics)
+	if err != nil {
+		return changes, err
+	}
+	var ch cluster.Change
+	if gap {
+		ch, err = c.loadBrokerConfigs()
+	} else if len(brokerEntities) > 0 {
+		ch, err = c.reloadBrokerConfigs(brokerEntities)
+	}
+	changes |= ch
 	if err != nil {
 		return changes, err
 	}

@@ -57,6 +57,7 @@ type Coordinator struct {
 	won        *controllership          // the controllership this session holds
 	cache      cache
 	watchers   map[*watcher]struct{}
+	creds      userCache // SCRAM credentials (credentials.go)
 
 	done chan struct{}
 	wg   sync.WaitGroup

@@ -10,7 +10,8 @@
 //	/controller                ephemeral          {"version":2,"brokerid":1,"timestamp":"...","kraftControllerEpoch":-1}
 //	/controller_epoch                             a bare integer
 //	/config/topics/<t>                            {"version":1,"config":{...}}
-//	/config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<t>"}
+//	/config/brokers/<id>, /config/brokers/<default>  {"version":1,"config":{...}}  dynamic broker configs
+//	/config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<t>"} (or "brokers/<entity>")
 //	/admin/delete_topics/<t>                      a topic marked for deletion
 //	/admin/reassign_partitions                    {"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..]}]}
 //	/latest_producer_id_block                     {"version":1,"broker":1,"block_start":"0","block_end":"999"}

@@ -373,8 +373,12 @@ type configChangeZNode struct {
 	EntityPath string `json:"entity_path"`
 }
 
-func encodeConfigChange(topic string) []byte {
-	b, _ := json.Marshal(configChangeZNode{Version: 2, EntityPath: "topics/" + topic})
+func encodeConfigChange(topic string) []byte { return encodeEntityChange("topics/" + topic) }
+
+// encodeEntityChange announces a change of the entity at path under
+// /config: "topics/<t>", "brokers/<id>", "brokers/<default>".
+func encodeEntityChange(entityPath string) []byte {
+	b, _ := json.Marshal(configChangeZNode{Version: 2, EntityPath: entityPath})
 	return b
 }
 

@@ -27,6 +27,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/kclient"
 )
 
 // Defaults of the shared flags.
@@ -189,9 +191,10 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // clientFlags are the flags every command that talks to the cluster takes.
 type clientFlags struct {
-	brokers string
-	output  string
-	timeout time.Duration
+	brokers       string
+	output        string
+	timeout       time.Duration
+	commandConfig string // --command-config: Kafka client properties (internal/kclient)
 }
 
 // clusterFlags starts the command line of a command that talks to the
@@ -212,6 +215,7 @@ func (f *clientFlags) register(fs *flag.FlagSet, env *cliEnv, withOutput bool) {
 	}
 	fs.StringVar(&f.brokers, "brokers", def, "bootstrap brokers host:port[,host:port...]; $"+brokersEnv+" sets the default")
 	fs.DurationVar(&f.timeout, "timeout", defaultTimeout, "give up on the cluster after this long")
+	fs.StringVar(&f.commandConfig, "command-config", "", "properties `FILE` of Kafka client settings (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...), as Kafka's tools take it")
 	if withOutput {
 		fs.StringVar(&f.output, "output", "table", "output format: table or json")
 		fs.StringVar(&f.output, "o", "table", "shorthand for --output")
@@ -295,12 +299,17 @@ func (f *clientFlags) seeds() []string {
 // client connects to the cluster and checks that a broker answers, so an
 // unreachable cluster fails fast with a clear message instead of a timeout.
 func (f *clientFlags) client(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error) {
-	opts := append([]kgo.Opt{
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(f.seeds()...),
 		kgo.ClientID(cliClientID),
 		kgo.DialTimeout(5 * time.Second),
 		kgo.RetryTimeout(f.timeout),
-	}, extra...)
+	}
+	sec, err := f.security()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(append(opts, sec...), extra...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, usagef("%v", err)
@@ -315,6 +324,22 @@ func (f *clientFlags) client(ctx context.Context, extra ...kgo.Opt) (*kgo.Client
 		return nil, fmt.Errorf("cannot reach any broker at %s: %w", f.brokers, err)
 	}
 	return cl, nil
+}
+
+// security returns the client options of --command-config.
+func (f *clientFlags) security() ([]kgo.Opt, error) {
+	if f.commandConfig == "" {
+		return nil, nil
+	}
+	props, err := kclient.ReadFile(f.commandConfig)
+	if err != nil {
+		return nil, fmt.Errorf("--command-config: %w", err)
+	}
+	s, err := kclient.Parse(props)
+	if err != nil {
+		return nil, fmt.Errorf("--command-config %s: %w", f.commandConfig, err)
+	}
+	return s.Opts(), nil
 }
 
 func (f *clientFlags) admin(ctx context.Context) (*kadm.Client, func(), error) {

@@ -73,6 +73,7 @@ func compareMain(ctx context.Context, args []string, stdout, stderr io.Writer, g
 	}
 	var (
 		brokers     = fs.String("brokers", defBrokers, "comma-separated bootstrap brokers, `HOST:PORT`")
+		cmdConfig   = fs.String("command-config", "", "properties `FILE` of Kafka client settings (security.protocol, sasl.*, ssl.*), as Kafka's tools take it")
 		left        = fs.String("left", "", "the reference `topic`, e.g. ORDER (required)")
 		right       = fs.String("right", "", "the candidate `topic`, e.g. ORDERNEW (required)")
 		key         = fs.String("key", "key", "pair records by the record key (`key`) or by a field of the JSON value (json:PATH, e.g. json:order.id)")
@@ -156,6 +157,14 @@ func compareMain(ctx context.Context, args []string, stdout, stderr io.Writer, g
 		}
 	}
 	opts := migration.Options{Brokers: list, Logger: logger, ExampleLimit: *examples, MetadataTimeout: *metaTimeout}
+	if *cmdConfig != "" {
+		cf := clientFlags{commandConfig: *cmdConfig}
+		sec, err := cf.security()
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		opts.ClientOpts = sec
+	}
 	if *decode {
 		src := serde.NewHTTPSource(firstNonEmpty(*registryURL, getenv(schemaRegistryEnv), defaultSchemaRegistry), nil)
 		if user, pw, ok := strings.Cut(firstNonEmpty(*registryPw, getenv(schemaRegistryAuthEnv)), ":"); ok {

@@ -75,6 +75,7 @@ func perfMode(args []string) (string, []string) {
 // ones it uses.
 type perfFlags struct {
 	brokers, topic, acks, compression, payload, output, group, idempotent string
+	commandConfig                                                         string
 	numRecords                                                            int64
 	recordSize, producers, consumers, maxInflight, maxBuffered            int
 	partitions, batchBytes, fetchMaxPartitionBytes                        int
@@ -95,6 +96,13 @@ func perfMain(ctx context.Context, mode string, args []string, stdout, stderr io
 	usageErr := func(err error) int {
 		fmt.Fprintf(stderr, "sluice perf %s: %v\n", mode, err)
 		return exitUsage
+	}
+	if f.commandConfig != "" {
+		sec, err := (&clientFlags{commandConfig: f.commandConfig}).security()
+		if err != nil {
+			return usageErr(err)
+		}
+		common.ClientOpts = sec
 	}
 	var (
 		res *perf.Result
@@ -189,6 +197,7 @@ func parsePerfFlags(mode string, args []string, stderr io.Writer, getenv func(st
 	fs := flag.NewFlagSet("sluice perf "+mode, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.brokers, "brokers", defBrokers, "comma-separated seed brokers (host:port); $"+brokersEnv+" sets the default")
+	fs.StringVar(&f.commandConfig, "command-config", "", "properties `FILE` of Kafka client settings (security.protocol, sasl.*, ssl.*), as Kafka's tools take it")
 	fs.StringVar(&f.topic, "topic", "sluice-perf", "topic to use")
 	fs.StringVar(&f.output, "output", "text", "summary format: text or json")
 	fs.DurationVar(&f.progress, "progress", time.Second, "interval of the progress line on stderr (0: none)")

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-io/sluice/appliance"
 	"github.com/sluice-io/sluice/config"
 	"github.com/sluice-io/sluice/internal/buildinfo"
+	"github.com/sluice-io/sluice/internal/loglevels"
 	"github.com/sluice-io/sluice/internal/sdnotify"
 )
 
@@ -60,7 +61,9 @@ func runServe(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "sluice serve: --log-level %q: %v\n", logLevel, err)
 		return exitUsage
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// The level can change while the broker runs (BROKER_LOGGER configs):
+	// loglevels filters, the text handler lets everything through.
+	logger := slog.New(loglevels.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}), level).Handler())
 
 	cfg, err := appliance.Load(configPath, over)
 	if err != nil {

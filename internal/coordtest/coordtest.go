@@ -58,6 +58,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"PeerCAS", true, testPeerCAS},
 		{"PeerProducerIDs", true, testPeerProducerIDs},
 		{"FailoverReconcile", true, testFailoverReconcile},
+		{"BrokerConfigs", false, testBrokerConfigs},
+		{"PeerBrokerConfigs", true, testPeerBrokerConfigs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -896,5 +898,90 @@ func testFailoverReconcile(t *testing.T, s Store) {
 	st, _ = a.PartitionState(cx, "f", 2)
 	if st.Leader != 1 {
 		t.Fatalf("f-2 %+v", st)
+	}
+}
+
+// brokerConfigStore is the coordinator's BrokerConfigStore; every store
+// of the project has one.
+func brokerConfigStore(t *testing.T, c cluster.Coordinator) cluster.BrokerConfigStore {
+	t.Helper()
+	bc, ok := c.(cluster.BrokerConfigStore)
+	if !ok {
+		t.Fatalf("%T does not keep dynamic broker configs", c)
+	}
+	return bc
+}
+
+// testBrokerConfigs: dynamic broker configs per entity are replaced whole,
+// copied out, announced by Watch and kept across sessions.
+func testBrokerConfigs(t *testing.T, s Store) {
+	c := s.Open(t)
+	bc := brokerConfigStore(t, c)
+	cx := ctx(t)
+	if cfg, err := bc.BrokerConfig(cx, cluster.DefaultBrokerEntity); err != nil || cfg == nil || len(cfg) != 0 {
+		t.Fatalf("default entity before any write: %#v %v", cfg, err)
+	}
+	watch := c.Watch(cx)
+	must(t, bc.SetBrokerConfig(cx, cluster.DefaultBrokerEntity, map[string]string{"log.retention.ms": "1000", "message.max.bytes": "2"}))
+	must(t, bc.SetBrokerConfig(cx, cluster.DefaultBrokerEntity, map[string]string{"log.retention.ms": "2000"}))
+	must(t, bc.SetBrokerConfig(cx, "1", map[string]string{"message.max.bytes": "512"}))
+	select {
+	case ch := <-watch:
+		if ch&cluster.ChangeBrokerConfigs == 0 {
+			t.Fatalf("watch delivered %b without ChangeBrokerConfigs", ch)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change delivered")
+	}
+	cfg, _ := bc.BrokerConfig(cx, cluster.DefaultBrokerEntity)
+	if !maps.Equal(cfg, map[string]string{"log.retention.ms": "2000"}) {
+		t.Fatalf("SetBrokerConfig must replace, got %v", cfg)
+	}
+	cfg["x"] = "y"
+	if again, _ := bc.BrokerConfig(cx, cluster.DefaultBrokerEntity); again["x"] == "y" {
+		t.Fatal("BrokerConfig returned the coordinator's own map")
+	}
+	must(t, c.Close())
+	c2 := s.Open(t)
+	bc2 := brokerConfigStore(t, c2)
+	if cfg, _ := bc2.BrokerConfig(cx, "1"); !maps.Equal(cfg, map[string]string{"message.max.bytes": "512"}) {
+		t.Fatalf("broker 1 after reopening: %v", cfg)
+	}
+	if cfg, _ := bc2.BrokerConfig(cx, cluster.DefaultBrokerEntity); cfg["log.retention.ms"] != "2000" {
+		t.Fatalf("default after reopening: %v", cfg)
+	}
+	must(t, bc2.SetBrokerConfig(cx, "1", nil))
+	if cfg, _ := bc2.BrokerConfig(cx, "1"); cfg == nil || len(cfg) != 0 {
+		t.Fatalf("broker 1 after clearing: %#v", cfg)
+	}
+}
+
+// testPeerBrokerConfigs: another session sees a dynamic broker config
+// change, by its notification.
+func testPeerBrokerConfigs(t *testing.T, s Store) {
+	a, b := s.Open(t), s.Open(t)
+	cx := ctx(t)
+	watch := b.Watch(cx)
+	must(t, brokerConfigStore(t, a).SetBrokerConfig(cx, cluster.DefaultBrokerEntity, map[string]string{"message.max.bytes": "100"}))
+	must(t, brokerConfigStore(t, a).SetBrokerConfig(cx, "2", map[string]string{"log.segment.bytes": "1048576"}))
+	testutil.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+		if cfg, _ := brokerConfigStore(t, b).BrokerConfig(cx, cluster.DefaultBrokerEntity); cfg["message.max.bytes"] != "100" {
+			return fmt.Errorf("default %v", cfg)
+		}
+		if cfg, _ := brokerConfigStore(t, b).BrokerConfig(cx, "2"); cfg["log.segment.bytes"] != "1048576" {
+			return fmt.Errorf("broker 2 %v", cfg)
+		}
+		return nil
+	})
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case ch := <-watch:
+			if ch&cluster.ChangeBrokerConfigs != 0 {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the peer's watch never delivered ChangeBrokerConfigs")
+		}
 	}
 }

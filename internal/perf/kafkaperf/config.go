@@ -32,6 +32,15 @@ type Common struct {
 	// ProgressInterval), with its track's label ("produce", "consume",
 	// "e2e"): a soak test's view of a run while it lasts.
 	OnSample func(track string, s perf.Sample)
+	// ClientOpts are added to every client's options: TLS and SASL
+	// (sluice perf --command-config).
+	ClientOpts []kgo.Opt
+}
+
+// clientOpts are the options every client of a run starts with: the seed
+// brokers and ClientOpts.
+func (c *Common) clientOpts() []kgo.Opt {
+	return append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, c.ClientOpts...)
 }
 
 // track is the progress Track of a meter labelled label.
@@ -211,14 +220,13 @@ func compressionOpt(name string) (kgo.CompressionCodec, error) {
 func (c *ProduceConfig) producerOpts() []kgo.Opt {
 	acks, _ := ackOpt(c.Acks)
 	codec, _ := compressionOpt(c.Compression)
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(c.Brokers...),
+	opts := append(c.clientOpts(),
 		kgo.DefaultProduceTopic(c.Topic),
 		kgo.RequiredAcks(acks),
 		kgo.ProducerLinger(c.Linger),
 		kgo.ProducerBatchCompression(codec),
 		kgo.RecordDeliveryTimeout(c.DeliveryTimeout),
-	}
+	)
 	if !c.idempotent() {
 		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(c.MaxInflight))
 	}

@@ -34,7 +34,7 @@ func Consume(ctx context.Context, cfg ConsumeConfig) (*perf.Result, error) {
 
 	clients := make([]*kgo.Client, consumers)
 	for i := range clients {
-		opts := []kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}
+		opts := cfg.clientOpts()
 		if cfg.FetchMaxPartitionBytes > 0 {
 			opts = append(opts, kgo.FetchMaxPartitionBytes(cfg.FetchMaxPartitionBytes))
 		}

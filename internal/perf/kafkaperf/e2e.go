@@ -45,8 +45,8 @@ func EndToEnd(ctx context.Context, cfg E2EConfig) (*perf.Result, error) {
 	for p, o := range ends {
 		assign[p] = kgo.NewOffset().At(o)
 	}
-	consumer, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: assign}))
+	consumer, err := kgo.NewClient(append(cfg.clientOpts(),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: assign}))...)
 	if err != nil {
 		return nil, fmt.Errorf("creating consumer: %w", err)
 	}

@@ -221,7 +221,7 @@ type loadConsumers struct {
 	clients   []*kgo.Client
 	recs      []*perf.Recorder
 	meter     *perf.Meter
-	brokers   []string
+	opts      []kgo.Opt // seed brokers and client options
 	group     string
 	startNano int64
 	seen      atomic.Int64 // this run's records received
@@ -238,7 +238,7 @@ type loadConsumers struct {
 // member that can get one has one).
 func startConsumers(ctx context.Context, cfg *LoadConfig, group string, topics []string, partitions int,
 	startNano int64, meter *perf.Meter) (*loadConsumers, error) {
-	lc := &loadConsumers{meter: meter, brokers: cfg.Brokers, group: group, startNano: startNano}
+	lc := &loadConsumers{meter: meter, opts: cfg.clientOpts(), group: group, startNano: startNano}
 	lc.target.Store(math.MaxInt64)
 	assigned := make([]atomic.Int64, cfg.Consumers)
 	count := func(m map[string][]int32) int64 {
@@ -251,13 +251,12 @@ func startConsumers(ctx context.Context, cfg *LoadConfig, group string, topics [
 	pollCtx, stopPolling := context.WithCancelCause(ctx)
 	lc.done = stopPolling
 	for i := range cfg.Consumers {
-		opts := []kgo.Opt{
-			kgo.SeedBrokers(cfg.Brokers...),
+		opts := append(cfg.clientOpts(),
 			kgo.ConsumerGroup(group),
 			kgo.ConsumeTopics(topics...),
 			// A new group starts at the first record sent at or after
 			// the run's start: nothing older, nothing of this run missed.
-			kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(startNano / 1e6)),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(startNano/1e6)),
 			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 				assigned[i].Add(count(m))
 			}),
@@ -267,7 +266,7 @@ func startConsumers(ctx context.Context, cfg *LoadConfig, group string, topics [
 			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 				assigned[i].Add(-count(m))
 			}),
-		}
+		)
 		if cfg.FetchMaxPartitionBytes > 0 {
 			opts = append(opts, kgo.FetchMaxPartitionBytes(cfg.FetchMaxPartitionBytes))
 		}
@@ -392,7 +391,7 @@ func (lc *loadConsumers) close(ctx context.Context, deleteGroup bool) {
 	if !deleteGroup || len(lc.clients) == 0 {
 		return
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(lc.brokers...))
+	cl, err := kgo.NewClient(lc.opts...)
 	if err != nil {
 		return
 	}

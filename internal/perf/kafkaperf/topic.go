@@ -15,7 +15,7 @@ import (
 // withAdmin runs fn with an admin client on c's brokers, bounded by the
 // setup timeout.
 func withAdmin(ctx context.Context, c *Common, fn func(context.Context, *kgo.Client, *kadm.Client) error) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
+	cl, err := kgo.NewClient(c.clientOpts()...)
 	if err != nil {
 		return fmt.Errorf("creating admin client: %w", err)
 	}
