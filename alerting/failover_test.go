@@ -237,12 +237,15 @@ func TestFailoverKeepsAcksAndSilences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		ss, err := b.svc.Silences(ctx, 0)
+		if err != nil || len(ss) != 1 || ss[0].ID != x.ID || !ss[0].Active(time.Now()) {
+			return errorf("silences on host B: %+v %v", ss, err)
+		}
+		return nil
+	})
 	leaderA.Store(false)
 	leaderB.Store(true)
-	ss, err := b.svc.Silences(ctx, 0)
-	if err != nil || len(ss) != 1 || ss[0].ID != x.ID || !ss[0].Active(time.Now()) {
-		t.Fatalf("silences on the new leader: %+v %v", ss, err)
-	}
 	paymentsLag.Store(100)
 	for range 3 {
 		b.evaluate(t)

@@ -219,7 +219,7 @@ func TestConsoleFailover(t *testing.T) {
 			Evaluation struct {
 				Evaluating bool
 				Status     struct {
-					LastRun time.Time
+					LastRun time.Time `json:"last_run"`
 					Firing  int
 				}
 			}

@@ -55,6 +55,16 @@ type Evaluation struct {
 	Status     alerting.EvaluatorStatus
 }
 
+// MarshalJSON writes the evaluation in snake_case like every JSON answer,
+// its interval in milliseconds.
+func (e Evaluation) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Evaluating bool                     `json:"evaluating"`
+		IntervalMS int64                    `json:"interval_ms"`
+		Status     alerting.EvaluatorStatus `json:"status"`
+	}{e.Evaluating, e.Interval.Milliseconds(), e.Status})
+}
+
 // OpenView is the open (pending and firing) alerts.
 type OpenView struct {
 	Eval      Evaluation
