@@ -223,6 +223,7 @@ var stableTables = map[string]string{
 	"alert_rules":           "id",
 	"alert_notifiers":       "id",
 	"alert_rule_notifiers":  "rule_id, notifier_id",
+	"alert_silences":        "id",
 	"migration_comparisons": "id",
 }
 
@@ -339,6 +340,13 @@ func TestConsoleStateSharedAcrossHosts(t *testing.T) {
 	visibleWithin(t, 2*time.Second, "lag rule", others, func(cl *webtest.Client) bool {
 		r := cl.Get(fmt.Sprintf("/alerts/rules/%d", rid))
 		return r.StatusCode == http.StatusOK && strings.Contains(r.Text, "lag of "+user)
+	})
+
+	// A silence made on host 1 holds on every host.
+	webtest.ExpectStatus(t, h1.Post("/alerts/silences", "/alerts/silences", url.Values{"rule": {strconv.FormatInt(rid, 10)},
+		"subject": {"group:no-such-group-" + user}, "for": {"1h"}, "comment": {"maintenance of " + user}}), http.StatusSeeOther)
+	visibleWithin(t, 2*time.Second, "silence", others, func(cl *webtest.Client) bool {
+		return strings.Contains(cl.Get("/alerts/silences").Text, "maintenance of "+user)
 	})
 
 	left, right := "cs-left-"+user, "cs-right-"+user
