@@ -266,25 +266,26 @@ func (s *Store) Update(ctx context.Context, id int64, name string, spec Spec) er
 	if err != nil {
 		return err
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("migration: update comparison %d: %w", id, err)
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `UPDATE migration_comparisons SET name = ?, spec = ?, generation = generation + 1, state = 'running',
-		error = '', updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?`, name, string(js), id)
-	if err != nil {
-		return fmt.Errorf("migration: update comparison %d: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("comparison %d: %w", id, ErrNotFound)
-	}
-	for _, q := range []string{`DELETE FROM migration_checkpoints WHERE comparison_id = ?`, `DELETE FROM migration_differences WHERE comparison_id = ?`} {
-		if _, err := tx.ExecContext(ctx, q, id); err != nil {
-			return fmt.Errorf("migration: update comparison %d: %w", id, err)
+	err = s.db.Change(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE migration_comparisons SET name = ?, spec = ?, generation = generation + 1, state = 'running',
+			error = '', updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?`, name, string(js), id)
+		if err != nil {
+			return err
 		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("comparison %d: %w", id, ErrNotFound)
+		}
+		for _, q := range []string{`DELETE FROM migration_checkpoints WHERE comparison_id = ?`, `DELETE FROM migration_differences WHERE comparison_id = ?`} {
+			if _, err := tx.ExecContext(ctx, q, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("migration: update comparison %d: %w", id, err)
 	}
-	return tx.Commit()
+	return err
 }
 
 // Delete removes a comparison with its checkpoint and differences.
