@@ -31,6 +31,7 @@ import (
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/protocol"
 	"github.com/sluice-io/sluice/schemareg"
+	"github.com/sluice-io/sluice/security"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -50,6 +51,7 @@ type App struct {
 	// client is the security of this process's own clients
 	// (console.kafka.*), read at Start.
 	client *kclient.Settings
+	authz  *security.Authorizer // nil without authorizer.class.name (authorizer.go)
 
 	groups      protocol.GroupCoordinator // package group's coordinator (groups.go)
 	groupsClose io.Closer
@@ -212,6 +214,10 @@ func (a *App) Start(ctx context.Context) (err error) {
 		return err
 	}
 
+	if a.authz, err = openAuthorizer(ctx, cfg, a.coord, a.logger); err != nil {
+		return err
+	}
+
 	defaults := cfg.TopicDefaults()
 	coord := a.coord
 	a.logs, err = storage.OpenManager(storage.ManagerConfig{
@@ -307,6 +313,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		InterBrokerListener:           cfg.InterBrokerListener(),
 		InterBrokerAuth:               ibAuth,
 		Metrics:                       a.metrics,
+		Authorizer:                    a.authz,
 	})
 	if err != nil {
 		bound.Close()
@@ -434,6 +441,9 @@ func (a *App) Close() error {
 			if err := a.logs.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("storage: %w", err))
 			}
+		}
+		if a.authz != nil {
+			a.authz.Close()
 		}
 		if a.coord != nil {
 			if err := a.coord.Close(); err != nil {

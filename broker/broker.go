@@ -62,6 +62,7 @@ import (
 	"github.com/sluice-io/sluice/config"
 	"github.com/sluice-io/sluice/internal/loglevels"
 	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/security"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -132,6 +133,11 @@ type Config struct {
 	// Metrics is the registry the broker's traffic and state metrics go to
 	// (metrics.go), labelled with BrokerID; nil is metrics.Default().
 	Metrics *metrics.Registry
+
+	// Authorizer decides what each principal may do (authorizer.class.name,
+	// over the coordinator's ACLs); nil when none is configured: every
+	// request is allowed, as in Kafka without an authorizer.
+	Authorizer *security.Authorizer
 }
 
 // Image is an immutable snapshot of the cluster metadata as this broker
@@ -359,6 +365,9 @@ func (b *Broker) Config() Config { return b.cfg }
 
 // Image returns the current metadata snapshot. Do not modify it.
 func (b *Broker) Image() *Image { return b.image.Load() }
+
+// Authorizer returns the broker's authorizer, nil when none is configured.
+func (b *Broker) Authorizer() *security.Authorizer { return b.cfg.Authorizer }
 
 // Start registers the broker with the coordinator, adopts or reports stray
 // logs, loads the metadata once (so the partitions this broker leads are

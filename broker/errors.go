@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/security"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -72,6 +73,9 @@ var errorTable = []struct {
 	{cluster.ErrNoTopic, kerr.UnknownTopicOrPartition},
 	{cluster.ErrNoReassignment, kerr.NoReassignmentInProgress},
 	{cluster.ErrInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
+	// An ACL binding or filter that cannot be stored or used (CreateAcls,
+	// DeleteAcls, DescribeAcls: Kafka's InvalidRequestException).
+	{security.ErrInvalidACL, kerr.InvalidRequest},
 }
 
 // ErrorCode maps err to its Kafka error code and message: 0 and "" for nil;

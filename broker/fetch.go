@@ -48,9 +48,8 @@ type FetchRequest struct {
 	// with its position and, once Fetch returns, its outcome.
 	Partitions []FetchPartition
 
-	// Later work lands here: the principal (authorisation: a partition the
-	// principal may not read fails with TOPIC_AUTHORIZATION_FAILED) and the
-	// client's quota (the result's throttle time).
+	// Later work lands here: the client's quota (the result's throttle
+	// time). Authorisation is the caller's, per partition (Refused).
 }
 
 // FetchPartition is one partition of a FetchRequest and its outcome.
@@ -70,6 +69,12 @@ type FetchPartition struct {
 	// none given): a log that diverged from it answers with DivergingEpoch
 	// and no records (KIP-595).
 	LastFetchedEpoch int32
+	// Refused, set by the caller before Fetch, is the partition's answer
+	// without reading it (TOPIC_AUTHORIZATION_FAILED for a topic the
+	// principal may not read). A refused partition does not end a long
+	// poll early, as in Kafka, whose unauthorized partitions are answered
+	// beside the fetch rather than by it.
+	Refused error
 
 	// Err is the partition's outcome (nil: read, perhaps nothing), and
 	// ErrorCode its Kafka code (ErrorCode(Err), mapped once: the answer is
@@ -272,6 +277,10 @@ func (f *fetchRead) read(first bool) {
 	f.bytes, f.hadError, f.full = 0, false, false
 	for i := range req.Partitions {
 		fp := &req.Partitions[i]
+		if fp.Refused != nil {
+			fp.Fail(fp.Refused)
+			continue
+		}
 		fp.reset()
 		p, err := f.b.Partition(fp.Topic, fp.Partition)
 		if err == nil {

@@ -36,10 +36,9 @@ type ProduceRequest struct {
 
 	// Later work lands here: the transactional id (transactions: the
 	// batches of an ongoing transaction are then admitted rather than
-	// refused, see admitProduced), the principal (authorisation: a
-	// partition the principal may not write fails with
-	// TOPIC_AUTHORIZATION_FAILED before the append) and the client's
-	// quota (the result's throttle time).
+	// refused, see admitProduced) and the client's quota (the result's
+	// throttle time). Authorisation is the caller's, per partition
+	// (ProducePartition.Refused).
 }
 
 // ProducePartition is one partition of a ProduceRequest and its outcome.
@@ -50,6 +49,10 @@ type ProducePartition struct {
 	// append rewrites the base offset and leader epoch of each batch in
 	// place: the caller's buffer is changed, and need not outlive Produce.
 	Records []byte
+	// Refused, set by the caller before Produce, is the partition's outcome
+	// without appending (TOPIC_AUTHORIZATION_FAILED for a topic the
+	// principal may not write).
+	Refused error
 
 	// Err is the partition's outcome (nil: appended and, with acks=-1,
 	// replicated); ErrorCode maps it to its Kafka code and message.
@@ -132,6 +135,10 @@ func (b *Broker) Produce(ctx context.Context, req *ProduceRequest, waiting WaitH
 	waits := false
 	for i := range req.Partitions {
 		pp := &req.Partitions[i]
+		if pp.Refused != nil {
+			pp.fail(pp.Refused)
+			continue
+		}
 		if err := b.produceTo(pp, req); err != nil {
 			pp.fail(err)
 			continue

@@ -21,6 +21,8 @@
 //	PendingDeletions, DeleteTopic /admin/delete_topics/<t>
 //	AllocateProducerIDs           /latest_producer_id_block (CAS loop)
 //	Credentials                   /config/users/<name> (SCRAM), /config/changes
+//	ACLs, UpdateACLs, WatchACLs   /kafka-acl/<Type>/<name>, /kafka-acl-extended/prefixed/<Type>/<name>,
+//	                              /kafka-acl-changes, /kafka-acl-extended-changes (acls.go)
 //	Watch                         ZooKeeper watches on the nodes above
 //
 // Optional interfaces: StateBatcher (many partition states per ZooKeeper
@@ -298,6 +300,9 @@ type Coordinator interface {
 	// AllocateProducerIDs reserves the next block of size producer ids for
 	// brokerID. Blocks never overlap, across restarts and brokers.
 	AllocateProducerIDs(ctx context.Context, brokerID int32, size int64) (ProducerIDBlock, error)
+
+	// ACLStore keeps the ACLs (acls.go): /kafka-acl, /kafka-acl-extended.
+	ACLStore
 
 	// Watch returns a channel that delivers the kinds of change made since
 	// the previous receive, coalesced, until ctx is done (then it is closed).

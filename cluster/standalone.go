@@ -50,6 +50,7 @@ type standaloneState struct {
 	Topics          map[string]*storedTopic           `json:"topics"`
 	Deletions       []string                          `json:"delete_topics,omitempty"`
 	ProducerIDBlock *ProducerIDBlock                  `json:"latest_producer_id_block,omitempty"`
+	ACLs            map[string]json.RawMessage        `json:"acls,omitempty"` // ACL node path -> Kafka's node (standalone_acls.go)
 	Configs         map[string]map[string]string      `json:"topic_configs,omitempty"`
 	Users           map[string]map[string]string      `json:"user_configs,omitempty"`     // user -> SCRAM mechanism -> credential text (standalone_credentials.go)
 	States          map[string]map[string]storedState `json:"partition_states,omitempty"` // topic -> partition -> state

@@ -111,6 +111,18 @@ type Config struct {
 	UncleanLeaderElectionEnable  bool   // unclean.leader.election.enable
 	AutoLeaderRebalanceEnable    bool   // auto.leader.rebalance.enable
 
+	// ZooKeeper security: zookeeper.set.acl and zookeeper.ssl.*.
+	ZookeeperSetACL                             bool
+	ZookeeperSSLClientEnable                    bool
+	ZookeeperSSLKeystoreLocation                string
+	ZookeeperSSLKeystoreType                    string
+	ZookeeperSSLTruststoreLocation              string
+	ZookeeperSSLTruststoreType                  string
+	ZookeeperSSLProtocol                        string
+	ZookeeperSSLEnabledProtocols                []string
+	ZookeeperSSLCipherSuites                    []string
+	ZookeeperSSLEndpointIdentificationAlgorithm string
+
 	// Replication and controller (cluster mode).
 	ReplicaFetchWaitMaxMs              int32  // replica.fetch.wait.max.ms
 	ReplicaFetchMinBytes               int32  // replica.fetch.min.bytes
@@ -124,6 +136,11 @@ type Config struct {
 	ControlledShutdownRetryBackoffMs   int64  // controlled.shutdown.retry.backoff.ms
 	LeaderImbalanceCheckIntervalSecs   int64  // leader.imbalance.check.interval.seconds
 	LeaderImbalancePerBrokerPercentage int32  // leader.imbalance.per.broker.percentage
+
+	// Authorization.
+	AuthorizerClassName       string // authorizer.class.name; "" = no authorizer
+	SuperUsers                string // super.users
+	AllowEveryoneIfNoACLFound bool   // allow.everyone.if.no.acl.found
 
 	// Console and metrics.
 	ConsoleListen  string // console.listen; "" disables the console

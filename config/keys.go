@@ -22,6 +22,8 @@ var (
 		Intro: "The keys of a broker that is one of a cluster (`zookeeper.connect` set); a single node uses none of the others."}
 	groupSecurity = &Group{Title: "Security: listeners, TLS and SASL",
 		Intro: "How clients and brokers connect and authenticate: each listener's security protocol, its TLS keys and its SASL mechanisms. A key marked per listener may also be set for one listener only as `listener.name.<listener>.<key>` (the listener's name in lower case), which wins over the bare key on that listener. Users are SCRAM credentials kept in the cluster's store (`sluice users`). See docs/security.md."}
+	groupAuthorization = &Group{Title: "Authorization (ACLs)",
+		Intro: "Kafka's ACLs, kept in ZooKeeper's /kafka-acl nodes (or the single node's metadata file) and managed with `sluice acls`, kafka-acls.sh or any admin client; see [ACLs](acls.md)."}
 	groupConsole = &Group{Title: "Web console",
 		Intro: "The console runs in the broker's process. In a cluster, the background work (lag sampling, alert evaluation, comparisons) is done by one console at a time, the leader."}
 	groupAlerting = &Group{Title: "Alerting",
@@ -215,6 +217,37 @@ var keys = []Key{
 	{Name: "zookeeper.connection.timeout.ms", fallback: "zookeeper.session.timeout.ms", Group: groupCluster,
 		Doc:  "How long start-up waits for a ZooKeeper connection.",
 		rule: atLeast(1), field: func(c *Config) any { return &c.ZookeeperConnectionTimeoutMs }},
+	// ZooKeeper security (zookeeper.set.acl, TLS to the ensemble).
+	{Name: "zookeeper.set.acl", Default: "false", Group: groupCluster,
+		Doc:   "Create znodes that only this cluster's brokers may change (ZooKeeper's CREATOR_ALL for the client's identity, read for everyone but under /config/users, /config/brokers and /delegation_token/tokens), and secure the existing ones at start. Needs a client identity: a TLS client certificate (zookeeper.ssl.client.enable, zookeeper.ssl.keystore.location), the same on every broker.",
+		field: func(c *Config) any { return &c.ZookeeperSetACL }},
+	{Name: "zookeeper.ssl.client.enable", Default: "false", Group: groupCluster,
+		Doc:   "Connect to ZooKeeper over TLS (its secureClientPort).",
+		field: func(c *Config) any { return &c.ZookeeperSSLClientEnable }},
+	{Name: "zookeeper.ssl.keystore.location", Group: groupCluster,
+		Doc:   "PEM file with the private key (unencrypted) and certificate chain the broker presents to ZooKeeper; its certificate is the broker's identity for zookeeper.set.acl.",
+		field: func(c *Config) any { return &c.ZookeeperSSLKeystoreLocation }},
+	{Name: "zookeeper.ssl.keystore.type", Group: groupCluster,
+		Doc:   "PEM (the only type read); empty = PEM.",
+		field: func(c *Config) any { return &c.ZookeeperSSLKeystoreType }},
+	{Name: "zookeeper.ssl.truststore.location", Group: groupCluster,
+		Doc:   "PEM file of the CA certificates ZooKeeper's certificate must chain to; empty = the system's.",
+		field: func(c *Config) any { return &c.ZookeeperSSLTruststoreLocation }},
+	{Name: "zookeeper.ssl.truststore.type", Group: groupCluster,
+		Doc:   "PEM (the only type read); empty = PEM.",
+		field: func(c *Config) any { return &c.ZookeeperSSLTruststoreType }},
+	{Name: "zookeeper.ssl.protocol", Default: "TLSv1.2", Group: groupCluster,
+		Doc:   "The TLS version when zookeeper.ssl.enabled.protocols is empty: TLSv1.2 or TLSv1.3.",
+		field: func(c *Config) any { return &c.ZookeeperSSLProtocol }},
+	{Name: "zookeeper.ssl.enabled.protocols", Group: groupCluster,
+		Doc:   "Comma-separated TLS versions allowed (TLSv1.2, TLSv1.3); empty = zookeeper.ssl.protocol.",
+		field: func(c *Config) any { return &c.ZookeeperSSLEnabledProtocols }},
+	{Name: "zookeeper.ssl.cipher.suites", Group: groupCluster,
+		Doc:   "Comma-separated IANA names of the TLS 1.2 cipher suites allowed; empty = Go's secure defaults (TLS 1.3 suites are not configurable).",
+		field: func(c *Config) any { return &c.ZookeeperSSLCipherSuites }},
+	{Name: "zookeeper.ssl.endpoint.identification.algorithm", Default: "HTTPS", Group: groupCluster,
+		Doc:   "HTTPS checks that ZooKeeper's certificate names the host connected to; empty checks only the chain.",
+		field: func(c *Config) any { return &c.ZookeeperSSLEndpointIdentificationAlgorithm }},
 	{Name: "replica.lag.time.max.ms", Default: "30000", Group: groupCluster,
 		Doc:  "A follower that has not caught up with the leader for this long leaves the ISR.",
 		rule: atLeast(1), field: func(c *Config) any { return &c.ReplicaLagTimeMaxMs }},
@@ -328,6 +361,18 @@ var keys = []Key{
 		norm: lowerTrimmed, rule: endpointRule, field: func(c *Config) any { return &c.SSLEndpointIdentificationAlgorithm }},
 	{Name: "listener.name.<listener>.<key>", Type: String, Group: groupSecurity, prefix: true,
 		Doc: "A per-listener value of a key marked per listener, for the listener of that name (lower case), e.g. listener.name.external.ssl.client.auth=required; connections.max.reauth.ms and sasl.jaas.config may also be set per SASL mechanism: listener.name.internal.scram-sha-512.sasl.jaas.config."},
+	// Authorization.
+	{Name: "authorizer.class.name", Group: groupAuthorization,
+		Doc:   "The authorizer: empty = none (every request is allowed, and the ACL APIs answer SECURITY_DISABLED); kafka.security.authorizer.AclAuthorizer (or its old name kafka.security.auth.SimpleAclAuthorizer) = Kafka's ACLs, checked on every request.",
+		rule:  Rule{Doc: "empty or kafka.security.authorizer.AclAuthorizer"}, // checked at start (security.AuthorizerEnabled)
+		field: func(c *Config) any { return &c.AuthorizerClassName }},
+	{Name: "super.users", Group: groupAuthorization,
+		Doc:   "Principals that may do everything whatever the ACLs say, separated by semicolons: User:admin;User:CN=broker1,O=example. The brokers' own principal belongs here (or holds ClusterAction on the cluster).",
+		rule:  Rule{Doc: "Type:name;Type:name..."}, // checked at start (security.ParseSuperUsers)
+		field: func(c *Config) any { return &c.SuperUsers }},
+	{Name: "allow.everyone.if.no.acl.found", Default: "false", Group: groupAuthorization,
+		Doc:   "A resource that no ACL names is open to everyone; false (Kafka's default) closes it to all but super.users.",
+		field: func(c *Config) any { return &c.AllowEveryoneIfNoACLFound }},
 
 	// Web console.
 	{Name: "console.listen", Default: ":8080", Group: groupConsole,

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/security"
 )
 
 // Produce: v0-9
@@ -33,6 +34,10 @@ import (
 //     console's topics (__sluice_console*) are refused the same way unless
 //     the connection comes from a broker's host (s.fromBrokerHost), where
 //     the console runs.
+//   - Authorization: Write on each topic (else TOPIC_AUTHORIZATION_FAILED
+//     on its partitions, nothing appended); a request with a
+//     transactional id needs Write on it (else
+//     TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition).
 //   - Transactional batches are refused (INVALID_TXN_STATE): transactions
 //     are not implemented, and no transactional producer id is ever issued.
 //   - The request's partitions are appended in order, each on its own: one
@@ -61,12 +66,22 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (kmsg.Response, e
 		MessageSets: req.Version < 3,
 		Partitions:  one[:0],
 	}
+	// A transactional producer needs Write on its transactional id, else
+	// the whole request fails; every producer needs Write on each topic.
+	txnDenied := req.TransactionID != nil && !s.allowed(r, security.OpWrite, security.ResourceTransactionalID, *req.TransactionID)
 	for _, rt := range req.Topics {
 		if !pr.ConsoleWriter && broker.IsConsoleTopic(rt.Topic) {
 			pr.ConsoleWriter = s.fromBrokerHost(ctx, r)
 		}
+		var refused error
+		switch {
+		case txnDenied:
+			refused = errTxnIDAuthorization
+		case !s.allowedTopic(r, security.OpWrite, rt.Topic):
+			refused = errTopicAuthorization
+		}
 		for _, rp := range rt.Partitions {
-			pr.Partitions = append(pr.Partitions, broker.ProducePartition{Topic: rt.Topic, Partition: rp.Partition, Records: rp.Records})
+			pr.Partitions = append(pr.Partitions, broker.ProducePartition{Topic: rt.Topic, Partition: rp.Partition, Records: rp.Records, Refused: refused})
 		}
 	}
 	s.cfg.Broker.Produce(ctx, &pr, r)

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/security"
 )
 
 // Fetch: v4-12
@@ -33,6 +34,10 @@ import (
 //     until an append to one of its partitions brings enough, max_wait_ms
 //     passes, or the server shuts down; a wait-free notification per
 //     partition wakes it, never a sleep loop.
+//   - A consumer needs Read on each topic (else TOPIC_AUTHORIZATION_FAILED
+//     on its partitions, the others are fetched); with an authorizer, a
+//     follower needs ClusterAction on the cluster instead of the address
+//     check.
 //   - Fetch sessions (KIP-227) are answered as a broker without them: the
 //     response's session id is always 0, so clients send full requests; a
 //     request naming a session id gets FETCH_SESSION_ID_NOT_FOUND.
@@ -72,6 +77,9 @@ func handleFetch(ctx context.Context, s *Server, r *Request) (streamResponse, er
 	resp.reserve(len(req.Topics), partitions)
 	for _, rt := range req.Topics {
 		resp.topics = append(resp.topics, fetchTopic{name: rt.Topic, partitions: len(rt.Partitions)})
+		// A consumer needs Read on the topic; a follower's fetch is
+		// decided below, for the whole request (ClusterAction).
+		readable := req.ReplicaID >= 0 || s.allowedTopic(r, security.OpRead, rt.Topic)
 		for _, rp := range rt.Partitions {
 			fp := broker.FetchPartition{
 				Topic: rt.Topic, Partition: rp.Partition,
@@ -84,11 +92,14 @@ func handleFetch(ctx context.Context, s *Server, r *Request) (streamResponse, er
 			if req.Version >= 12 {
 				fp.LastFetchedEpoch = rp.LastFetchedEpoch
 			}
+			if !readable {
+				fp.Refused = errTopicAuthorization
+			}
 			resp.req.Partitions = append(resp.req.Partitions, fp)
 		}
 	}
 	if req.ReplicaID >= 0 {
-		if err := s.authorizeClusterAction(ctx, r, req.ReplicaID); err != nil {
+		if err := s.checkClusterAction(ctx, r, req.ReplicaID); err != nil {
 			// As Kafka answers a follower without ClusterAction.
 			for i := range resp.req.Partitions {
 				resp.req.Partitions[i].Fail(errFollowerNotAuthorized)

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/security"
 )
 
 // ListOffsets: v0-7
@@ -38,9 +39,15 @@ func handleListOffsets(ctx context.Context, s *Server, r *Request) (kmsg.Respons
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
+		describable := s.allowedTopic(r, security.OpDescribe, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
+			if !describable {
+				sp.ErrorCode, sp.Offset, sp.Timestamp, sp.LeaderEpoch = kerr.TopicAuthorizationFailed.Code, -1, -1, -1
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			offset, ts, epoch, err := listOffset(b, req.Version, rt.Topic, rp)
 			if err != nil {
 				sp.ErrorCode, _ = broker.ErrorCode(err)

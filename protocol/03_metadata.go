@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/security"
 )
 
 // Metadata: v0-12
@@ -30,6 +31,10 @@ import (
 //   - A partition whose leader is not live has leader -1 and
 //     LEADER_NOT_AVAILABLE; replicas that are not live are listed as
 //     offline (v5+).
+//   - Authorization: Describe on each topic, else it is left out of an
+//     answer about every topic and answers TOPIC_AUTHORIZATION_FAILED when
+//     named (existing or not); auto-creation needs Create on the cluster
+//     or the topic (else TOPIC_AUTHORIZATION_FAILED).
 //   - Topics marked for deletion are not shown. A topic named more than
 //     once is answered once, as Kafka does. Unknown topics that would take
 //     more than 10,000 metadata records to create (each is one record and
@@ -40,7 +45,8 @@ import (
 //   - v1: ControllerID, IsInternal, Rack, nullable topic list.
 //   - v2: ClusterID. v3: ThrottleMillis. v4: AllowAutoTopicCreation.
 //   - v5: OfflineReplicas. v7: LeaderEpoch.
-//   - v8: authorized operations (all allowed: there are no ACLs).
+//   - v8: authorized operations (every supported one without an
+//     authorizer; the cluster's only for a principal with Describe on it).
 //   - v9: flexible. v10: TopicID (lookups by id answer UNKNOWN_TOPIC_ID when
 //     unknown). v11: no cluster authorized operations. v12: nullable topic
 //     names in the response.
@@ -50,12 +56,6 @@ func init() { register(3, 0, 12, handleMetadata) }
 // autoCreateWait bounds how long Metadata waits for an auto-created topic's
 // leaders before answering LEADER_NOT_AVAILABLE.
 const autoCreateWait = 5 * time.Second
-
-// Authorized-operation bit sets for a broker without ACLs: everything.
-const (
-	topicAllOps   = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
-	clusterAllOps = 1<<4 | 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
-)
 
 func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.MetadataRequest)
@@ -68,6 +68,14 @@ func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, 
 		req.Topics = uniqueTopics(req.Topics)
 	}
 
+	// Authorization (Kafka's): a topic the principal may not describe is
+	// left out of an answer about every topic, and answers
+	// TOPIC_AUTHORIZATION_FAILED when named (whether it exists or not);
+	// creating one needs Create on the cluster or on the topic.
+	describable := func(name string) bool { return s.allowedTopic(r, security.OpDescribe, name) }
+	clusterCreate := s.allowedCluster(r, security.OpCreate)
+	creatable := func(name string) bool { return clusterCreate || s.allowedTopic(r, security.OpCreate, name) }
+
 	// Create unknown topics first, all at once, so the answer below comes
 	// from one image.
 	if !allTopics && autoCreate {
@@ -78,7 +86,7 @@ func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, 
 			if t.Topic == nil {
 				continue
 			}
-			if ti, ok := img.Topics[*t.Topic]; (!ok || ti.Deleting) && b.AutoCreates(*t.Topic) {
+			if ti, ok := img.Topics[*t.Topic]; (!ok || ti.Deleting) && b.AutoCreates(*t.Topic) && describable(*t.Topic) && creatable(*t.Topic) {
 				missing = append(missing, *t.Topic)
 				records += b.AutoCreateRecords(*t.Topic)
 			}
@@ -132,7 +140,10 @@ func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, 
 	}
 	resp.ControllerID = img.Controller
 	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
-		resp.AuthorizedOperations = clusterAllOps
+		resp.AuthorizedOperations = 0
+		if s.allowedCluster(r, security.OpDescribe) {
+			resp.AuthorizedOperations = s.authorizedOps(r, security.ResourceCluster, security.ClusterName)
+		}
 	}
 	live := func(id int32) bool { _, ok := img.Broker(id); return ok }
 
@@ -143,7 +154,7 @@ func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, 
 		mt.TopicID = t.ID
 		mt.IsInternal = t.Internal
 		if req.IncludeTopicAuthorizedOperations {
-			mt.AuthorizedOperations = topicAllOps
+			mt.AuthorizedOperations = s.authorizedOps(r, security.ResourceTopic, t.Name)
 		}
 		for _, p := range t.Partitions {
 			mp := kmsg.NewMetadataResponseTopicPartition()
@@ -178,7 +189,7 @@ func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, 
 
 	if allTopics {
 		for _, name := range img.TopicNames() {
-			if t := img.Topics[name]; !t.Deleting {
+			if t := img.Topics[name]; !t.Deleting && describable(name) {
 				addTopic(t)
 			}
 		}
@@ -186,11 +197,18 @@ func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, 
 	}
 	for _, rt := range req.Topics {
 		if rt.Topic == nil {
-			if t, ok := img.TopicByID(cluster.TopicID(rt.TopicID)); ok && !t.Deleting {
+			if t, ok := img.TopicByID(cluster.TopicID(rt.TopicID)); ok && !t.Deleting && !describable(t.Name) {
+				// Kafka: topic ids are not secret; the name is.
+				unknown(nil, rt.TopicID, kerr.TopicAuthorizationFailed.Code)
+			} else if ok && !t.Deleting {
 				addTopic(t)
 			} else {
 				unknown(nil, rt.TopicID, kerr.UnknownTopicID.Code)
 			}
+			continue
+		}
+		if !describable(*rt.Topic) {
+			unknown(rt.Topic, [16]byte{}, kerr.TopicAuthorizationFailed.Code)
 			continue
 		}
 		if t, ok := img.Topics[*rt.Topic]; ok && !t.Deleting {
@@ -200,6 +218,8 @@ func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, 
 		code := kerr.UnknownTopicOrPartition.Code
 		if err := cluster.ValidateTopicName(*rt.Topic); err != nil {
 			code = kerr.InvalidTopicException.Code
+		} else if autoCreate && b.AutoCreates(*rt.Topic) && !creatable(*rt.Topic) {
+			code = kerr.TopicAuthorizationFailed.Code
 		} else if autoCreate && b.AutoCreates(*rt.Topic) {
 			// Created but not visible yet: clients retry on this.
 			code = kerr.LeaderNotAvailable.Code

@@ -34,7 +34,7 @@ func init() { register(7, 0, 3, handleControlledShutdown) }
 func handleControlledShutdown(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.ControlledShutdownRequest)
 	resp := req.ResponseKind().(*kmsg.ControlledShutdownResponse)
-	if err := s.authorizeClusterAction(ctx, r, req.BrokerID); err != nil {
+	if err := s.checkClusterAction(ctx, r, req.BrokerID); err != nil {
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return resp, nil
 	}

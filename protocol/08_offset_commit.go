@@ -3,7 +3,10 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/security"
 )
 
 // OffsetCommit: v0-8
@@ -31,7 +34,15 @@ func init() { register(8, 0, 8, handleOffsetCommit) }
 
 func handleOffsetCommit(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.OffsetCommitRequest)
-	return groupCall(ctx, s, req, func(g GroupCoordinator) (*kmsg.OffsetCommitResponse, error) {
+	if s.groupDenied(r, security.OpRead, req.Group) {
+		return groupErrorResponse(req, kerr.GroupAuthorizationFailed.Code), nil
+	}
+	denied := s.authorizeOffsetCommitTopics(r, req)
+	resp, err := groupCall(ctx, s, req, func(g GroupCoordinator) (*kmsg.OffsetCommitResponse, error) {
 		return g.OffsetCommit(ctx, req)
 	})
+	if oc, ok := resp.(*kmsg.OffsetCommitResponse); ok && denied != nil {
+		oc.Topics = append(oc.Topics, denied...)
+	}
+	return resp, err
 }

@@ -30,6 +30,18 @@ func init() { register(9, 0, 8, handleOffsetFetch) }
 
 func handleOffsetFetch(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.OffsetFetchRequest)
+	az := s.authorizeOffsetFetch(r, req)
+	if resp, denied := az.deniedWhole(req); denied {
+		return resp, nil
+	}
+	resp, err := offsetFetch(ctx, s, req)
+	if of, ok := resp.(*kmsg.OffsetFetchResponse); ok {
+		az.finish(of)
+	}
+	return resp, err
+}
+
+func offsetFetch(ctx context.Context, s *Server, req *kmsg.OffsetFetchRequest) (kmsg.Response, error) {
 	dup := repeats(len(req.Groups), func(i int) string { return req.Groups[i].Group })
 	if dup == nil {
 		return groupCall(ctx, s, req, func(g GroupCoordinator) (*kmsg.OffsetFetchResponse, error) {

@@ -3,7 +3,10 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/security"
 )
 
 // JoinGroup: v0-7
@@ -33,6 +36,9 @@ func init() { register(11, 0, 7, handleJoinGroup) }
 
 func handleJoinGroup(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.JoinGroupRequest)
+	if s.groupDenied(r, security.OpRead, req.Group) {
+		return groupErrorResponse(req, kerr.GroupAuthorizationFailed.Code), nil
+	}
 	return groupCall(ctx, s, req, func(g GroupCoordinator) (*kmsg.JoinGroupResponse, error) {
 		return g.JoinGroup(ctx, r.ClientID, clientHost(r.Remote), req)
 	})

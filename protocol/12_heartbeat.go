@@ -3,7 +3,10 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/security"
 )
 
 // Heartbeat: v0-4
@@ -22,6 +25,9 @@ func init() { register(12, 0, 4, handleHeartbeat) }
 
 func handleHeartbeat(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.HeartbeatRequest)
+	if s.groupDenied(r, security.OpRead, req.Group) {
+		return groupErrorResponse(req, kerr.GroupAuthorizationFailed.Code), nil
+	}
 	return groupCall(ctx, s, req, func(g GroupCoordinator) (*kmsg.HeartbeatResponse, error) {
 		return g.Heartbeat(ctx, req)
 	})

@@ -3,7 +3,10 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/security"
 )
 
 // LeaveGroup: v0-4
@@ -23,6 +26,9 @@ func init() { register(13, 0, 4, handleLeaveGroup) }
 
 func handleLeaveGroup(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.LeaveGroupRequest)
+	if s.groupDenied(r, security.OpRead, req.Group) {
+		return groupErrorResponse(req, kerr.GroupAuthorizationFailed.Code), nil
+	}
 	return groupCall(ctx, s, req, func(g GroupCoordinator) (*kmsg.LeaveGroupResponse, error) {
 		return g.LeaveGroup(ctx, req)
 	})

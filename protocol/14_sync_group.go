@@ -3,7 +3,10 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/security"
 )
 
 // SyncGroup: v0-5
@@ -27,6 +30,9 @@ func init() { register(14, 0, 5, handleSyncGroup) }
 
 func handleSyncGroup(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.SyncGroupRequest)
+	if s.groupDenied(r, security.OpRead, req.Group) {
+		return groupErrorResponse(req, kerr.GroupAuthorizationFailed.Code), nil
+	}
 	return groupCall(ctx, s, req, func(g GroupCoordinator) (*kmsg.SyncGroupResponse, error) {
 		return g.SyncGroup(ctx, req)
 	})

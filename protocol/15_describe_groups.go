@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/security"
 )
 
 // DescribeGroups: v0-5
@@ -25,6 +27,37 @@ func init() { register(15, 0, 5, handleDescribeGroups) }
 
 func handleDescribeGroups(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.DescribeGroupsRequest)
+	// Kafka: Describe on each group (GROUP_AUTHORIZATION_FAILED); the
+	// groups' authorized operations are the principal's.
+	var denied []kmsg.DescribeGroupsResponseGroup
+	kept := req.Groups[:0:0]
+	for _, g := range req.Groups {
+		if !s.groupDenied(r, security.OpDescribe, g) {
+			kept = append(kept, g)
+			continue
+		}
+		rg := kmsg.NewDescribeGroupsResponseGroup()
+		rg.Group, rg.ErrorCode = g, kerr.GroupAuthorizationFailed.Code
+		denied = append(denied, rg)
+	}
+	if denied != nil {
+		req.Groups = kept
+	}
+	resp, err := describeGroups(ctx, s, req)
+	if dg, ok := resp.(*kmsg.DescribeGroupsResponse); ok {
+		if req.IncludeAuthorizedOperations && s.cfg.Broker.Authorizer() != nil {
+			for i := range dg.Groups {
+				if g := &dg.Groups[i]; g.ErrorCode == 0 {
+					g.AuthorizedOperations = s.authorizedOps(r, security.ResourceGroup, g.Group)
+				}
+			}
+		}
+		dg.Groups = append(dg.Groups, denied...)
+	}
+	return resp, err
+}
+
+func describeGroups(ctx context.Context, s *Server, req *kmsg.DescribeGroupsRequest) (kmsg.Response, error) {
 	dup := repeats(len(req.Groups), func(i int) string { return req.Groups[i] })
 	if dup == nil {
 		return groupCall(ctx, s, req, func(g GroupCoordinator) (*kmsg.DescribeGroupsResponse, error) {

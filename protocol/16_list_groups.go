@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/security"
 )
 
 // ListGroups: v0-4
@@ -21,7 +23,19 @@ func init() { register(16, 0, 4, handleListGroups) }
 
 func handleListGroups(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.ListGroupsRequest)
-	return groupCall(ctx, s, req, func(g GroupCoordinator) (*kmsg.ListGroupsResponse, error) {
+	resp, err := groupCall(ctx, s, req, func(g GroupCoordinator) (*kmsg.ListGroupsResponse, error) {
 		return g.ListGroups(ctx, req)
 	})
+	// Kafka: every group for a principal with Describe on the cluster,
+	// else only the groups it may describe (no error).
+	if lg, ok := resp.(*kmsg.ListGroupsResponse); ok && !s.allowedCluster(r, security.OpDescribe) {
+		kept := lg.Groups[:0]
+		for _, g := range lg.Groups {
+			if !s.groupDenied(r, security.OpDescribe, g.Group) {
+				kept = append(kept, g)
+			}
+		}
+		lg.Groups = kept
+	}
+	return resp, err
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/security"
 )
 
 // CreateTopics: v0-7
@@ -72,6 +73,12 @@ func handleCreateTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
+		if !s.allowedCluster(r, security.OpCreate) && !s.allowedTopic(r, security.OpCreate, rt.Topic) {
+			// Kafka: Create on the cluster, or on the topic.
+			setCreateErr(req.Version, &st, errTopicAuthorization)
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		if count[rt.Topic] > 1 {
 			setCreateErr(req.Version, &st, &broker.Error{Code: kerr.InvalidRequest, Msg: "Create topics request from client contains multiple entries for the topic " + rt.Topic})
 			resp.Topics = append(resp.Topics, st)

@@ -3,10 +3,12 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/security"
 )
 
 // DeleteTopics: v0-5
@@ -51,6 +53,13 @@ func handleDeleteTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		n := name
 		st.Topic = &n
+		if !s.allowedTopic(r, security.OpDescribe, name) || !s.allowedTopic(r, security.OpDelete, name) {
+			// Kafka: Describe and Delete on the topic; the topic id is
+			// not told to a principal that may not describe it.
+			st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		if t, ok := s.cfg.Broker.Image().Topics[name]; ok {
 			st.TopicID = t.ID
 		}

@@ -3,9 +3,11 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/security"
 )
 
 // DeleteRecords: v0-2
@@ -31,10 +33,16 @@ func handleDeleteRecords(ctx context.Context, s *Server, r *Request) (kmsg.Respo
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
+		deletable := s.allowedTopic(r, security.OpDelete, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
+			if !deletable {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			p, err := s.cfg.Broker.Partition(rt.Topic, rp.Partition)
 			if err == nil {
 				sp.LowWatermark, err = p.DeleteRecords(rp.Offset)

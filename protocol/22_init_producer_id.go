@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/security"
 )
 
 // InitProducerId: v0-4
@@ -32,6 +34,12 @@ func handleInitProducerID(ctx context.Context, s *Server, r *Request) (kmsg.Resp
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil && *req.TransactionalID != "" {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	}
+	if !s.allowedCluster(r, security.OpIdempotentWrite) && !s.allowedWriteOnSomeTopic(r) {
+		// Kafka (KIP-679): IdempotentWrite on the cluster, or Write on
+		// some topic.
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return resp, nil
 	}
 	id, err := s.cfg.Broker.AllocateProducerID(ctx)

@@ -3,9 +3,11 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/security"
 )
 
 // OffsetForLeaderEpoch: v0-4
@@ -27,13 +29,22 @@ func init() { register(23, 0, 4, handleOffsetForLeaderEpoch) }
 func handleOffsetForLeaderEpoch(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	// Kafka: ClusterAction on the cluster (a follower), else Describe on
+	// each topic.
+	clusterAction := s.allowedCluster(r, security.OpClusterAction)
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
+		describable := clusterAction || s.allowedTopic(r, security.OpDescribe, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
+			if !describable {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			current := rp.CurrentLeaderEpoch
 			if req.Version < 2 {
 				current = -1

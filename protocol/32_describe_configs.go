@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/security"
 )
 
 // DescribeConfigs: v0-4
@@ -73,6 +74,10 @@ func handleDescribeConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Res
 			// million times must not make a million copies of its
 			// configs.
 			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "resource " + rr.ResourceName + " is named more than once in the request"}
+		case rr.ResourceType == resourceTopic && !s.allowedTopic(r, security.OpDescribeConfigs, rr.ResourceName):
+			err = errTopicAuthorization
+		case rr.ResourceType == resourceBroker && !s.allowedCluster(r, security.OpDescribeConfigs):
+			err = errClusterAuthorization
 		case rr.ResourceType == resourceTopic:
 			entries, err = b.DescribeTopicConfigs(rr.ResourceName, rr.ConfigNames, req.IncludeSynonyms)
 		case rr.ResourceType == resourceBroker:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/security"
 )
 
 // AlterConfigs: v0-2
@@ -55,8 +56,12 @@ func handleAlterConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 		sr := kmsg.NewAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
 		var err error
-		switch rr.ResourceType {
-		case resourceTopic:
+		switch {
+		case rr.ResourceType == resourceTopic && !s.allowedTopic(r, security.OpAlterConfigs, rr.ResourceName):
+			err = errTopicAuthorization
+		case rr.ResourceType == resourceBroker && !s.allowedCluster(r, security.OpAlterConfigs):
+			err = errClusterAuthorization
+		case rr.ResourceType == resourceTopic:
 			set := map[string]string{}
 			for _, c := range rr.Configs {
 				if c.Value != nil {
@@ -64,7 +69,7 @@ func handleAlterConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 				}
 			}
 			err = s.cfg.Broker.AlterTopicConfigs(ctx, rr.ResourceName, set, req.ValidateOnly)
-		case resourceBroker:
+		case rr.ResourceType == resourceBroker:
 			set := map[string]string{}
 			for _, c := range rr.Configs {
 				if c.Value != nil {

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/security"
 )
 
 // DescribeLogDirs: v0-4
@@ -26,6 +28,14 @@ func init() { register(35, 0, 4, handleDescribeLogDirs) }
 func handleDescribeLogDirs(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	if !s.allowedCluster(r, security.OpDescribe) {
+		// Kafka: Describe on the cluster, else no directories (and, v3+,
+		// CLUSTER_AUTHORIZATION_FAILED).
+		if req.Version >= 3 {
+			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		}
+		return resp, nil
+	}
 	want := func(topic string, p int32) bool { return true }
 	if req.Topics != nil {
 		set := map[string]map[int32]bool{}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/security"
 )
 
 // CreatePartitions: v0-3
@@ -65,7 +66,9 @@ func handleCreatePartitions(ctx context.Context, s *Server, r *Request) (kmsg.Re
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
 		var err error
-		if count[rt.Topic] > 1 {
+		if !s.allowedTopic(r, security.OpAlter, rt.Topic) {
+			err = errTopicAuthorization
+		} else if count[rt.Topic] > 1 {
 			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "topic listed more than once: " + rt.Topic}
 		} else {
 			var assignment [][]int32

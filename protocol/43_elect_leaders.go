@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/security"
 )
 
 // ElectLeaders: v0-2
@@ -49,6 +50,9 @@ func handleElectLeaders(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 			resp.Topics = append(resp.Topics, t)
 		}
 		return resp, nil
+	}
+	if !s.allowedCluster(r, security.OpAlter) {
+		return fail(kerr.ClusterAuthorizationFailed.Code)
 	}
 	if s.cfg.Controller == nil || s.cfg.Controller.Epoch() == 0 {
 		return fail(kerr.NotController.Code)

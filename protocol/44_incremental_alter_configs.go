@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/security"
 )
 
 // IncrementalAlterConfigs: v0-1
@@ -61,37 +62,19 @@ func handleIncrementalAlterConfigs(ctx context.Context, s *Server, r *Request) (
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
 		var err error
-		switch rr.ResourceType {
-		case resourceTopic:
-			ops := make([]broker.ConfigOp, 0, len(rr.Configs))
-			for _, c := range rr.Configs {
-				op := broker.ConfigOp{Name: c.Name, Op: int8(c.Op)}
-				if c.Value != nil {
-					op.Value = *c.Value
-				}
-				ops = append(ops, op)
-			}
-			err = s.cfg.Broker.IncrementalAlterTopicConfigs(ctx, rr.ResourceName, ops, req.ValidateOnly)
-		case resourceBroker:
-			ops := make([]broker.ConfigOp, 0, len(rr.Configs))
-			for _, c := range rr.Configs {
-				op := broker.ConfigOp{Name: c.Name, Op: int8(c.Op)}
-				if c.Value != nil {
-					op.Value = *c.Value
-				}
-				ops = append(ops, op)
-			}
-			err = s.cfg.Broker.IncrementalAlterBrokerConfigs(ctx, rr.ResourceName, ops, req.ValidateOnly)
-		case resourceBrokerLogger:
-			ops := make([]broker.ConfigOp, 0, len(rr.Configs))
-			for _, c := range rr.Configs {
-				op := broker.ConfigOp{Name: c.Name, Op: int8(c.Op)}
-				if c.Value != nil {
-					op.Value = *c.Value
-				}
-				ops = append(ops, op)
-			}
-			err = s.cfg.Broker.AlterLoggers(rr.ResourceName, ops, req.ValidateOnly)
+		switch {
+		case rr.ResourceType == resourceTopic && !s.allowedTopic(r, security.OpAlterConfigs, rr.ResourceName):
+			err = errTopicAuthorization
+		case rr.ResourceType == resourceBroker && !s.allowedCluster(r, security.OpAlterConfigs):
+			err = errClusterAuthorization
+		case rr.ResourceType == resourceTopic:
+			err = s.cfg.Broker.IncrementalAlterTopicConfigs(ctx, rr.ResourceName, configOps(rr.Configs), req.ValidateOnly)
+		case rr.ResourceType == resourceBroker:
+			err = s.cfg.Broker.IncrementalAlterBrokerConfigs(ctx, rr.ResourceName, configOps(rr.Configs), req.ValidateOnly)
+		case rr.ResourceType == resourceBrokerLogger && !s.allowedCluster(r, security.OpAlterConfigs):
+			err = errClusterAuthorization
+		case rr.ResourceType == resourceBrokerLogger:
+			err = s.cfg.Broker.AlterLoggers(rr.ResourceName, configOps(rr.Configs), req.ValidateOnly)
 		default:
 			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "unsupported resource type " + strconv.Itoa(int(rr.ResourceType))}
 		}
@@ -102,4 +85,17 @@ func handleIncrementalAlterConfigs(ctx context.Context, s *Server, r *Request) (
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return resp, nil
+}
+
+// configOps are a resource's config operations as the broker takes them.
+func configOps(cs []kmsg.IncrementalAlterConfigsRequestResourceConfig) []broker.ConfigOp {
+	ops := make([]broker.ConfigOp, 0, len(cs))
+	for _, c := range cs {
+		op := broker.ConfigOp{Name: c.Name, Op: int8(c.Op)}
+		if c.Value != nil {
+			op.Value = *c.Value
+		}
+		ops = append(ops, op)
+	}
+	return ops
 }

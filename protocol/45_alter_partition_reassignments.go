@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/security"
 )
 
 // AlterPartitionReassignments: v0-1
@@ -45,6 +46,10 @@ func handleAlterPartitionReassignments(ctx context.Context, s *Server, r *Reques
 	img := s.cfg.Broker.Image()
 	live := func(id int32) bool { _, ok := img.Broker(id); return ok }
 	ctl := s.cfg.Controller
+	if !s.allowedCluster(r, security.OpAlter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	if ctl == nil {
 		resp.ErrorCode = kerr.NotController.Code
 		return resp, nil

@@ -4,7 +4,10 @@ import (
 	"context"
 	"slices"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/security"
 )
 
 // ListPartitionReassignments: v0
@@ -23,6 +26,10 @@ func init() { register(46, 0, 0, handleListPartitionReassignments) }
 func handleListPartitionReassignments(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	if !s.allowedCluster(r, security.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	img := s.cfg.Broker.Image()
 	type want struct {
 		all   bool

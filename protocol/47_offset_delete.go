@@ -3,7 +3,10 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/security"
 )
 
 // OffsetDelete: v0
@@ -18,7 +21,17 @@ func init() { register(47, 0, 0, handleOffsetDelete) }
 
 func handleOffsetDelete(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.OffsetDeleteRequest)
-	return groupCall(ctx, s, req, func(g GroupCoordinator) (*kmsg.OffsetDeleteResponse, error) {
+	// Kafka: Delete on the group (GROUP_AUTHORIZATION_FAILED), Read on
+	// each topic (TOPIC_AUTHORIZATION_FAILED).
+	if s.groupDenied(r, security.OpDelete, req.Group) {
+		return groupErrorResponse(req, kerr.GroupAuthorizationFailed.Code), nil
+	}
+	denied := s.authorizeOffsetDeleteTopics(r, req)
+	resp, err := groupCall(ctx, s, req, func(g GroupCoordinator) (*kmsg.OffsetDeleteResponse, error) {
 		return g.OffsetDelete(ctx, req)
 	})
+	if od, ok := resp.(*kmsg.OffsetDeleteResponse); ok && denied != nil {
+		od.Topics = append(od.Topics, denied...)
+	}
+	return resp, err
 }

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"github.com/sluice-io/sluice/security"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,6 +28,11 @@ func init() { register(50, 0, 0, handleDescribeUserScramCredentials) }
 func handleDescribeUserScramCredentials(ctx context.Context, s *Server, r *Request) (kmsg.Response, error) {
 	req := r.Msg.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if !s.allowedCluster(r, security.OpDescribe) {
+		msg := "describing SCRAM credentials needs Describe on the cluster"
+		resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, &msg
+		return resp, nil
+	}
 	store := s.cfg.Credentials
 	if store == nil {
 		msg := "this broker has no credential store"

@@ -86,6 +86,24 @@ func handleAlterUserScramCredentials(ctx context.Context, s *Server, r *Request)
 		}
 		return u, m
 	}
+	if !s.allowedCluster(r, security.OpAlter) {
+		// Kafka answers every user of the request with the refusal.
+		for _, d := range req.Deletions {
+			fail(user(d.Name), kerr.ClusterAuthorizationFailed.Code, "altering SCRAM credentials needs Alter on the cluster")
+		}
+		for _, up := range req.Upsertions {
+			fail(user(up.Name), kerr.ClusterAuthorizationFailed.Code, "altering SCRAM credentials needs Alter on the cluster")
+		}
+		for _, name := range order {
+			u := users[name]
+			res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			res.User, res.ErrorCode = name, u.code
+			msg := u.msg
+			res.ErrorMessage = &msg
+			resp.Results = append(resp.Results, res)
+		}
+		return resp, nil
+	}
 	for _, d := range req.Deletions {
 		if u, m := check(d.Name, d.Mechanism); m != nil {
 			u.changes = append(u.changes, cluster.ScramChange{User: d.Name, Mechanism: m.Name})

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/security"
 )
 
 // DescribeCluster: v0-1
@@ -37,7 +39,12 @@ func handleDescribeCluster(ctx context.Context, s *Server, r *Request) (kmsg.Res
 	resp.ClusterID = img.ClusterID
 	resp.ControllerID = img.Controller
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = clusterAllOps
+		// Kafka: the bit set only for a principal that may describe the
+		// cluster; 0 for others.
+		resp.ClusterAuthorizedOperations = 0
+		if s.allowedCluster(r, security.OpDescribe) {
+			resp.ClusterAuthorizedOperations = s.authorizedOps(r, security.ResourceCluster, security.ClusterName)
+		}
 	}
 	for _, br := range img.Brokers {
 		ep, ok := br.Endpoint(r.Listener)

@@ -475,7 +475,7 @@ func decodeFrameID(frame []byte, lastID string) (*Request, *api, *slot, error) {
 	if err := msg.ReadFrom(rest); err != nil {
 		return nil, nil, nil, fmt.Errorf("%s v%d from client %q does not decode: %w", kmsg.NameForKey(key), version, clientID, err)
 	}
-	r := &Request{Key: key, Version: version, CorrelationID: corr, ClientID: clientID, Msg: msg}
+	r := &Request{Key: key, Version: version, CorrelationID: corr, ClientID: clientID, Msg: msg, Principal: security.Anonymous}
 	r.slot.corr, r.slot.key = corr, key
 	return r, a, &r.slot, nil
 }

@@ -4,7 +4,8 @@
 // and the controller) and their results back into bytes; it keeps no
 // partition state itself and knows no storage: a handler decodes, checks
 // what is the wire's to check (versions, sessions, which broker may send a
-// broker-only request; authorisation will join them), calls, and encodes.
+// broker-only request, what the request's principal may do: authz.go, with
+// Kafka's checks and error codes per API), calls, and encodes.
 // Produce and Fetch are broker.Produce and broker.Fetch; the Fetch response
 // alone has its own encoder (fetchenc.go), which sends the file regions
 // broker.Fetch returns with sendfile. Framing shared with the broker's own

@@ -157,7 +157,8 @@ func (n *fuzzNode) crowded() bool {
 	return len(n.brk.Image().Topics) > 64 || parts > 1024
 }
 
-func newFuzzNode(tb testing.TB) *fuzzNode {
+// opts adjust the broker's config (an authorizer).
+func newFuzzNode(tb testing.TB, opts ...func(*broker.Config)) *fuzzNode {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -184,7 +185,7 @@ func newFuzzNode(tb testing.TB) *fuzzNode {
 	}
 	gcfg := group.DefaultConfig()
 	gcfg.NumPartitions, gcfg.ReplicationFactor, gcfg.InitialRebalanceDelay = 3, 1, 0
-	brk, err := broker.New(broker.Config{
+	bcfg := broker.Config{
 		BrokerID:                      1,
 		Endpoints:                     []cluster.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: "127.0.0.1", Port: 9092}},
 		Logs:                          logs,
@@ -195,7 +196,11 @@ func newFuzzNode(tb testing.TB) *fuzzNode {
 		OffsetsTopicPartitions:        gcfg.NumPartitions,
 		OffsetsTopicReplicationFactor: 1,
 		Metrics:                       nil,
-	})
+	}
+	for _, o := range opts {
+		o(&bcfg)
+	}
+	brk, err := broker.New(bcfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -500,6 +505,26 @@ func seedRequest(key, v int16) kmsg.Request {
 		r := kmsg.NewPtrOffsetDeleteRequest()
 		r.Group = grp
 		r.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: topic, Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 1}}}}
+		return r
+	case 29:
+		r := kmsg.NewPtrDescribeACLsRequest()
+		r.ResourceType, r.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeMatch
+		r.ResourceName = kmsg.StringPtr(topic)
+		r.Operation, r.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+		return r
+	case 30:
+		r := kmsg.NewPtrCreateACLsRequest()
+		c := kmsg.NewCreateACLsRequestCreation()
+		c.ResourceType, c.ResourceName, c.ResourcePatternType = kmsg.ACLResourceTypeTopic, topic, kmsg.ACLResourcePatternTypeLiteral
+		c.Principal, c.Host, c.Operation, c.PermissionType = "User:fuzz", "*", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+		r.Creations = append(r.Creations, c)
+		return r
+	case 31:
+		r := kmsg.NewPtrDeleteACLsRequest()
+		f := kmsg.NewDeleteACLsRequestFilter()
+		f.ResourceType, f.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+		f.Operation, f.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+		r.Filters = append(r.Filters, f)
 		return r
 	case 60:
 		r := kmsg.NewPtrDescribeClusterRequest()

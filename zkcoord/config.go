@@ -1,6 +1,7 @@
 package zkcoord
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,6 +37,17 @@ type Config struct {
 	ChangeRetention time.Duration
 	// Logger receives the coordinator's and the ZooKeeper client's logs.
 	Logger *slog.Logger
+
+	// SetACL is zookeeper.set.acl: the znodes this broker creates can be
+	// changed only by the identity it authenticated as (Digest, or the
+	// client certificate of TLS), and read by everyone but under the
+	// sensitive paths (zkacl.go). Open refuses it without an identity.
+	SetACL bool
+	// Digest is the user:password the client authenticates with
+	// (ZooKeeper's digest scheme, zkCli's addauth digest); empty for none.
+	Digest string
+	// TLS, when set, is how the client connects: zookeeper.ssl.* (tls.go).
+	TLS *tls.Config
 }
 
 // ConnectString is a parsed zookeeper.connect value.

@@ -59,6 +59,8 @@ type Coordinator struct {
 	watchers   map[*watcher]struct{}
 	creds      userCache // SCRAM credentials (credentials.go)
 
+	acls aclState // the ACLs, loaded when first asked for (acls.go)
+
 	done chan struct{}
 	wg   sync.WaitGroup
 }
@@ -84,11 +86,14 @@ func Open(ctx context.Context, cfg Config) (*Coordinator, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.checkIdentity(); err != nil {
+		return nil, err
+	}
 	c := &Coordinator{
 		cfg:        cfg,
 		log:        cfg.Logger.With("component", "zkcoord"),
 		cs:         cs,
-		acl:        zk.WorldACL(zk.PermAll),
+		acl:        defaultACL(cfg.SetACL, "/"),
 		evSignal:   make(chan struct{}, 1),
 		watchers:   map[*watcher]struct{}{},
 		registered: map[int32]cluster.Broker{},
@@ -99,13 +104,17 @@ func Open(ctx context.Context, cfg Config) (*Coordinator, error) {
 		zk.WithLogger(zkLogger{c.log.With("component", "zookeeper-client")}),
 		zk.WithLogInfo(false),
 		zk.WithEventCallback(c.onEvent),
-		zk.WithDialer(dialer(handshakeTimeout(cfg.SessionTimeout))),
+		zk.WithDialer(dialer(handshakeTimeout(cfg.SessionTimeout), cfg.TLS)),
 		zk.WithMaxBufferSize(16<<20))
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper.connect %q: %w", cfg.Connect, err)
 	}
 	c.conn = conn
 	if err := c.waitSession(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if err := c.authenticate(); err != nil {
 		conn.Close()
 		return nil, err
 	}
@@ -156,7 +165,7 @@ func (c *Coordinator) bootstrap() error {
 		for i := range parts {
 			p := "/" + strings.Join(parts[:i+1], "/")
 			if _, err := c.conn.Create(p, nil, 0, c.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-				return fmt.Errorf("zkcoord: create chroot %s: %w", p, zkErr(err))
+				return fmt.Errorf("zkcoord: create chroot %s: %w", p, noAuthHint(zkErr(err)))
 			}
 		}
 	}
@@ -165,13 +174,13 @@ func (c *Coordinator) bootstrap() error {
 			return err
 		}
 	}
-	return nil
+	return c.secureExisting()
 }
 
 // ensurePath creates a persistent empty znode when it is missing.
 func (c *Coordinator) ensurePath(p string) error {
-	if _, err := c.conn.Create(c.path(p), nil, 0, c.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		return fmt.Errorf("zkcoord: create %s: %w", p, zkErr(err))
+	if _, err := c.conn.Create(c.path(p), nil, 0, c.aclFor(p)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("zkcoord: create %s: %w", p, noAuthHint(zkErr(err)))
 	}
 	return nil
 }

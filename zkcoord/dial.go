@@ -1,6 +1,7 @@
 package zkcoord
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"net"
 	"sync"
@@ -28,10 +29,17 @@ func handshakeTimeout(session time.Duration) time.Duration {
 }
 
 // dialer returns a zk.Dialer whose connections bound the session handshake
-// by limit (see handshakeTimeout) and behave as plain connections after it.
-func dialer(limit time.Duration) func(network, address string, timeout time.Duration) (net.Conn, error) {
+// by limit (see handshakeTimeout) and behave as plain connections after it;
+// with tlsCfg they speak TLS (zookeeper.ssl.client.enable, tls.go).
+func dialer(limit time.Duration, tlsCfg *tls.Config) func(network, address string, timeout time.Duration) (net.Conn, error) {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
-		c, err := net.DialTimeout(network, address, timeout)
+		var c net.Conn
+		var err error
+		if tlsCfg != nil {
+			c, err = dialTLS(network, address, min(timeout, limit), tlsCfg)
+		} else {
+			c, err = net.DialTimeout(network, address, timeout)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -50,12 +50,24 @@ type Options struct {
 	StartTimeout time.Duration
 	// Log receives the server's output (default: kept in memory, see Output).
 	Log io.Writer
+	// TLS, when set, adds a secureClientPort (SecureAddr) served with
+	// Netty, PEM key and trust stores, and x509 client identities (a
+	// client's certificate subject is its identity in znode ACLs).
+	TLS *TLSOptions
+}
+
+// TLSOptions configures the server's secureClientPort.
+type TLSOptions struct {
+	KeyStore   string // PEM file: the server's private key (PKCS#8) and certificate
+	TrustStore string // PEM file: the CA client certificates must chain to
+	ClientAuth string // need (default), want or none
 }
 
 // Server is one ZooKeeper server process.
 type Server struct {
 	opts    Options
 	port    int
+	tlsPort int // secureClientPort when Options.TLS is set
 	dir     string
 	ownsDir bool
 
@@ -146,23 +158,48 @@ func StartServer(opts Options) (*Server, error) {
 		}
 		s.dir, s.ownsDir = d, true
 	}
-	if s.port == 0 {
+	freePort := func() (int, error) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, fmt.Errorf("zktest: free port: %w", err)
+			return 0, fmt.Errorf("zktest: free port: %w", err)
 		}
-		s.port = l.Addr().(*net.TCPAddr).Port
-		l.Close()
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port, nil
 	}
-	if err := s.Start(); err != nil {
+	// A port found free may be taken by another test's process before
+	// ZooKeeper binds it: ports chosen here are chosen again then.
+	for attempt := 1; ; attempt++ {
+		var err error
+		if opts.Port == 0 {
+			if s.port, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		if opts.TLS != nil {
+			if s.tlsPort, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		err = s.Start()
+		if err == nil {
+			return s, nil
+		}
+		if attempt < 3 && opts.Port == 0 && strings.Contains(err.Error(), "BindException") {
+			s.mu.Lock()
+			s.out.Reset()
+			s.mu.Unlock()
+			continue
+		}
 		s.Close()
 		return nil, err
 	}
-	return s, nil
 }
 
 // Addr is the server's client address, "127.0.0.1:port".
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// SecureAddr is the server's TLS client address (Options.TLS).
+func (s *Server) SecureAddr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.tlsPort)) }
 
 // Port is the server's client port.
 func (s *Server) Port() int { return s.port }
@@ -214,14 +251,35 @@ admin.enableServer=false
 forceSync=no
 `, s.opts.TickTime.Milliseconds(), filepath.Join(s.dir, "data"), s.port,
 		s.opts.MinSessionTimeout.Milliseconds(), s.opts.MaxSessionTimeout.Milliseconds())
+	if t := s.opts.TLS; t != nil {
+		auth := t.ClientAuth
+		if auth == "" {
+			auth = "need"
+		}
+		conf += fmt.Sprintf(`secureClientPort=%d
+secureClientPortAddress=127.0.0.1
+serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory
+ssl.keyStore.location=%s
+ssl.keyStore.type=PEM
+ssl.trustStore.location=%s
+ssl.trustStore.type=PEM
+ssl.clientAuth=%s
+authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider
+`, s.tlsPort, t.KeyStore, t.TrustStore, auth)
+	}
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		s.mu.Unlock()
 		return fmt.Errorf("zktest: %w", err)
 	}
+	classpath := jarPath() + ":/usr/share/java/slf4j-simple.jar"
+	if s.opts.TLS != nil {
+		// Netty's codec, which the zookeeper jar's manifest leaves out.
+		classpath += ":/usr/share/java/netty-codec.jar"
+	}
 	cmd := exec.Command(javaPath(),
 		"-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
 		"-Dzookeeper.jmx.log4j.disable=true", "-Dzookeeper.admin.enableServer=false",
-		"-cp", jarPath()+":/usr/share/java/slf4j-simple.jar", "org.apache.zookeeper.server.ZooKeeperServerMain", cfg)
+		"-cp", classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", cfg)
 	var w io.Writer = lockedWriter{&s.mu, &s.out}
 	if s.opts.Log != nil {
 		w = s.opts.Log
