@@ -125,24 +125,25 @@ func startCluster() (*testCluster, error) {
 	}
 	for i := 1; i <= 3; i++ {
 		host := fmt.Sprintf("127.0.0.%d", i)
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			return c, fmt.Errorf("free port on %s: %w", host, err)
+		// Three ports held open together, so the kernel cannot hand the
+		// same free port out twice (a console and a registry on one port).
+		var ports [3]int
+		var held []net.Listener
+		for j := range ports {
+			l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+			if err != nil {
+				for _, h := range held {
+					h.Close()
+				}
+				return c, fmt.Errorf("free port on %s: %w", host, err)
+			}
+			held = append(held, l)
+			ports[j] = l.Addr().(*net.TCPAddr).Port
 		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		cl, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			return c, fmt.Errorf("free port on %s: %w", host, err)
+		for _, h := range held {
+			h.Close()
 		}
-		consolePort := cl.Addr().(*net.TCPAddr).Port
-		cl.Close()
-		rl, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			return c, fmt.Errorf("free port on %s: %w", host, err)
-		}
-		registryPort := rl.Addr().(*net.TCPAddr).Port
-		rl.Close()
+		port, consolePort, registryPort := ports[0], ports[1], ports[2]
 		b := &brokerProc{c: c, id: int32(i), addr: net.JoinHostPort(host, strconv.Itoa(port)), dir: filepath.Join(dir, fmt.Sprintf("broker-%d", i)),
 			console: net.JoinHostPort(host, strconv.Itoa(consolePort)), srAddr: net.JoinHostPort(host, strconv.Itoa(registryPort))}
 		c.brokers = append(c.brokers, b)
