@@ -320,7 +320,7 @@ func TestConsoleStateSharedAcrossHosts(t *testing.T) {
 	h1 := c.signedIn(t, 1, "root", rootPassword)
 	others := map[int32]*webtest.Client{2: c.signedIn(t, 2, "root", rootPassword), 3: c.signedIn(t, 3, "root", rootPassword)}
 	pd := newPDReceiver(t)
-	const secret = "R0UT1NG-K3Y-never-in-clear-5c1e"
+	const secret = "R0UT1NGK3YneverInClear5c1e7a9b3f" // a PagerDuty routing key: 32 letters and digits
 
 	user := fmt.Sprintf("alice%d", time.Now().UnixNano()%1e6)
 	webtest.ExpectStatus(t, h1.Post("/users", "/users", url.Values{"username": {user}, "role": {"operator"}, "password": {"alice-password-1"}}), http.StatusSeeOther)
