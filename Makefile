@@ -3,6 +3,8 @@
 #   make test   install what the tests need when missing, then run every test
 #   make test-short  the short tier: no ZooKeeper, browser, external client or
 #                    package install (go test -short ./...), under two minutes
+#   make screenshots every console page with demo data, light, dark and phone
+#                    width, as PNGs in ./screenshots (headless Chromium)
 SHELL := /bin/bash
 GO ?= go
 VERSION ?= $(shell cat VERSION 2>/dev/null || echo 0.0.0)
@@ -21,7 +23,7 @@ KAFKAJS_DIR ?= $(HOME)/.cache/sluice-test/kafkajs-$(KAFKAJS_VERSION)
 TEST_TIMEOUT ?= 14m
 FUZZTIME ?= 4s
 
-.PHONY: all build run test test-short test-deps test-go test-fuzz fuzz generate check-generated docs vet fmt package bench soak clean
+.PHONY: all build run test test-short test-deps test-go test-fuzz fuzz generate check-generated docs vet fmt package bench soak clean screenshots
 
 all: build
 
@@ -97,6 +99,12 @@ test-fuzz:
 
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)
+
+# The console's pages with demo data (internal/screenshots), for review.
+SCREENSHOTS_DIR ?= $(CURDIR)/screenshots
+screenshots: generate
+	SLUICE_SCREENSHOTS_DIR=$(SCREENSHOTS_DIR) $(GO) test -count=1 -timeout 10m -run TestScreenshots ./internal/screenshots/
+	@echo "screenshots in $(SCREENSHOTS_DIR)"
 
 package: build
 	./scripts/package.sh $(VERSION)

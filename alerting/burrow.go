@@ -30,6 +30,19 @@ func (s Status) String() string {
 	return fmt.Sprintf("Status(%d)", int(s))
 }
 
+// MarshalText writes the status's name (JSON: "WARN").
+func (s Status) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads a status name.
+func (s *Status) UnmarshalText(b []byte) error {
+	v, err := ParseStatus(string(b))
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
+
 // ParseStatus reads a status name (case-insensitive).
 func ParseStatus(s string) (Status, error) {
 	for i, n := range statusNames {

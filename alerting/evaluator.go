@@ -7,13 +7,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"net/url"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/internal/human"
 	"github.com/sluice-io/sluice/metrics"
 )
 
@@ -44,12 +47,21 @@ type alertState struct {
 	Labels      map[string]string
 	Links       []Link
 	LastEval    time.Time
+	// Notified is set once the trigger went out; a silence or flapping
+	// holds it back, and only a notified alert sends a resolve.
+	Notified bool
+	// Value is the rule's value for the subject at the last round, in
+	// words ("210 records"), also while the alert clears.
+	Value string
 }
 
-// observation is a subject whose condition holds in this round.
+// observation is what one round saw of one subject of a rule: its value,
+// and whether the rule's condition holds for it.
 type observation struct {
 	subject string
-	summary string
+	holds   bool
+	value   string // the value in words: "210 records", "7 min 55 s", "WARN", "down"
+	summary string // the rule's sentence about the subject with its value
 	details map[string]any
 	labels  map[string]string
 	links   []Link
@@ -74,9 +86,15 @@ type flapKey struct {
 // evaluator is the state the evaluation rounds carry between them. Owned by
 // whoever holds Service.evalMu.
 type evaluator struct {
-	s       *Service
+	s     *Service
+	flaps map[flapKey]*flap
+
+	// mu guards what a rule preview reads while a round may run: the
+	// Burrow windows and the produce_stopped bookkeeping. A round holds it
+	// from derive to the end of its rule loop, but not while it waits on
+	// the sources.
+	mu      sync.Mutex
 	windows *windows
-	flaps   map[flapKey]*flap
 
 	// produce_stopped bookkeeping, per topic
 	prevIn     map[string]int64
@@ -133,6 +151,11 @@ func (e *evaluator) round(ctx context.Context) error {
 		return err
 	}
 	need := map[string]bool{}
+	// Every group's Burrow status is kept whenever lag can be read, for the
+	// console's group list, rule or no rule.
+	if s.cfg.Sources.Lag != nil {
+		need[sourceLag] = true
+	}
 	enabled := 0
 	for _, r := range rules {
 		if r.Enabled {
@@ -153,7 +176,17 @@ func (e *evaluator) round(ctx context.Context) error {
 		}
 		byRule[st.RuleID][st.Subject] = st
 	}
-	in := e.fetch(ctx, need, rules, byRule, now)
+	silences, err := s.activeSilences(ctx, now)
+	if err != nil {
+		return err
+	}
+	in := e.gather(ctx, need)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.derive(&in, rules, byRule, now, false)
+	if in.errs[sourceLag] == nil && need[sourceLag] {
+		s.setGroupStatuses(groupStatuses(in.lag, in.partStatus), now)
+	}
 
 	// The round's state changes and the notifications they cause are one
 	// change of the replicated state; while the console topic is away it
@@ -174,7 +207,7 @@ func (e *evaluator) round(ctx context.Context) error {
 			e.flaps[k] = &c
 		}
 		var err error
-		fired, err = e.apply(ctx, tx, rules, byRule, &in, now)
+		fired, err = e.apply(ctx, tx, rules, byRule, &in, silences, now)
 		return err
 	}, consoledb.LocalFallback())
 	if err != nil {
@@ -223,7 +256,7 @@ func (e *evaluator) round(ctx context.Context) error {
 // apply steps every rule's alerts with the round's inputs, writing states,
 // history and notifications in tx; it returns how many notifications it
 // queued.
-func (e *evaluator) apply(ctx context.Context, tx *sql.Tx, rules []Rule, byRule map[int64]map[string]*alertState, in *inputs, now time.Time) (int, error) {
+func (e *evaluator) apply(ctx context.Context, tx *sql.Tx, rules []Rule, byRule map[int64]map[string]*alertState, in *inputs, silences silenceSet, now time.Time) (int, error) {
 	s := e.s
 	// Subjects with only a flap history are stepped too, so their history
 	// ages with every round.
@@ -254,9 +287,13 @@ func (e *evaluator) apply(ctx context.Context, tx *sql.Tx, rules []Rule, byRule 
 			continue // the source failed: leave this rule's alerts as they are
 		}
 		obs := e.observe(r, in, sts, now)
-		subjects := make([]string, 0, len(obs)+len(sts))
-		for k := range obs {
-			subjects = append(subjects, k)
+		// A subject is stepped when its condition holds, when it has an
+		// alert, or when it has a flap history; the others only have a value.
+		subjects := make([]string, 0, len(sts)+8)
+		for k, o := range obs {
+			if o.holds || sts[k] != nil || e.flaps[flapKey{r.ID, k}] != nil {
+				subjects = append(subjects, k)
+			}
 		}
 		for k := range sts {
 			if _, ok := obs[k]; !ok {
@@ -270,7 +307,7 @@ func (e *evaluator) apply(ctx context.Context, tx *sql.Tx, rules []Rule, byRule 
 		}
 		sort.Strings(subjects)
 		for _, subj := range subjects {
-			n, err := e.step(ctx, tx, r, sts[subj], subj, obs[subj], now)
+			n, err := e.step(ctx, tx, r, sts[subj], subj, obs[subj], now, silences.match(r.ID, subj) != nil)
 			if err != nil {
 				return 0, err
 			}
@@ -316,8 +353,8 @@ func cloneStates(in map[string]*alertState) map[string]*alertState {
 	return out
 }
 
-// fetch asks each needed source once.
-func (e *evaluator) fetch(ctx context.Context, need map[string]bool, rules []Rule, byRule map[int64]map[string]*alertState, now time.Time) inputs {
+// gather asks each needed source once.
+func (e *evaluator) gather(ctx context.Context, need map[string]bool) inputs {
 	s := e.s
 	in := inputs{errs: map[string]error{}}
 	call := func(name string, configured bool, fn func(ctx context.Context) error) {
@@ -342,17 +379,25 @@ func (e *evaluator) fetch(ctx context.Context, need map[string]bool, rules []Rul
 		in.comparisons, err = src.Comparisons.Comparisons(ctx)
 		return
 	})
+	return in
+}
 
-	if s.cfg.ExportLag != nil && need[sourceLag] && in.errs[sourceLag] == nil {
+// derive computes what the rules need beyond the sources' answers: the
+// Burrow status of every group partition and whether each topic stopped
+// receiving records. A round (readOnly false) moves the Burrow windows and
+// the produce bookkeeping; a preview (readOnly true) only reads them.
+func (e *evaluator) derive(in *inputs, rules []Rule, byRule map[int64]map[string]*alertState, now time.Time, readOnly bool) {
+	s := e.s
+	if !readOnly && s.cfg.ExportLag != nil && in.lag != nil && in.errs[sourceLag] == nil {
 		exportLag(s.cfg.ExportLag, in.lag, now)
 	}
-	burrow, produce := false, false
+	produce := false
 	for _, r := range rules {
-		if r.Enabled && r.Kind == KindGroupStatus {
-			burrow = true
-		}
 		if r.Enabled && r.Kind == KindProduceStopped {
 			produce = true
+			if readOnly {
+				continue
+			}
 			for subj := range byRule[r.ID] {
 				if typ, name := splitSubject(subj); typ == "topic" {
 					e.armed[name] = true // it was stopped before a restart
@@ -360,9 +405,11 @@ func (e *evaluator) fetch(ctx context.Context, need map[string]bool, rules []Rul
 			}
 		}
 	}
-	if burrow && in.errs[sourceLag] == nil {
+	if in.lag != nil && in.errs[sourceLag] == nil {
 		in.partStatus = map[windowKey]Status{}
-		e.windows.beginRound()
+		if !readOnly {
+			e.windows.beginRound()
+		}
 		for _, g := range in.lag {
 			if g.Err != nil {
 				continue
@@ -371,18 +418,43 @@ func (e *evaluator) fetch(ctx context.Context, need map[string]bool, rules []Rul
 				if p.Err != nil {
 					continue // not read this round: its window waits
 				}
-				win := e.windows.observe(g.Group, g.Members, p, now)
-				in.partStatus[windowKey{g.Group, p.Topic, p.Partition}] = PartitionStatus(win.entries, p.Lag, now)
+				k := windowKey{g.Group, p.Topic, p.Partition}
+				var win *window
+				if readOnly {
+					win = e.windows.m[k]
+				} else {
+					win = e.windows.observe(g.Group, g.Members, p, now)
+				}
+				if win == nil {
+					in.partStatus[k] = StatusNotFound
+					continue
+				}
+				in.partStatus[k] = PartitionStatus(win.entries, p.Lag, now)
 			}
 		}
-		e.windows.endRound()
+		if !readOnly {
+			e.windows.endRound()
+		}
 	}
-	if produce && in.errs[sourceHealth] == nil {
+	if (produce || readOnly) && in.errs[sourceHealth] == nil {
 		in.stopped = map[string]int{}
 		seen := map[string]bool{}
 		for _, t := range in.health.Topics {
 			seen[t.Topic] = true
 			prev, ok := e.prevIn[t.Topic]
+			if readOnly {
+				switch {
+				case !ok:
+					in.stopped[t.Topic] = -1
+				case t.MessagesIn != prev:
+					in.stopped[t.Topic] = 0
+				case e.armed[t.Topic]:
+					in.stopped[t.Topic] = 1
+				default:
+					in.stopped[t.Topic] = 0
+				}
+				continue
+			}
 			e.prevIn[t.Topic] = t.MessagesIn
 			switch {
 			case !ok:
@@ -402,24 +474,27 @@ func (e *evaluator) fetch(ctx context.Context, need map[string]bool, rules []Rul
 				in.stopped[t.Topic] = 0
 			}
 		}
-		for t := range e.prevIn {
-			if !seen[t] {
-				delete(e.prevIn, t)
-				delete(e.armed, t)
-				delete(e.lastChange, t)
+		if !readOnly {
+			for t := range e.prevIn {
+				if !seen[t] {
+					delete(e.prevIn, t)
+					delete(e.armed, t)
+					delete(e.lastChange, t)
+				}
 			}
 		}
 	}
-	return in
 }
 
-// step moves one rule+subject alert given whether its condition holds (o
-// not nil) and returns the notifications to send once the round commits.
-func (e *evaluator) step(ctx context.Context, tx *sql.Tx, r Rule, st *alertState, subject string, o *observation, now time.Time) ([]notification, error) {
+// step moves one rule+subject alert given what the round observed of the
+// subject (o nil: the source no longer reports it) and returns the
+// notifications to send once the round commits. silenced holds a trigger
+// back (not a resolve: closing an incident is never noise).
+func (e *evaluator) step(ctx context.Context, tx *sql.Tx, r Rule, st *alertState, subject string, o *observation, now time.Time, silenced bool) ([]notification, error) {
 	if o != nil && o.unknown {
 		return nil, nil
 	}
-	cond := o != nil
+	cond := o != nil && o.holds
 	// Flap history lives in the state while there is one, else in memory.
 	fk := flapKey{r.ID, subject}
 	f := e.flaps[fk]
@@ -458,13 +533,16 @@ func (e *evaluator) step(ctx context.Context, tx *sql.Tx, r Rule, st *alertState
 		}
 		st.apply(o)
 		if r.For > 0 || flapping {
-			if err := insertHistory(ctx, tx, now, r, st, EventPending); err != nil {
+			if err := insertHistory(ctx, tx, historyRow{at: now, rule: r, st: st, event: EventPending, value: o.value}); err != nil {
 				return nil, err
 			}
 		}
 	} else if cond {
 		st.apply(o)
 		st.ClearSince = time.Time{}
+	}
+	if o != nil {
+		st.Value = o.value
 	}
 	st.History, st.HistoryLen, st.LastEval = f.history, f.n, now
 	st.Flapping = flapping
@@ -473,37 +551,71 @@ func (e *evaluator) step(ctx context.Context, tx *sql.Tx, r Rule, st *alertState
 		if flapping {
 			ev = EventFlapping
 		}
-		if err := insertHistory(ctx, tx, now, r, st, ev); err != nil {
+		if err := insertHistory(ctx, tx, historyRow{at: now, rule: r, st: st, event: ev, value: st.Value}); err != nil {
 			return nil, err
 		}
 	}
 
 	switch {
 	case st.State == StatePending && !cond:
-		if err := insertHistory(ctx, tx, now, r, st, EventCancelled); err != nil {
+		if err := insertHistory(ctx, tx, historyRow{at: now, rule: r, st: st, event: EventCancelled, summary: clearedSummary(r, subject, o),
+			value: st.Value, duration: now.Sub(st.ActiveSince)}); err != nil {
 			return nil, err
 		}
 		return nil, deleteState(ctx, tx, r.ID, subject)
 	case st.State == StatePending && now.Sub(st.ActiveSince) >= r.For && !flapping:
 		st.State, st.FiredAt = StateFiring, now
-		if err := insertHistory(ctx, tx, now, r, st, EventFiring); err != nil {
+		if err := insertHistory(ctx, tx, historyRow{at: now, rule: r, st: st, event: EventFiring, value: st.Value}); err != nil {
 			return nil, err
 		}
-		out = append(out, notification{r, *st, actionTrigger, now})
 	case st.State == StateFiring && !cond:
 		if st.ClearSince.IsZero() {
 			st.ClearSince = now
 		}
 		if now.Sub(st.ClearSince) >= r.ClearFor && !flapping {
-			if err := insertHistory(ctx, tx, now, r, st, EventResolved); err != nil {
+			resolved := *st
+			resolved.Summary = clearedSummary(r, subject, o)
+			if err := insertHistory(ctx, tx, historyRow{at: now, rule: r, st: &resolved, event: EventResolved,
+				value: st.Value, duration: now.Sub(st.ActiveSince)}); err != nil {
 				return nil, err
 			}
 			// Keep the flap history in memory: if it comes straight back it
 			// counts towards flapping.
-			return []notification{{r, *st, actionResolve, now}}, deleteState(ctx, tx, r.ID, subject)
+			// The resolve carries the alert as it fired (Alertmanager's
+			// receivers match a resolved alert by its labels and
+			// annotations); the history entry has the value that cleared it.
+			if st.Notified {
+				out = append(out, notification{r, *st, actionResolve, now})
+			}
+			return out, deleteState(ctx, tx, r.ID, subject)
 		}
 	}
+	// A firing alert's trigger goes out once, when neither a silence nor
+	// flapping holds it back; a silence that ends while the condition still
+	// holds lets it out at the next round.
+	if st.State == StateFiring && !st.Notified && st.ClearSince.IsZero() && !flapping && !silenced {
+		st.Notified = true
+		out = append(out, notification{r, *st, actionTrigger, now})
+	}
 	return out, upsertState(ctx, tx, st)
+}
+
+// clearedSummary is the history's sentence for an alert that stopped
+// holding: the rule's sentence with the value that cleared it, or why there
+// is none.
+func clearedSummary(r Rule, subject string, o *observation) string {
+	if o != nil && o.summary != "" {
+		return o.summary
+	}
+	typ, name := splitSubject(subject)
+	return truncateRunes(fmt.Sprintf("%s: %s %q is no longer reported", r.Name, nonEmptyString(typ, "subject"), name), maxSummary)
+}
+
+func nonEmptyString(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // retire ends the alerts of a disabled rule at once.
@@ -512,11 +624,18 @@ func (e *evaluator) retire(ctx context.Context, tx *sql.Tx, r Rule, st *alertSta
 	if err := deleteState(ctx, tx, r.ID, st.Subject); err != nil {
 		return nil, err
 	}
+	ended := *st
+	ended.Summary = truncateRunes(r.Name+": the rule was disabled", maxSummary)
+	row := historyRow{at: now, rule: r, st: &ended, event: EventCancelled, value: st.Value, duration: now.Sub(st.ActiveSince)}
 	if st.State != StateFiring {
-		return nil, insertHistory(ctx, tx, now, r, st, EventCancelled)
+		return nil, insertHistory(ctx, tx, row)
 	}
-	if err := insertHistory(ctx, tx, now, r, st, EventResolved); err != nil {
+	row.event = EventResolved
+	if err := insertHistory(ctx, tx, row); err != nil {
 		return nil, err
+	}
+	if !st.Notified {
+		return nil, nil
 	}
 	return []notification{{r, *st, actionResolve, now}}, nil
 }
@@ -553,32 +672,34 @@ func splitSubject(s string) (typ, name string) {
 
 func (s *Service) loadStates(ctx context.Context, ruleID int64) ([]*alertState, error) {
 	q := `SELECT rule_id, subject, dedup_key, state, active_since, fired_at, clear_since, flapping, history, history_len,
-		summary, details, labels, links, last_eval FROM alert_states`
+		summary, details, labels, links, last_eval, notified, value FROM alert_states`
 	var args []any
 	if ruleID != 0 {
 		q += ` WHERE rule_id = ?`
 		args = append(args, ruleID)
 	}
-	out, err := consoledb.QueryAll(ctx, s.db, q, func(row consoledb.Scanner) (*alertState, error) {
-		st := &alertState{}
-		var since, fired, clear, last int64
-		var flapping int
-		var details, labels, links string
-		if err := row.Scan(&st.RuleID, &st.Subject, &st.DedupKey, &st.State, &since, &fired, &clear, &flapping,
-			&st.History, &st.HistoryLen, &st.Summary, &details, &labels, &links, &last); err != nil {
-			return nil, err
-		}
-		st.ActiveSince, st.FiredAt, st.ClearSince, st.LastEval = fromMS(since), fromMS(fired), fromMS(clear), fromMS(last)
-		st.Flapping = flapping != 0
-		json.Unmarshal([]byte(details), &st.Details)
-		json.Unmarshal([]byte(labels), &st.Labels)
-		json.Unmarshal([]byte(links), &st.Links)
-		return st, nil
-	}, args...)
+	out, err := consoledb.QueryAll(ctx, s.db, q, scanState, args...)
 	if err != nil {
 		return nil, fmt.Errorf("alerting: load alert states: %w", err)
 	}
 	return out, nil
+}
+
+func scanState(row consoledb.Scanner) (*alertState, error) {
+	st := &alertState{}
+	var since, fired, clear, last int64
+	var flapping, notified int
+	var details, labels, links string
+	if err := row.Scan(&st.RuleID, &st.Subject, &st.DedupKey, &st.State, &since, &fired, &clear, &flapping,
+		&st.History, &st.HistoryLen, &st.Summary, &details, &labels, &links, &last, &notified, &st.Value); err != nil {
+		return nil, err
+	}
+	st.ActiveSince, st.FiredAt, st.ClearSince, st.LastEval = fromMS(since), fromMS(fired), fromMS(clear), fromMS(last)
+	st.Flapping, st.Notified = flapping != 0, notified != 0
+	json.Unmarshal([]byte(details), &st.Details)
+	json.Unmarshal([]byte(labels), &st.Labels)
+	json.Unmarshal([]byte(links), &st.Links)
+	return st, nil
 }
 
 func mustJSON(v any, empty string) string {
@@ -591,30 +712,54 @@ func mustJSON(v any, empty string) string {
 
 func upsertState(ctx context.Context, tx *sql.Tx, st *alertState) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO alert_states(rule_id, subject, dedup_key, state, active_since, fired_at, clear_since,
-		flapping, history, history_len, summary, details, labels, links, last_eval) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+		flapping, history, history_len, summary, details, labels, links, last_eval, notified, value) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 		ON CONFLICT(rule_id, subject) DO UPDATE SET dedup_key=excluded.dedup_key, state=excluded.state,
 		active_since=excluded.active_since, fired_at=excluded.fired_at, clear_since=excluded.clear_since,
 		flapping=excluded.flapping, history=excluded.history, history_len=excluded.history_len, summary=excluded.summary,
-		details=excluded.details, labels=excluded.labels, links=excluded.links, last_eval=excluded.last_eval`,
+		details=excluded.details, labels=excluded.labels, links=excluded.links, last_eval=excluded.last_eval,
+		notified=excluded.notified, value=excluded.value`,
 		st.RuleID, st.Subject, st.DedupKey, st.State, ms(st.ActiveSince), ms(st.FiredAt), ms(st.ClearSince),
 		b2i(st.Flapping), st.History, st.HistoryLen, st.Summary, mustJSON(st.Details, "{}"), mustJSON(st.Labels, "{}"),
-		mustJSON(st.Links, "[]"), ms(st.LastEval))
+		mustJSON(st.Links, "[]"), ms(st.LastEval), b2i(st.Notified), st.Value)
 	if err != nil {
 		return fmt.Errorf("alerting: save alert state: %w", err)
 	}
 	return nil
 }
 
+// deleteState removes an alert that ended, and its acknowledgement: the
+// next incident of the same rule and subject starts unacknowledged.
 func deleteState(ctx context.Context, tx *sql.Tx, ruleID int64, subject string) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM alert_states WHERE rule_id = ? AND subject = ?`, ruleID, subject); err != nil {
 		return fmt.Errorf("alerting: delete alert state: %w", err)
 	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM alert_acks WHERE rule_id = ? AND subject = ?`, ruleID, subject); err != nil {
+		return fmt.Errorf("alerting: delete acknowledgement: %w", err)
+	}
 	return nil
 }
 
-func insertHistory(ctx context.Context, tx *sql.Tx, now time.Time, r Rule, st *alertState, event string) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO alert_history(at, rule_id, rule_name, subject, dedup_key, event, severity, summary, details)
-		VALUES(?,?,?,?,?,?,?,?,?)`, ms(now), r.ID, r.Name, st.Subject, st.DedupKey, event, r.Severity, st.Summary, mustJSON(st.Details, "{}"))
+// historyRow is one history entry to write: the alert as it is, the event,
+// and for an ending alert the value that cleared it and how long it lasted.
+type historyRow struct {
+	at       time.Time
+	rule     Rule
+	st       *alertState
+	event    string
+	summary  string // "" : the alert's summary
+	value    string
+	duration time.Duration
+	actor    string // who acknowledged or silenced
+}
+
+func insertHistory(ctx context.Context, tx *sql.Tx, h historyRow) error {
+	summary := h.summary
+	if summary == "" {
+		summary = h.st.Summary
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO alert_history(at, rule_id, rule_name, subject, dedup_key, event, severity, summary, details,
+		value, duration_ms, actor) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)`, ms(h.at), h.rule.ID, h.rule.Name, h.st.Subject, h.st.DedupKey, h.event,
+		h.rule.Severity, summary, mustJSON(h.st.Details, "{}"), h.value, h.duration.Milliseconds(), h.actor)
 	if err != nil {
 		return fmt.Errorf("alerting: alert history: %w", err)
 	}
@@ -651,12 +796,19 @@ func (e *evaluator) links(r Rule, page, text string) []Link {
 	return out
 }
 
+// observe computes the rule's value for every subject in scope and whether
+// its condition holds. Details, labels and links, which only notifications
+// need, are built for the subjects whose condition holds.
 func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, now time.Time) map[string]*observation {
 	m := newMatcher(r.Scope)
 	obs := map[string]*observation{}
-	add := func(subject, summary string, details map[string]any, labels map[string]string, links []Link) {
-		details["threshold"] = r.Threshold
-		obs[subject] = &observation{subject: subject, summary: truncateRunes(r.Name+": "+summary, maxSummary), details: details, labels: labels, links: links}
+	add := func(subject string, holds bool, value, summary string, extra func() (map[string]any, map[string]string, []Link)) {
+		o := &observation{subject: subject, holds: holds, value: value, summary: truncateRunes(r.Name+": "+summary, maxSummary)}
+		if holds && extra != nil {
+			o.details, o.labels, o.links = extra()
+			o.details["threshold"] = r.Threshold
+		}
+		obs[subject] = o
 	}
 	switch r.Kind {
 	case KindLagRecords, KindLagSeconds, KindGroupStatus:
@@ -666,13 +818,13 @@ func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, n
 			}
 			subject := "group:" + g.Group
 			if g.Err != nil {
-				obs[subject] = &observation{unknown: true}
+				obs[subject] = &observation{subject: subject, unknown: true}
 				continue
 			}
 			var total int64
 			var maxTime time.Duration
-			var parts []PartitionLag
 			var statuses []Status
+			parts := 0
 			byStatus := map[string]int{}
 			unread := 0 // partitions in scope whose lag could not be read
 			for _, p := range g.Partitions {
@@ -683,13 +835,13 @@ func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, n
 					unread++
 					continue
 				}
-				parts = append(parts, p)
+				parts++
 				total += max(p.Lag, 0)
 				maxTime = max(maxTime, p.LagTime)
 				if r.Kind == KindGroupStatus {
 					st := in.partStatus[windowKey{g.Group, p.Topic, p.Partition}]
 					statuses = append(statuses, st)
-					if st != StatusOK {
+					if st != StatusOK && st != StatusNotFound {
 						byStatus[st.String()]++
 					}
 				}
@@ -697,54 +849,60 @@ func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, n
 			// A read that missed partitions proves nothing by itself: the
 			// condition holds if the partitions read are enough, else the
 			// round does not know (the alert stays as it is).
-			unknownUnlessAdded := func() {
-				if unread > 0 && obs[subject] == nil {
-					obs[subject] = &observation{unknown: true}
+			unknownUnlessHolds := func() {
+				if unread > 0 && (obs[subject] == nil || !obs[subject].holds) {
+					obs[subject] = &observation{subject: subject, unknown: true}
 				}
 			}
-			if len(parts) == 0 {
-				unknownUnlessAdded()
+			if parts == 0 {
+				unknownUnlessHolds()
 				continue
 			}
-			sort.Slice(parts, func(i, j int) bool { return parts[i].Lag > parts[j].Lag })
-			top := map[string]int64{}
-			for _, p := range parts[:min(len(parts), 10)] {
-				if p.Lag > 0 {
-					top[fmt.Sprintf("%s/%d", p.Topic, p.Partition)] = p.Lag
+			extra := func() (map[string]any, map[string]string, []Link) {
+				var scoped []PartitionLag
+				for _, p := range g.Partitions {
+					if m.topicOK(p.Topic) && p.Err == nil {
+						scoped = append(scoped, p)
+					}
 				}
-			}
-			details := map[string]any{
-				"group": g.Group, "state": g.State, "members": g.Members, "partitions": len(parts),
-				"total_lag": total, "max_lag_seconds": maxTime.Seconds(), "top_partitions_by_lag": top,
-			}
-			lbl := []string{"group", g.Group}
-			if r.Scope.Topic != "" {
-				lbl = append(lbl, "topic", r.Scope.Topic)
-			}
-			links := e.links(r, "/groups/"+url.PathEscape(g.Group), "Consumer group "+g.Group)
-			switch r.Kind {
-			case KindLagRecords:
-				if float64(total) > r.Threshold {
-					add(subject, fmt.Sprintf("consumer group %q is %d records behind (threshold %d)", g.Group, total, int64(r.Threshold)),
-						details, e.labels(r, lbl...), links)
+				sort.Slice(scoped, func(i, j int) bool { return scoped[i].Lag > scoped[j].Lag })
+				top := map[string]int64{}
+				for _, p := range scoped[:min(len(scoped), 10)] {
+					if p.Lag > 0 {
+						top[fmt.Sprintf("%s/%d", p.Topic, p.Partition)] = p.Lag
+					}
 				}
-			case KindLagSeconds:
-				if maxTime.Seconds() > r.Threshold {
-					add(subject, fmt.Sprintf("consumer group %q is %s behind (threshold %s)", g.Group,
-						maxTime.Round(time.Second), (time.Duration(r.Threshold*float64(time.Second))).Round(time.Second)),
-						details, e.labels(r, lbl...), links)
+				details := map[string]any{
+					"group": g.Group, "state": g.State, "members": g.Members, "partitions": parts,
+					"total_lag": total, "max_lag_seconds": maxTime.Seconds(), "top_partitions_by_lag": top,
 				}
-			case KindGroupStatus:
-				gs := GroupStatus(statuses)
-				if gs >= r.MinStatus && gs > StatusOK {
-					details["status"] = gs.String()
+				lbl := []string{"group", g.Group}
+				if r.Scope.Topic != "" {
+					lbl = append(lbl, "topic", r.Scope.Topic)
+				}
+				if r.Kind == KindGroupStatus {
+					details["status"] = GroupStatus(statuses).String()
 					details["partitions_by_status"] = byStatus
 					details["min_status"] = r.MinStatus.String()
-					add(subject, fmt.Sprintf("consumer group %q is %s (%s), total lag %d", g.Group, gs, statusCounts(byStatus), total),
-						details, e.labels(r, lbl...), links)
 				}
+				return details, e.labels(r, lbl...), e.links(r, "/groups/"+url.PathEscape(g.Group), "Consumer group "+g.Group)
 			}
-			unknownUnlessAdded()
+			behind := human.Plural(total, "record", "records")
+			switch r.Kind {
+			case KindLagRecords:
+				add(subject, float64(total) > r.Threshold, behind,
+					fmt.Sprintf("consumer group %q is %s behind (threshold %s)", g.Group, behind, human.Number(r.Threshold)), extra)
+			case KindLagSeconds:
+				d := human.Duration(maxTime)
+				add(subject, maxTime.Seconds() > r.Threshold, d,
+					fmt.Sprintf("consumer group %q is %s behind (threshold %s)", g.Group, d, human.Duration(time.Duration(r.Threshold*float64(time.Second)))), extra)
+			case KindGroupStatus:
+				gs := GroupStatus(statuses)
+				holds := gs >= r.MinStatus && gs > StatusOK
+				add(subject, holds, gs.String(),
+					fmt.Sprintf("consumer group %q is %s (%s), total lag %s", g.Group, gs, statusCounts(byStatus), behind), extra)
+			}
+			unknownUnlessHolds()
 		}
 	case KindUnderReplicated, KindOfflinePartitions:
 		for _, t := range in.health.Topics {
@@ -755,21 +913,28 @@ func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, n
 			if r.Kind == KindOfflinePartitions {
 				bad, what = t.Offline, "offline"
 			}
-			if float64(len(bad)) > r.Threshold {
-				add("topic:"+t.Topic, fmt.Sprintf("topic %q has %d %s partitions of %d", t.Topic, len(bad), what, t.Partitions),
-					map[string]any{"topic": t.Topic, "partitions": t.Partitions, what + "_partitions": bad, "count": len(bad)},
-					e.labels(r, "topic", t.Topic), e.links(r, "/topics/"+url.PathEscape(t.Topic), "Topic "+t.Topic))
-			}
+			value := fmt.Sprintf("%d %s", len(bad), what)
+			add("topic:"+t.Topic, float64(len(bad)) > r.Threshold, value,
+				fmt.Sprintf("topic %q has %d %s partitions of %d", t.Topic, len(bad), what, t.Partitions),
+				func() (map[string]any, map[string]string, []Link) {
+					return map[string]any{"topic": t.Topic, "partitions": t.Partitions, what + "_partitions": bad, "count": len(bad)},
+						e.labels(r, "topic", t.Topic), e.links(r, "/topics/"+url.PathEscape(t.Topic), "Topic "+t.Topic)
+				})
 		}
 	case KindBrokerDown:
 		for _, b := range in.health.Brokers {
 			id := strconv.Itoa(int(b.ID))
-			if b.Up || !m.name(id) {
+			if !m.name(id) {
 				continue
 			}
-			add("broker:"+id, fmt.Sprintf("broker %d (%s) is down", b.ID, b.Addr),
-				map[string]any{"broker": b.ID, "addr": b.Addr},
-				e.labels(r, "broker", id), e.links(r, "/brokers/"+id, "Broker "+id))
+			state := "up"
+			if !b.Up {
+				state = "down"
+			}
+			add("broker:"+id, !b.Up, state, fmt.Sprintf("broker %d (%s) is %s", b.ID, b.Addr, state),
+				func() (map[string]any, map[string]string, []Link) {
+					return map[string]any{"broker": b.ID, "addr": b.Addr}, e.labels(r, "broker", id), e.links(r, "/brokers/"+id, "Broker "+id)
+				})
 		}
 	case KindProduceStopped:
 		for _, t := range in.health.Topics {
@@ -780,13 +945,19 @@ func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, n
 			switch in.stopped[t.Topic] {
 			case -1:
 				if states[subject] != nil {
-					obs[subject] = &observation{unknown: true}
+					obs[subject] = &observation{subject: subject, unknown: true}
+				} else {
+					add(subject, false, "not measured yet", fmt.Sprintf("topic %q has not been watched long enough to tell", t.Topic), nil)
 				}
 			case 1:
-				quiet := now.Sub(e.lastChange[t.Topic]).Round(time.Second)
-				add(subject, fmt.Sprintf("topic %q has received no records for %s", t.Topic, quiet),
-					map[string]any{"topic": t.Topic, "messages_in": t.MessagesIn, "quiet_seconds": quiet.Seconds()},
-					e.labels(r, "topic", t.Topic), e.links(r, "/topics/"+url.PathEscape(t.Topic), "Topic "+t.Topic))
+				quiet := now.Sub(e.lastChange[t.Topic])
+				add(subject, true, "quiet for "+human.Duration(quiet), fmt.Sprintf("topic %q has received no records for %s", t.Topic, human.Duration(quiet)),
+					func() (map[string]any, map[string]string, []Link) {
+						return map[string]any{"topic": t.Topic, "messages_in": t.MessagesIn, "quiet_seconds": quiet.Round(time.Second).Seconds()},
+							e.labels(r, "topic", t.Topic), e.links(r, "/topics/"+url.PathEscape(t.Topic), "Topic "+t.Topic)
+					})
+			default:
+				add(subject, false, "receiving records", fmt.Sprintf("topic %q is receiving records", t.Topic), nil)
 			}
 		}
 	case KindDiskFreeBytes, KindDiskFreePercent:
@@ -802,16 +973,16 @@ func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, n
 			limit := formatBytes(uint64(r.Threshold))
 			if r.Kind == KindDiskFreePercent {
 				low = d.TotalBytes > 0 && pct < r.Threshold
-				limit = fmt.Sprintf("%g%%", r.Threshold)
-			}
-			if !low {
-				continue
+				limit = human.Number(r.Threshold) + " %"
 			}
 			id := strconv.Itoa(int(d.Broker))
-			add(fmt.Sprintf("logdir:%d:%s", d.Broker, d.Path),
-				fmt.Sprintf("log dir %s on broker %d has %s free (%.1f%%), threshold %s", d.Path, d.Broker, formatBytes(d.FreeBytes), pct, limit),
-				map[string]any{"broker": d.Broker, "path": d.Path, "free_bytes": d.FreeBytes, "total_bytes": d.TotalBytes, "free_percent": pct},
-				e.labels(r, "broker", id, "log_dir", d.Path), e.links(r, "/brokers/"+id, "Broker "+id))
+			value := fmt.Sprintf("%s free (%.1f %%)", formatBytes(d.FreeBytes), pct)
+			add(fmt.Sprintf("logdir:%d:%s", d.Broker, d.Path), low, value,
+				fmt.Sprintf("log dir %s on broker %d has %s, threshold %s", d.Path, d.Broker, value, limit),
+				func() (map[string]any, map[string]string, []Link) {
+					return map[string]any{"broker": d.Broker, "path": d.Path, "free_bytes": d.FreeBytes, "total_bytes": d.TotalBytes, "free_percent": pct},
+						e.labels(r, "broker", id, "log_dir", d.Path), e.links(r, "/brokers/"+id, "Broker "+id)
+				})
 		}
 	case KindComparison:
 		for _, c := range in.comparisons {
@@ -819,16 +990,16 @@ func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, n
 				continue
 			}
 			diff := c.Mismatched + c.MissingInTarget + c.MissingInSource
-			if float64(diff) <= r.Threshold {
-				continue
-			}
-			add("comparison:"+c.Name,
-				fmt.Sprintf("comparison %q (%s vs %s) found %d mismatched records, %d missing in %s, %d missing in %s",
-					c.Name, c.SourceTopic, c.TargetTopic, c.Mismatched, c.MissingInTarget, c.TargetTopic, c.MissingInSource, c.SourceTopic),
-				map[string]any{"comparison": c.Name, "source_topic": c.SourceTopic, "target_topic": c.TargetTopic,
-					"compared": c.Compared, "mismatched": c.Mismatched, "missing_in_target": c.MissingInTarget,
-					"missing_in_source": c.MissingInSource, "running": c.Running},
-				e.labels(r, "comparison", c.Name), e.links(r, fmt.Sprintf("/comparisons/%d", c.ID), "Comparison "+c.Name))
+			add("comparison:"+c.Name, float64(diff) > r.Threshold, human.Plural(diff, "difference", "differences"),
+				fmt.Sprintf("comparison %q (%s vs %s) found %s, %s missing in %s, %s missing in %s",
+					c.Name, c.SourceTopic, c.TargetTopic, human.Plural(c.Mismatched, "mismatched record", "mismatched records"),
+					human.Count(c.MissingInTarget), c.TargetTopic, human.Count(c.MissingInSource), c.SourceTopic),
+				func() (map[string]any, map[string]string, []Link) {
+					return map[string]any{"comparison": c.Name, "source_topic": c.SourceTopic, "target_topic": c.TargetTopic,
+							"compared": c.Compared, "mismatched": c.Mismatched, "missing_in_target": c.MissingInTarget,
+							"missing_in_source": c.MissingInSource, "running": c.Running},
+						e.labels(r, "comparison", c.Name), e.links(r, fmt.Sprintf("/comparisons/%d", c.ID), "Comparison "+c.Name)
+				})
 		}
 	}
 	return obs
@@ -854,16 +1025,7 @@ func statusCounts(m map[string]int) string {
 }
 
 func formatBytes(b uint64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%d B", b)
-	}
-	div, exp := uint64(unit), 0
-	for n := b / unit; n >= unit; n /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
+	return human.BytesText(int64(min(b, math.MaxInt64)))
 }
 
 func exportLag(l *metrics.Lag, groups []GroupLag, at time.Time) {

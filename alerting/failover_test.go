@@ -162,3 +162,113 @@ func TestResealWithClusterKey(t *testing.T) {
 		t.Fatalf("secret under the cluster key: %q %v", plain, err)
 	}
 }
+
+// Acknowledgements and silences are shared state: an alert acknowledged on
+// a console that does not lead reaches PagerDuty from the one that does,
+// and shows acknowledged on both; a silence made on one host holds the
+// trigger back on the host that leads after a failover, until it is ended
+// (on yet another host).
+func TestFailoverKeepsAcksAndSilences(t *testing.T) {
+	log, lock := consoledb.NewMemLog(), consoledb.NewMutexLock()
+	key := make([]byte, 32)
+	rand.Read(key)
+	var billingLag, paymentsLag atomic.Int64
+	var leaderA, leaderB atomic.Bool
+	src := LagFunc(func(context.Context) ([]GroupLag, error) {
+		return append(group("billing", billingLag.Load()), group("payments", paymentsLag.Load())...), nil
+	})
+	env := func(leader *atomic.Bool, host int32) *testEnv {
+		e := newTestService(t, func(c *Config) {
+			c.Key = key
+			c.Leader = leader.Load
+			c.Sources = Sources{Lag: src}
+		})
+		e.replicated(t, log, lock, host)
+		return e
+	}
+	leaderA.Store(true)
+	a, b := env(&leaderA, 1), env(&leaderB, 2)
+	ctx := context.Background()
+	pd := newReceiver(t, 202)
+	n := a.pagerDuty(t, pd, pdKey)
+	rule := a.rule(t, Rule{Name: "lag", Kind: KindLagRecords, Severity: SeverityCritical, Threshold: 10, NotifierIDs: []int64{n.ID}})
+	triggers := func(want int) error {
+		if got := len(pd.accepted("event_action", "trigger")); got != want {
+			return errorf("%d triggers, want %d", got, want)
+		}
+		return nil
+	}
+
+	billingLag.Store(100)
+	a.evaluate(t)
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error { return triggers(1) })
+
+	// Acknowledged on B, which does not lead: A sends the acknowledge.
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if openAlerts(t, b)["lag group:billing"].State != StateFiring {
+			return errorf("the firing alert is not on host B yet")
+		}
+		return nil
+	})
+	if err := b.svc.Acknowledge(ctx, rule.ID, "group:billing", "bob", "looking"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if got := len(pd.accepted("event_action", "acknowledge")); got != 1 {
+			return errorf("%d acknowledge events", got)
+		}
+		if a.outbox(t)+b.outbox(t) != 0 {
+			return errorf("outbox not empty on both hosts yet")
+		}
+		return nil
+	})
+	for name, e := range map[string]*testEnv{"A": a, "B": b} {
+		if al := openAlerts(t, e)["lag group:billing"]; al.AckedBy != "bob" || al.AckComment != "looking" {
+			t.Errorf("host %s: alert %+v, want acknowledged by bob", name, al)
+		}
+		if firing, unacked, err := e.svc.OpenCounts(ctx); err != nil || firing != 1 || unacked != 0 {
+			t.Errorf("host %s: %d firing, %d unacknowledged (%v)", name, firing, unacked, err)
+		}
+	}
+
+	// Silenced on A; then B leads and the condition starts to hold: the
+	// trigger is held back.
+	x, err := a.svc.CreateSilence(ctx, Silence{Subject: "group:payments", CreatedBy: "alice", ExpiresAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		ss, err := b.svc.Silences(ctx, 0)
+		if err != nil || len(ss) != 1 || ss[0].ID != x.ID || !ss[0].Active(time.Now()) {
+			return errorf("silences on host B: %+v %v", ss, err)
+		}
+		return nil
+	})
+	leaderA.Store(false)
+	leaderB.Store(true)
+	paymentsLag.Store(100)
+	for range 3 {
+		b.evaluate(t)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := triggers(1); err != nil {
+		t.Fatalf("silenced: %v", err)
+	}
+	if al := openAlerts(t, b)["lag group:payments"]; al.State != StateFiring || al.Notified || al.Silence == nil {
+		t.Fatalf("silenced alert on the new leader: %+v", al)
+	}
+
+	// Ended on A: the next round on B sends the trigger it held back.
+	if err := a.svc.EndSilence(ctx, x.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		ss, err := b.svc.Silences(ctx, 0)
+		if err != nil || len(ss) != 1 || ss[0].Active(time.Now()) {
+			return errorf("the ended silence is not on host B yet: %+v %v", ss, err)
+		}
+		return nil
+	})
+	b.evaluate(t)
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error { return triggers(2) })
+}

@@ -20,8 +20,9 @@ import (
 )
 
 const (
-	actionTrigger = "trigger"
-	actionResolve = "resolve"
+	actionTrigger     = "trigger"
+	actionResolve     = "resolve"
+	actionAcknowledge = "acknowledge" // PagerDuty only: webhooks have no such event
 )
 
 // job is one notification for one notifier: everything needed to build the
@@ -45,6 +46,7 @@ type job struct {
 	links       []Link
 	startsAt    time.Time
 	endsAt      time.Time // zero while firing
+	ackedAt     time.Time // acknowledge: when
 }
 
 // RetryPolicy is how deliveries are retried: on HTTP 429, 5xx and network
@@ -132,10 +134,16 @@ func truncateRunes(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
+// pagerDutyBody is the Events API v2 event of j. A trigger carries the
+// payload: summary, source (this host), severity, when the condition
+// began, the subject as component, the cluster as group (the cluster id,
+// so two clusters on one service are told apart) and the rule kind as
+// class. Acknowledge and resolve carry only the routing key, the dedup key
+// and the action.
 func (s *Service) pagerDutyBody(routingKey string, j job) ([]byte, error) {
 	ev := pdEvent{RoutingKey: routingKey, EventAction: j.action, DedupKey: j.dedupKey}
 	if j.action == actionTrigger {
-		typ, name, _ := strings.Cut(j.subject, ":")
+		_, name, _ := strings.Cut(j.subject, ":")
 		details := map[string]any{}
 		for k, v := range j.details {
 			details[k] = v
@@ -152,7 +160,7 @@ func (s *Service) pagerDutyBody(routingKey string, j job) ([]byte, error) {
 			Severity:      string(j.severity),
 			Timestamp:     j.startsAt.UTC().Format(time.RFC3339Nano),
 			Component:     name,
-			Group:         typ,
+			Group:         s.cfg.Cluster,
 			Class:         string(j.kind),
 			CustomDetails: details,
 		}
@@ -274,6 +282,30 @@ func (s *Service) send(ctx context.Context, n Notifier, secret string, secretErr
 		Test:         j.test,
 		Status:       DeliveryPending,
 	}
+	var body []byte
+	var err error
+	switch {
+	case secretErr != nil:
+		err = secretErr
+	case n.Type == NotifierPagerDuty:
+		if secret == "" {
+			err = errors.New("no routing key stored")
+		} else {
+			body, err = s.pagerDutyBody(secret, j)
+		}
+	case n.Type == NotifierWebhook:
+		body, err = s.webhookBody(n.Name, j)
+	default:
+		err = fmt.Errorf("unknown notifier type %q", n.Type)
+	}
+	return s.deliver(ctx, n, secret, body, err, d)
+}
+
+// deliver posts body to n (err: the body could not be made, a failed
+// delivery), retrying per the policy, with the log row d written at the
+// start (pending) and at the end.
+func (s *Service) deliver(ctx context.Context, n Notifier, secret string, body []byte, err error, d Delivery) Delivery {
+	d.Request = redact(string(body), secret)
 	// The log row exists from the start, so a long retry shows as pending.
 	logCtx := context.WithoutCancel(ctx)
 	if err := s.insertDelivery(logCtx, &d); err != nil {
@@ -293,26 +325,9 @@ func (s *Service) send(ctx context.Context, n Notifier, secret string, secretErr
 		if d.Status != DeliveryDelivered {
 			lvl = s.log.Warn
 		}
-		lvl("notification "+d.Status, "notifier", n.Name, "type", n.Type, "action", j.action,
-			"dedup_key", j.dedupKey, "attempts", d.Attempts, "http_status", d.HTTPStatus, "err", d.Error)
+		lvl("notification "+d.Status, "notifier", n.Name, "type", n.Type, "action", d.Action,
+			"dedup_key", d.DedupKey, "attempts", d.Attempts, "http_status", d.HTTPStatus, "err", d.Error)
 		return d
-	}
-
-	var body []byte
-	var err error
-	switch {
-	case secretErr != nil:
-		err = secretErr
-	case n.Type == NotifierPagerDuty:
-		if secret == "" {
-			err = errors.New("no routing key stored")
-		} else {
-			body, err = s.pagerDutyBody(secret, j)
-		}
-	case n.Type == NotifierWebhook:
-		body, err = s.webhookBody(n.Name, j)
-	default:
-		err = fmt.Errorf("unknown notifier type %q", n.Type)
 	}
 	if err != nil {
 		d.Status, d.Error = DeliveryFailed, err.Error()
@@ -347,6 +362,47 @@ func (s *Service) send(ctx context.Context, n Notifier, secret string, secretErr
 		case <-t.C:
 		}
 	}
+}
+
+// ErrNotRetryable is returned when retrying a delivery that did not fail.
+var ErrNotRetryable = errors.New("alerting: only a failed delivery can be sent again")
+
+// redactedKey is what the delivery log stores in place of a routing key.
+const redactedKey = "[redacted]"
+
+// RetryDelivery sends a failed delivery's request again, now, to its
+// notifier's current URL with its current key (the log stores the request
+// with the key redacted), and logs it as a new delivery that names the one
+// it repeats. Like SendTest it retries per the policy within ctx.
+func (s *Service) RetryDelivery(ctx context.Context, id int64) (Delivery, error) {
+	old, err := s.Delivery(ctx, id)
+	if err != nil {
+		return Delivery{}, err
+	}
+	if old.Status != DeliveryFailed {
+		return Delivery{}, ErrNotRetryable
+	}
+	n, secret, serr := s.notifierWithSecret(ctx, old.NotifierID)
+	if serr != nil && n.ID == 0 {
+		return Delivery{}, serr
+	}
+	body := []byte(old.Request)
+	if serr == nil && n.Type == NotifierPagerDuty && old.Request != "" {
+		if secret == "" {
+			serr = errors.New("no routing key stored")
+		} else {
+			quoted, _ := json.Marshal(secret)
+			body = bytes.Replace(body, []byte(`"routing_key":"`+redactedKey+`"`), append([]byte(`"routing_key":`), quoted...), 1)
+		}
+	}
+	if serr == nil && old.Request == "" {
+		serr = errors.New("the delivery log has no request to send again (it was logged before Sluice kept requests)")
+	}
+	d := Delivery{
+		CreatedAt: s.now(), NotifierID: n.ID, NotifierName: n.Name, NotifierType: n.Type, RuleID: old.RuleID,
+		DedupKey: old.DedupKey, Action: old.Action, Test: old.Test, Status: DeliveryPending, RetryOf: old.ID,
+	}
+	return s.deliver(ctx, n, secret, body, serr, d), nil
 }
 
 // attempt makes one HTTP request. A nil error means delivered; an error
@@ -399,5 +455,5 @@ func redact(text, secret string) string {
 	if secret == "" || text == "" {
 		return text
 	}
-	return strings.ReplaceAll(text, secret, "[redacted]")
+	return strings.ReplaceAll(text, secret, redactedKey)
 }

@@ -36,6 +36,7 @@ type outboxJob struct {
 	Links       []Link            `json:"links,omitempty"`
 	StartsAt    time.Time         `json:"starts_at"`
 	EndsAt      time.Time         `json:"ends_at,omitzero"`
+	AckedAt     time.Time         `json:"acked_at,omitzero"` // acknowledge: when
 }
 
 // queueNotify writes, in tx, one outbox row per notifier of rule r about
@@ -48,6 +49,9 @@ func (s *Service) queueNotify(ctx context.Context, tx *sql.Tx, r Rule, st *alert
 	}
 	if action == actionResolve {
 		j.EndsAt = at
+	}
+	if action == actionAcknowledge {
+		j.AckedAt = at
 	}
 	b, err := json.Marshal(j)
 	if err != nil {
@@ -141,7 +145,7 @@ func (s *Service) queueOutbox(ctx context.Context) error {
 		j := job{
 			outboxID: r.id, notifierID: r.notifier, action: oj.Action, ruleID: oj.RuleID, ruleName: oj.RuleName,
 			description: oj.Description, kind: oj.Kind, severity: oj.Severity, subject: oj.Subject, dedupKey: oj.DedupKey,
-			summary: oj.Summary, details: oj.Details, labels: oj.Labels, links: oj.Links, startsAt: oj.StartsAt, endsAt: oj.EndsAt,
+			summary: oj.Summary, details: oj.Details, labels: oj.Labels, links: oj.Links, startsAt: oj.StartsAt, endsAt: oj.EndsAt, ackedAt: oj.AckedAt,
 		}
 		if !s.enqueue(j) {
 			return nil // a queue is full: the rest waits for the next round, in order

@@ -38,7 +38,7 @@ func TestPagerDutyPayloadSchema(t *testing.T) {
 		c.Cluster = "prod-eu"
 	})
 	pd := newReceiver(t, 202)
-	const key = "R0123456789abcdef0123456789abcd"
+	const key = "R0123456789abcdef0123456789abcde" // 32 characters, a ruleset key
 	n := env.pagerDuty(t, pd, key)
 	rule := env.rule(t, Rule{Name: "lag over 100", Kind: KindLagRecords, Severity: SeverityError, Threshold: 100,
 		For: time.Minute, NotifierIDs: []int64{n.ID}, Description: "Billing must keep up."})
@@ -111,7 +111,7 @@ func TestPagerDutyPayloadSchema(t *testing.T) {
 		"source":       {ev.Payload.Source, "sluice-test-host"},
 		"severity":     {ev.Payload.Severity, "error"},
 		"component":    {ev.Payload.Component, "billing"},
-		"group":        {ev.Payload.Group, "group"},
+		"group":        {ev.Payload.Group, "prod-eu"}, // the cluster
 		"class":        {ev.Payload.Class, "lag_records"},
 		"client":       {ev.Client, "Sluice"},
 		"client_url":   {ev.ClientURL, "https://console.example.test"},

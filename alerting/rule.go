@@ -1,6 +1,7 @@
 package alerting
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -93,38 +94,49 @@ type Scope struct {
 	// Pattern is a glob on the subject's name (group, topic, broker id, log
 	// dir path, comparison name): * any run of characters, ? one character.
 	// Empty matches everything.
-	Pattern string
+	Pattern string `json:"pattern"`
 	// Topic limits lag and topic rules to one topic.
-	Topic string
+	Topic string `json:"topic"`
 }
 
 // Rule is one alert rule.
 type Rule struct {
-	ID          int64
-	Name        string
-	Description string
-	Kind        Kind
-	Enabled     bool
-	Severity    Severity
-	// For is how long the condition must hold before the alert fires.
-	For time.Duration
+	ID          int64    `json:"id"`
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Kind        Kind     `json:"kind"`
+	Enabled     bool     `json:"enabled"`
+	Severity    Severity `json:"severity"`
+	// For is how long the condition must hold before the alert fires
+	// (for_ms in JSON).
+	For time.Duration `json:"-"`
 	// ClearFor is how long the condition must stay clear before a firing
-	// alert resolves (hysteresis against flapping).
-	ClearFor time.Duration
-	Scope    Scope
+	// alert resolves (hysteresis against flapping; clear_for_ms in JSON).
+	ClearFor time.Duration `json:"-"`
+	Scope    Scope         `json:"scope"`
 	// Threshold's unit depends on Kind (see KindInfo.Threshold).
-	Threshold float64
+	Threshold float64 `json:"threshold"`
 	// MinStatus is the least group status that fires a group_status rule:
 	// StatusWarn (default) or StatusErr.
-	MinStatus   Status
-	NotifierIDs []int64
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	MinStatus   Status    `json:"min_status,omitempty"`
+	NotifierIDs []int64   `json:"notifier_ids"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
 	// Version is the rule's version in the console's replicated state
 	// (consoledb.RowVersion): Rule sets it, and UpdateRule refuses an
 	// edit whose Version is not the current one (*consoledb.StaleError).
 	// 0: not checked.
-	Version int64
+	Version int64 `json:"version"`
+}
+
+// MarshalJSON writes the rule with its durations in milliseconds.
+func (r Rule) MarshalJSON() ([]byte, error) {
+	type plain Rule
+	return json.Marshal(struct {
+		plain
+		ForMS      int64 `json:"for_ms"`
+		ClearForMS int64 `json:"clear_for_ms"`
+	}{plain(r), r.For.Milliseconds(), r.ClearFor.Milliseconds()})
 }
 
 // ValidationError lists what is wrong with a rule or notifier, by form field

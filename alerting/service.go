@@ -169,8 +169,10 @@ type Service struct {
 	evalMu sync.Mutex
 	eval   *evaluator // Lock evalMu.
 
-	smu    sync.Mutex
-	status EvaluatorStatus // Lock smu.
+	smu      sync.Mutex
+	status   EvaluatorStatus        // Lock smu.
+	groups   map[string]GroupHealth // Burrow status of every group at the last round; Lock smu.
+	groupsAt time.Time              // Lock smu.
 
 	started sync.Once
 }
@@ -329,7 +331,9 @@ func (s *Service) worker(q chan job) {
 				// deleted since
 			case err != nil && n.ID == 0:
 				s.log.Error("notification dropped", "notifier", j.notifierID, "err", err)
-			case !n.Enabled || (j.action == actionResolve && n.Type == NotifierWebhook && !n.SendResolved):
+			case !n.Enabled || (j.action == actionResolve && n.Type == NotifierWebhook && !n.SendResolved) ||
+				(j.action == actionAcknowledge && n.Type != NotifierPagerDuty):
+				// not sent: disabled, or an event this notifier does not take
 			default:
 				s.send(s.ctx, n, secret, err, j)
 			}
@@ -384,15 +388,16 @@ func (s *Service) SendTest(ctx context.Context, notifierID int64) (Delivery, err
 
 // EvaluatorStatus is how the last evaluation went.
 type EvaluatorStatus struct {
-	Running      bool // this process evaluates (Config.Evaluate)
-	LastRun      time.Time
-	LastDuration time.Duration
+	Running        bool          `json:"running"` // this process evaluates (Config.Evaluate)
+	LastRun        time.Time     `json:"last_run"`
+	LastDuration   time.Duration `json:"-"`
+	LastDurationMS int64         `json:"last_duration_ms"`
 	// SourceErrors names each source that failed (or is not configured but
 	// needed) in the last round, with the error.
-	SourceErrors map[string]string
-	Rules        int // enabled rules evaluated
-	Pending      int
-	Firing       int
+	SourceErrors map[string]string `json:"source_errors"`
+	Rules        int               `json:"rules"` // enabled rules evaluated
+	Pending      int               `json:"pending"`
+	Firing       int               `json:"firing"`
 }
 
 // Status reports the last evaluation round.
@@ -401,6 +406,7 @@ func (s *Service) Status() EvaluatorStatus {
 	defer s.smu.Unlock()
 	st := s.status
 	st.Running = s.cfg.Evaluate
+	st.LastDurationMS = st.LastDuration.Milliseconds()
 	st.SourceErrors = make(map[string]string, len(s.status.SourceErrors))
 	for k, v := range s.status.SourceErrors {
 		st.SourceErrors[k] = v

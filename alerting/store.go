@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -110,11 +111,46 @@ var migrations = []string{
 		job         TEXT NOT NULL,               -- the notification, JSON (outboxJob)
 		created_at  INTEGER NOT NULL
 	);`,
+	// 3: acknowledgements and silences; whether an alert's trigger went
+	// out (a silence holds it back) and its current value in words; the
+	// value that cleared an alert and how long it lasted; the request body
+	// of each delivery (secrets redacted) and which delivery a retry repeats.
+	`ALTER TABLE alert_states ADD COLUMN notified INTEGER NOT NULL DEFAULT 0;
+	UPDATE alert_states SET notified = 1 WHERE state = 'firing';
+	ALTER TABLE alert_states ADD COLUMN value TEXT NOT NULL DEFAULT '';
+	CREATE TABLE alert_acks (
+		rule_id   INTEGER NOT NULL,
+		subject   TEXT NOT NULL,
+		dedup_key TEXT NOT NULL,
+		acked_by  TEXT NOT NULL,
+		acked_at  INTEGER NOT NULL,
+		comment   TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY (rule_id, subject)
+	);
+	CREATE TABLE alert_silences (
+		id         INTEGER PRIMARY KEY,
+		rule_id    INTEGER NOT NULL DEFAULT 0,   -- 0: every rule
+		subject    TEXT NOT NULL DEFAULT '',     -- '': every subject
+		comment    TEXT NOT NULL DEFAULT '',
+		created_by TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		expires_at INTEGER NOT NULL,
+		ended_by   TEXT NOT NULL DEFAULT '',
+		ended_at   INTEGER NOT NULL DEFAULT 0    -- ended before it expired
+	);
+	CREATE INDEX alert_silences_expiry ON alert_silences(expires_at);
+	ALTER TABLE alert_history ADD COLUMN value TEXT NOT NULL DEFAULT '';
+	ALTER TABLE alert_history ADD COLUMN duration_ms INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE alert_history ADD COLUMN actor TEXT NOT NULL DEFAULT '';
+	ALTER TABLE alert_deliveries ADD COLUMN request TEXT NOT NULL DEFAULT '';
+	ALTER TABLE alert_deliveries ADD COLUMN retry_of INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // The alerting tables shared by every host of a cluster (see
-// consoledb.Replicate). The delivery log (alert_deliveries) stays on the
-// host that delivered.
+// consoledb.Replicate): acknowledgements and silences too, so an alert
+// acknowledged or silenced on one host is so on every host and across a
+// failover. The delivery log (alert_deliveries, with each request and
+// which delivery a retry repeats) stays on the host that delivered.
 var (
 	_ = consoledb.Replicate(consoledb.Table{Name: "alert_rules"})
 	_ = consoledb.Replicate(consoledb.Table{Name: "alert_notifiers"})
@@ -122,6 +158,8 @@ var (
 	_ = consoledb.Replicate(consoledb.Table{Name: "alert_states"})
 	_ = consoledb.Replicate(consoledb.Table{Name: "alert_history"})
 	_ = consoledb.Replicate(consoledb.Table{Name: "alert_outbox"})
+	_ = consoledb.Replicate(consoledb.Table{Name: "alert_acks"})
+	_ = consoledb.Replicate(consoledb.Table{Name: "alert_silences"})
 )
 
 // ErrNotFound is returned for a rule, notifier or alert that does not exist.
@@ -363,21 +401,29 @@ func (s *Service) DeleteRule(ctx context.Context, id int64) error {
 	err = s.db.Change(ctx, func(tx *sql.Tx) error {
 		resolved = 0
 		for _, st := range states {
+			ended := *st
+			ended.Summary = truncateRunes(r.Name+": the rule was deleted", maxSummary)
+			row := historyRow{at: now, rule: r, st: &ended, event: EventCancelled, value: st.Value, duration: now.Sub(st.ActiveSince)}
 			if st.State == StateFiring {
+				row.event = EventResolved
 				resolved++
-				if err := insertHistory(ctx, tx, now, r, st, EventResolved); err != nil {
-					return err
-				}
-				if err := s.queueNotify(ctx, tx, r, st, actionResolve, now); err != nil {
-					return err
+				if st.Notified {
+					if err := s.queueNotify(ctx, tx, r, st, actionResolve, now); err != nil {
+						return err
+					}
 				}
 			}
+			if err := insertHistory(ctx, tx, row); err != nil {
+				return err
+			}
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM alert_states WHERE rule_id = ?`, id); err != nil {
-			return err
+		for _, q := range []string{`DELETE FROM alert_states WHERE rule_id = ?`, `DELETE FROM alert_acks WHERE rule_id = ?`,
+			`DELETE FROM alert_silences WHERE rule_id = ?`, `DELETE FROM alert_rules WHERE id = ?`} {
+			if _, err := tx.ExecContext(ctx, q, id); err != nil {
+				return err
+			}
 		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM alert_rules WHERE id = ?`, id)
-		return err
+		return nil
 	})
 	if err != nil {
 		return storeErr(fmt.Sprintf("delete rule %d", id), err)
@@ -404,17 +450,17 @@ const DefaultPagerDutyURL = "https://events.pagerduty.com/v2/enqueue"
 // Notifier is a stored notifier as the console shows it: its secret is never
 // returned, only whether there is one and its hint.
 type Notifier struct {
-	ID           int64
-	Name         string
-	Type         NotifierType
-	URL          string
-	Enabled      bool
-	SendResolved bool // webhook: also send resolved notifications (PagerDuty always resolves)
-	HasSecret    bool
-	SecretHint   string // e.g. "••••9f3a"
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	Version      int64 // in the console's replicated state (set by Notifier)
+	ID           int64        `json:"id"`
+	Name         string       `json:"name"`
+	Type         NotifierType `json:"type"`
+	URL          string       `json:"url"`
+	Enabled      bool         `json:"enabled"`
+	SendResolved bool         `json:"send_resolved"` // webhook: also send resolved notifications (PagerDuty always resolves)
+	HasSecret    bool         `json:"has_secret"`
+	SecretHint   string       `json:"secret_hint"` // e.g. "••••9f3a"
+	CreatedAt    time.Time    `json:"created_at"`
+	UpdatedAt    time.Time    `json:"updated_at"`
+	Version      int64        `json:"version"` // in the console's replicated state (set by Notifier)
 }
 
 // NotifierInput is what the notifier form submits.
@@ -471,8 +517,15 @@ func (in *NotifierInput) validate(creating, hasSecret bool) error {
 	if in.Type == NotifierPagerDuty && in.Secret == "" && (creating || !hasSecret || in.ClearSecret) {
 		v.add("secret", "the PagerDuty integration (routing) key is required")
 	}
+	if in.Type == NotifierPagerDuty && in.Secret != "" && !routingKey.MatchString(in.Secret) {
+		v.add("secret", fmt.Sprintf("a PagerDuty routing (integration) key is 32 letters and digits; this one has %d characters", utf8.RuneCountInString(in.Secret)))
+	}
 	return v.orNil()
 }
+
+// routingKey is the form of a PagerDuty Events API v2 routing key: the
+// integration key of a service or a ruleset, 32 characters.
+var routingKey = regexp.MustCompile(`^[A-Za-z0-9]{32}$`)
 
 const notifierCols = `id, name, type, url, enabled, send_resolved, secret IS NOT NULL, secret_hint, created_at, updated_at`
 
@@ -653,6 +706,9 @@ const (
 	EventResolved  = "resolved"  // the condition cleared for ClearFor (or the rule went away): notifiers resolved
 	EventFlapping  = "flapping"  // the condition changes too often: notifications held
 	EventSteady    = "steady"    // flapping stopped
+	// EventAcknowledged: an operator acknowledged the firing alert
+	// (PagerDuty got an acknowledge event).
+	EventAcknowledged = "acknowledged"
 )
 
 // Link points back to the console.
@@ -663,41 +719,54 @@ type Link struct {
 
 // Alert is an open (pending or firing) alert.
 type Alert struct {
-	RuleID   int64
-	RuleName string
-	Kind     Kind
-	Severity Severity
+	RuleID   int64    `json:"rule_id"`
+	RuleName string   `json:"rule_name"`
+	Kind     Kind     `json:"kind"`
+	Severity Severity `json:"severity"`
 	// Subject is "<type>:<name>" (group:billing, topic:orders, broker:3, ...).
-	Subject     string
-	DedupKey    string
-	State       State
-	ActiveSince time.Time // the condition has held since
-	FiredAt     time.Time // zero while pending
-	ClearSince  time.Time // firing, condition clear since (waiting ClearFor); zero otherwise
-	Flapping    bool
-	Summary     string
-	Details     map[string]any
-	Labels      map[string]string
-	Links       []Link
-	LastEval    time.Time
+	Subject     string    `json:"subject"`
+	DedupKey    string    `json:"dedup_key"`
+	State       State     `json:"state"`
+	ActiveSince time.Time `json:"active_since"`         // the condition has held since
+	FiredAt     time.Time `json:"fired_at,omitzero"`    // zero while pending
+	ClearSince  time.Time `json:"clear_since,omitzero"` // firing, condition clear since (waiting ClearFor); zero otherwise
+	Flapping    bool      `json:"flapping"`
+	// Notified: the trigger went out (a silence or flapping may hold it).
+	Notified bool              `json:"notified"`
+	Summary  string            `json:"summary"`
+	Value    string            `json:"value"` // the value at the last round, in words
+	Details  map[string]any    `json:"details"`
+	Labels   map[string]string `json:"labels"`
+	Links    []Link            `json:"links"`
+	LastEval time.Time         `json:"last_eval"`
+	// AckedBy is who acknowledged the alert ("" when nobody has), AckedAt
+	// when, AckComment what they wrote.
+	AckedBy    string    `json:"acked_by,omitempty"`
+	AckedAt    time.Time `json:"acked_at,omitzero"`
+	AckComment string    `json:"ack_comment,omitempty"`
+	// Silence is the active silence that covers the alert, if any.
+	Silence *Silence `json:"silence,omitempty"`
 }
 
 // Alerts lists the open alerts, firing first, then by rule name and subject.
 func (s *Service) Alerts(ctx context.Context) ([]Alert, error) {
 	out, err := consoledb.QueryAll(ctx, s.db, `SELECT st.rule_id, r.name, r.kind, r.severity, st.subject, st.dedup_key, st.state,
-		st.active_since, st.fired_at, st.clear_since, st.flapping, st.summary, st.details, st.labels, st.links, st.last_eval
+		st.active_since, st.fired_at, st.clear_since, st.flapping, st.summary, st.details, st.labels, st.links, st.last_eval,
+		st.notified, st.value, coalesce(a.acked_by, ''), coalesce(a.acked_at, 0), coalesce(a.comment, '')
 		FROM alert_states st JOIN alert_rules r ON r.id = st.rule_id
+		LEFT JOIN alert_acks a ON a.rule_id = st.rule_id AND a.subject = st.subject
 		ORDER BY st.state = 'firing' DESC, r.name, st.subject`, func(row consoledb.Scanner) (Alert, error) {
 		var a Alert
-		var since, fired, clear, last int64
-		var flapping int
+		var since, fired, clear, last, acked int64
+		var flapping, notified int
 		var details, labels, links string
 		if err := row.Scan(&a.RuleID, &a.RuleName, &a.Kind, &a.Severity, &a.Subject, &a.DedupKey, &a.State,
-			&since, &fired, &clear, &flapping, &a.Summary, &details, &labels, &links, &last); err != nil {
+			&since, &fired, &clear, &flapping, &a.Summary, &details, &labels, &links, &last,
+			&notified, &a.Value, &a.AckedBy, &acked, &a.AckComment); err != nil {
 			return Alert{}, err
 		}
-		a.ActiveSince, a.FiredAt, a.ClearSince, a.LastEval = fromMS(since), fromMS(fired), fromMS(clear), fromMS(last)
-		a.Flapping = flapping != 0
+		a.ActiveSince, a.FiredAt, a.ClearSince, a.LastEval, a.AckedAt = fromMS(since), fromMS(fired), fromMS(clear), fromMS(last), fromMS(acked)
+		a.Flapping, a.Notified = flapping != 0, notified != 0
 		json.Unmarshal([]byte(details), &a.Details)
 		json.Unmarshal([]byte(labels), &a.Labels)
 		json.Unmarshal([]byte(links), &a.Links)
@@ -706,21 +775,43 @@ func (s *Service) Alerts(ctx context.Context) ([]Alert, error) {
 	if err != nil {
 		return nil, fmt.Errorf("alerting: list alerts: %w", err)
 	}
+	if len(out) > 0 {
+		silences, err := s.activeSilences(ctx, s.now())
+		if err != nil {
+			return nil, err
+		}
+		for i := range out {
+			if x := silences.match(out[i].RuleID, out[i].Subject); x != nil {
+				cp := *x
+				out[i].Silence = &cp
+			}
+		}
+	}
 	return out, nil
 }
 
 // HistoryEntry is one state change of an alert.
 type HistoryEntry struct {
-	ID       int64
-	At       time.Time
-	RuleID   int64
-	RuleName string
-	Subject  string
-	DedupKey string
-	Event    string // EventPending, EventFiring, ...
-	Severity Severity
-	Summary  string
-	Details  map[string]any
+	ID       int64          `json:"id"`
+	At       time.Time      `json:"at"`
+	RuleID   int64          `json:"rule_id"`
+	RuleName string         `json:"rule_name"`
+	Subject  string         `json:"subject"`
+	DedupKey string         `json:"dedup_key"`
+	Event    string         `json:"event"` // EventPending, EventFiring, ...
+	Severity Severity       `json:"severity"`
+	Summary  string         `json:"summary"`
+	Details  map[string]any `json:"details"`
+	// Value is the rule's value for the subject at the event: for
+	// resolved and cancelled entries, the value that cleared it.
+	Value string `json:"value,omitempty"`
+	// Duration is, for resolved, cancelled and acknowledged entries, how
+	// long the alert had been open (since its condition began); DurationMS
+	// is the same in milliseconds, for JSON.
+	Duration   time.Duration `json:"-"`
+	DurationMS int64         `json:"duration_ms,omitempty"`
+	// Actor is who acknowledged.
+	Actor string `json:"actor,omitempty"`
 }
 
 // HistoryQuery filters History. Zero fields do not filter; Limit defaults
@@ -745,20 +836,44 @@ func (s *Service) History(ctx context.Context, q HistoryQuery) ([]HistoryEntry, 
 		where, args = append(where, "id < ?"), append(args, q.BeforeID)
 	}
 	args = append(args, limit(q.Limit))
-	out, err := consoledb.QueryAll(ctx, s.db, `SELECT id, at, rule_id, rule_name, subject, dedup_key, event, severity, summary, details
-		FROM alert_history WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, func(row consoledb.Scanner) (HistoryEntry, error) {
+	out, err := consoledb.QueryAll(ctx, s.db, `SELECT id, at, rule_id, rule_name, subject, dedup_key, event, severity, summary, details,
+		value, duration_ms, actor FROM alert_history WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, func(row consoledb.Scanner) (HistoryEntry, error) {
 		var h HistoryEntry
-		var at int64
+		var at, dur int64
 		var details string
-		if err := row.Scan(&h.ID, &at, &h.RuleID, &h.RuleName, &h.Subject, &h.DedupKey, &h.Event, &h.Severity, &h.Summary, &details); err != nil {
+		if err := row.Scan(&h.ID, &at, &h.RuleID, &h.RuleName, &h.Subject, &h.DedupKey, &h.Event, &h.Severity, &h.Summary, &details,
+			&h.Value, &dur, &h.Actor); err != nil {
 			return HistoryEntry{}, err
 		}
-		h.At = fromMS(at)
+		h.At, h.Duration, h.DurationMS = fromMS(at), time.Duration(dur)*time.Millisecond, dur
 		json.Unmarshal([]byte(details), &h.Details)
 		return h, nil
 	}, args...)
 	if err != nil {
 		return nil, fmt.Errorf("alerting: history: %w", err)
+	}
+	return out, nil
+}
+
+// SubjectEvents lists the history entries of every rule about subject
+// between since and until, oldest first, at most 500: the markers of a
+// subject's timeline (fired, resolved, acknowledged).
+func (s *Service) SubjectEvents(ctx context.Context, subject string, since, until time.Time) ([]HistoryEntry, error) {
+	out, err := consoledb.QueryAll(ctx, s.db, `SELECT id, at, rule_id, rule_name, subject, dedup_key, event, severity, summary, '{}',
+		value, duration_ms, actor FROM alert_history WHERE subject = ? AND at >= ? AND at < ? AND event IN ('firing', 'resolved', 'acknowledged')
+		ORDER BY at LIMIT 500`, func(row consoledb.Scanner) (HistoryEntry, error) {
+		var h HistoryEntry
+		var at, dur int64
+		var details string
+		if err := row.Scan(&h.ID, &at, &h.RuleID, &h.RuleName, &h.Subject, &h.DedupKey, &h.Event, &h.Severity, &h.Summary, &details,
+			&h.Value, &dur, &h.Actor); err != nil {
+			return HistoryEntry{}, err
+		}
+		h.At, h.Duration, h.DurationMS = fromMS(at), time.Duration(dur)*time.Millisecond, dur
+		return h, nil
+	}, subject, ms(since), ms(until))
+	if err != nil {
+		return nil, fmt.Errorf("alerting: events of %s: %w", subject, err)
 	}
 	return out, nil
 }
@@ -775,21 +890,27 @@ func limit(n int) int {
 
 // Delivery is one notification's delivery log entry.
 type Delivery struct {
-	ID           int64
-	CreatedAt    time.Time
-	FinishedAt   time.Time
-	NotifierID   int64
-	NotifierName string
-	NotifierType NotifierType
-	RuleID       int64 // 0 for test events
-	DedupKey     string
-	Action       string // trigger or resolve
-	Test         bool
-	Status       string // pending, delivered or failed
-	Attempts     int
-	HTTPStatus   int    // of the last attempt; 0 when none answered
-	Response     string // body of the last answer, truncated, secrets removed
-	Error        string
+	ID           int64        `json:"id"`
+	CreatedAt    time.Time    `json:"created_at"`
+	FinishedAt   time.Time    `json:"finished_at,omitzero"`
+	NotifierID   int64        `json:"notifier_id"`
+	NotifierName string       `json:"notifier_name"`
+	NotifierType NotifierType `json:"notifier_type"`
+	RuleID       int64        `json:"rule_id"` // 0 for test events
+	DedupKey     string       `json:"dedup_key"`
+	Action       string       `json:"action"` // trigger, acknowledge or resolve
+	Test         bool         `json:"test"`
+	Status       string       `json:"status"` // pending, delivered or failed
+	Attempts     int          `json:"attempts"`
+	HTTPStatus   int          `json:"http_status"` // of the last attempt; 0 when none answered
+	Response     string       `json:"response"`    // body of the last answer, truncated, secrets removed
+	Error        string       `json:"error"`
+	// Request is the body that was sent, with the routing key replaced by
+	// "[redacted]".
+	Request string `json:"request"`
+	// RetryOf is the delivery this one repeats (the delivery log's retry
+	// button); 0 for a first delivery.
+	RetryOf int64 `json:"retry_of,omitempty"`
 }
 
 // Delivery statuses.
@@ -824,8 +945,7 @@ func (s *Service) Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, 
 		where, args = append(where, "id < ?"), append(args, q.BeforeID)
 	}
 	args = append(args, limit(q.Limit))
-	out, err := consoledb.QueryAll(ctx, s.db, `SELECT id, created_at, finished_at, notifier_id, notifier_name, notifier_type, rule_id,
-		dedup_key, action, test, status, attempts, http_status, response, error
+	out, err := consoledb.QueryAll(ctx, s.db, `SELECT `+deliveryCols+`
 		FROM alert_deliveries WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ?`, scanDelivery, args...)
 	if err != nil {
 		return nil, fmt.Errorf("alerting: deliveries: %w", err)
@@ -833,21 +953,36 @@ func (s *Service) Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, 
 	return out, nil
 }
 
+const deliveryCols = `id, created_at, finished_at, notifier_id, notifier_name, notifier_type, rule_id,
+		dedup_key, action, test, status, attempts, http_status, response, error, request, retry_of`
+
 func scanDelivery(row consoledb.Scanner) (Delivery, error) {
 	var d Delivery
 	var created, finished int64
 	var test int
 	err := row.Scan(&d.ID, &created, &finished, &d.NotifierID, &d.NotifierName, &d.NotifierType, &d.RuleID,
-		&d.DedupKey, &d.Action, &test, &d.Status, &d.Attempts, &d.HTTPStatus, &d.Response, &d.Error)
+		&d.DedupKey, &d.Action, &test, &d.Status, &d.Attempts, &d.HTTPStatus, &d.Response, &d.Error, &d.Request, &d.RetryOf)
 	d.CreatedAt, d.FinishedAt, d.Test = fromMS(created), fromMS(finished), test != 0
 	return d, err
 }
 
+// Delivery returns one entry of the delivery log.
+func (s *Service) Delivery(ctx context.Context, id int64) (Delivery, error) {
+	d, err := scanDelivery(s.db.QueryRowContext(ctx, `SELECT `+deliveryCols+` FROM alert_deliveries WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Delivery{}, fmt.Errorf("alerting: delivery %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Delivery{}, fmt.Errorf("alerting: delivery %d: %w", id, err)
+	}
+	return d, nil
+}
+
 func (s *Service) insertDelivery(ctx context.Context, d *Delivery) error {
 	res, err := s.db.ExecContext(ctx, `INSERT INTO alert_deliveries(created_at, finished_at, notifier_id, notifier_name, notifier_type,
-		rule_id, dedup_key, action, test, status, attempts, http_status, response, error) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		rule_id, dedup_key, action, test, status, attempts, http_status, response, error, request, retry_of) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		ms(d.CreatedAt), ms(d.FinishedAt), d.NotifierID, d.NotifierName, d.NotifierType, d.RuleID, d.DedupKey, d.Action,
-		b2i(d.Test), d.Status, d.Attempts, d.HTTPStatus, d.Response, d.Error)
+		b2i(d.Test), d.Status, d.Attempts, d.HTTPStatus, d.Response, d.Error, d.Request, d.RetryOf)
 	if err != nil {
 		return fmt.Errorf("alerting: delivery log: %w", err)
 	}

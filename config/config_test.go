@@ -348,3 +348,17 @@ func TestWarnings(t *testing.T) {
 		}
 	}
 }
+
+// TestTopicChoices: the configs that take one of a few words offer them.
+func TestTopicChoices(t *testing.T) {
+	for name, want := range map[string]string{"cleanup.policy": "delete|compact|compact,delete", "compression.type": "producer|uncompressed|gzip|snappy|lz4|zstd",
+		"message.timestamp.type": "CreateTime|LogAppendTime", "unclean.leader.election.enable": "true|false", "retention.ms": ""} {
+		k, ok := LookupTopic(name)
+		if !ok {
+			t.Fatalf("no topic config %s", name)
+		}
+		if got := strings.Join(k.Choices(), "|"); got != want {
+			t.Errorf("%s choices %q, want %q", name, got, want)
+		}
+	}
+}

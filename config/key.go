@@ -86,6 +86,7 @@ type Group struct {
 type Rule struct {
 	Doc   string
 	check func(v any) error // v is the parsed value as value() gives it
+	words []string          // the values a key of words accepts (a form's choices)
 }
 
 // Key is one configuration key: a broker key of the properties file, or a
@@ -139,6 +140,15 @@ type Key struct {
 	// prefix marks the entry that documents a family of keys by their
 	// prefix (listener.name.<listener>.<key>, console.kafka.<property>).
 	perListener, perMechanism, prefix bool
+}
+
+// Choices are the values of a key that takes one of a few words
+// (compression.type, cleanup.policy), for a form's select; nil otherwise.
+func (k *Key) Choices() []string {
+	if k.Type == Boolean {
+		return []string{"true", "false"}
+	}
+	return append([]string(nil), k.syntax.words...)
 }
 
 // IsPrefix reports whether the entry documents a family of keys named by a
@@ -434,7 +444,7 @@ func ratio() Rule {
 // oneOf accepts the words given, exactly.
 func oneOf(words ...string) Rule {
 	doc := strings.Join(words, ", ")
-	return Rule{Doc: "one of " + doc, check: func(v any) error {
+	return Rule{Doc: "one of " + doc, words: words, check: func(v any) error {
 		for _, w := range words {
 			if v.(string) == w {
 				return nil

@@ -98,7 +98,7 @@ var topicKeys = []Key{
 }
 
 // cleanupPolicyRule accepts what ParseCleanupPolicy does.
-var cleanupPolicyRule = Rule{Doc: "delete, compact or compact,delete", check: func(v any) error {
+var cleanupPolicyRule = Rule{Doc: "delete, compact or compact,delete", words: []string{"delete", "compact", "compact,delete"}, check: func(v any) error {
 	_, err := ParseCleanupPolicy(v.(string))
 	return err
 }}

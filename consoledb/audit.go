@@ -94,11 +94,18 @@ var _ = Replicate(Table{Name: "audit_log"})
 
 // AuditFilter selects audit entries, newest first. Zero fields match all.
 type AuditFilter struct {
-	User     string
-	Action   string // exact action, or a prefix ending in "." (e.g. "topic.")
-	Search   string // substring of target or detail
-	BeforeID int64  // entries with id < BeforeID (paging); 0 for the newest
-	Limit    int    // default 100, at most 1000
+	User   string
+	Action string // exact action, or a prefix ending in "." (e.g. "topic.")
+	// ActionLike matches the actions that contain it ("session" finds
+	// session.login and session.logout; "reset" finds group.reset-offsets):
+	// what a person types into the audit page's filter.
+	ActionLike string
+	Search     string // substring of target or detail
+	Target     string // exact target (e.g. a group's name)
+	Since      time.Time
+	Until      time.Time
+	BeforeID   int64 // entries with id < BeforeID (paging); 0 for the newest
+	Limit      int   // default 100, at most 1000
 }
 
 // Audit lists entries matching f, newest first, and whether more remain.
@@ -124,9 +131,25 @@ func (c *Console) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, bool,
 			args = append(args, f.Action)
 		}
 	}
+	if f.ActionLike != "" {
+		where = append(where, "instr(action, ?) > 0")
+		args = append(args, f.ActionLike)
+	}
 	if f.Search != "" {
 		where = append(where, "(instr(target, ?) > 0 OR instr(detail, ?) > 0)")
 		args = append(args, f.Search, f.Search)
+	}
+	if f.Target != "" {
+		where = append(where, "target = ?")
+		args = append(args, f.Target)
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "at >= ?")
+		args = append(args, ms(f.Since))
+	}
+	if !f.Until.IsZero() {
+		where = append(where, "at < ?")
+		args = append(args, ms(f.Until))
 	}
 	if f.BeforeID > 0 {
 		where = append(where, "id < ?")

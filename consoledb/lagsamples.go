@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -78,6 +79,44 @@ func (c *Console) PruneLagSamples(ctx context.Context, before time.Time) (int64,
 		return 0, fmt.Errorf("prune lag samples: %w", err)
 	}
 	return res.RowsAffected()
+}
+
+// LagTrends returns the lag of each of groups at every sample time since
+// since, summed over its topics, oldest first: the groups list's trend
+// lines. Groups without samples are absent from the map.
+func (c *Console) LagTrends(ctx context.Context, groups []string, since time.Time) (map[string][]LagPoint, error) {
+	out := make(map[string][]LagPoint, len(groups))
+	// One query per chunk of names, each an index range scan of the
+	// (group_name, at, topic) key.
+	for len(groups) > 0 {
+		chunk := groups[:min(len(groups), 200)]
+		groups = groups[len(chunk):]
+		q := `SELECT group_name, at, sum(lag), max(lag_ms) FROM lag_samples WHERE at >= ? AND group_name IN (?` +
+			strings.Repeat(",?", len(chunk)-1) + `) GROUP BY group_name, at ORDER BY group_name, at`
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, ms(since))
+		for _, g := range chunk {
+			args = append(args, g)
+		}
+		type row struct {
+			group string
+			pt    LagPoint
+		}
+		rows, err := QueryAll(ctx, c.db, q, func(r Scanner) (row, error) {
+			var x row
+			var at, lag, lagMS int64
+			err := r.Scan(&x.group, &at, &lag, &lagMS)
+			x.pt = LagPoint{At: fromMS(at), Lag: lag, LagTime: time.Duration(lagMS) * time.Millisecond}
+			return x, err
+		}, args...)
+		if err != nil {
+			return nil, fmt.Errorf("read lag trends: %w", err)
+		}
+		for _, r := range rows {
+			out[r.group] = append(out[r.group], r.pt)
+		}
+	}
+	return out, nil
 }
 
 // LagRound is one sampling round of the lag history topic: every group's

@@ -2,10 +2,10 @@ package kafkaview
 
 import (
 	"bytes"
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -110,6 +110,11 @@ type Query struct {
 	// Cursor, when set, gives the start offset per partition and overrides
 	// From (the "next page" and "continue search" links).
 	Cursor map[int32]int64
+	// Before, when set, reads the newest records below these offsets, one
+	// per partition (exclusive; a partition not named reads below its end),
+	// newest first: the "older records" page of the Latest view. It
+	// overrides From and Cursor and is not used with a filter.
+	Before map[int32]int64
 	Limit  int // records to return (default 50, at most 1000)
 	Filter Filter
 	// MaxScan bounds the records a filtered read examines (default 1,000,000).
@@ -127,11 +132,16 @@ type Result struct {
 	InRange    int64   // records between the start positions and the end offsets: the M of "scanned N of M"
 	Available  int64   // records the read partitions hold (end - log start), wherever the read started
 	Next       map[int32]int64
-	More       bool   // records remain after Next (within the end offsets at query time)
-	Stopped    string // why a read ended before covering its range: "time limit", "scan limit", or ""
-	Elapsed    time.Duration
-	Newest     bool     // records are newest first (From latest without a filter)
-	Warnings   []string // partitions that could not be read completely, and why
+	More       bool // records remain after Next (within the end offsets at query time)
+	// Older, for a newest-first read (Latest, or Before), is where the page
+	// of older records ends in each partition (pass it as Query.Before);
+	// HasOlder says whether there are records before it.
+	Older    map[int32]int64
+	HasOlder bool
+	Stopped  string // why a read ended before covering its range: "time limit", "scan limit", or ""
+	Elapsed  time.Duration
+	Newest   bool     // records are newest first (From latest without a filter)
+	Warnings []string // partitions that could not be read completely, and why
 }
 
 func (r *Result) addWarning(w string) {
@@ -188,7 +198,8 @@ func (c *Client) Read(ctx context.Context, q Query) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Next: make(map[int32]int64, len(parts)), Newest: q.From == FromLatest && !q.Filter.Active() && q.Cursor == nil}
+	newest := !q.Filter.Active() && (q.Before != nil || q.From == FromLatest && q.Cursor == nil)
+	res := &Result{Next: make(map[int32]int64, len(parts)), Newest: newest}
 	for _, ps := range parts {
 		res.Partitions = append(res.Partitions, ps.p)
 		if ps.stop > ps.pos {
@@ -271,21 +282,14 @@ func (c *Client) Read(ctx context.Context, q Query) (*Result, error) {
 		}
 	}
 
-	// Merge: by time (newest first for "latest"), then partition, offset.
-	var all []Record
+	// Merge by time (newest first for "latest"), keeping each partition's
+	// records in offset order: a producer's timestamps need not rise, and
+	// one partition read on its own is shown exactly as its log holds it.
+	perPart := make([][]Record, 0, len(parts))
 	for _, ps := range parts {
-		all = append(all, ps.got...)
+		perPart = append(perPart, ps.got)
 	}
-	sort.Slice(all, func(i, j int) bool {
-		a, b := &all[i], &all[j]
-		if !a.Timestamp.Equal(b.Timestamp) {
-			return a.Timestamp.Before(b.Timestamp)
-		}
-		if a.Partition != b.Partition {
-			return a.Partition < b.Partition
-		}
-		return a.Offset < b.Offset
-	})
+	all := mergeByTime(perPart)
 	if res.Newest {
 		if len(all) > q.Limit {
 			all = all[len(all)-q.Limit:]
@@ -297,6 +301,27 @@ func (c *Client) Read(ctx context.Context, q Query) (*Result, error) {
 		all = all[:q.Limit]
 	}
 	res.Records = all
+	if res.Newest {
+		// Older records end, in each partition, at its oldest shown record;
+		// a partition whose records were all cut ends where it was read to.
+		res.Older = make(map[int32]int64, len(parts))
+		oldest := make(map[int32]int64, len(parts))
+		for _, r := range all {
+			if o, ok := oldest[r.Partition]; !ok || r.Offset < o {
+				oldest[r.Partition] = r.Offset
+			}
+		}
+		for _, ps := range parts {
+			end, ok := oldest[ps.p]
+			if !ok {
+				end = ps.stop
+			}
+			res.Older[ps.p] = end
+			if end > ps.lo {
+				res.HasOlder = true
+			}
+		}
+	}
 
 	// Next page: after the last shown record of each partition; where the
 	// read stopped for partitions that showed nothing; with a filter, where
@@ -415,6 +440,13 @@ func (c *Client) plan(ctx context.Context, q Query) (TopicMeta, []*partState, er
 		ps.lo, ps.stop = lo, hi
 		clamp := func(o int64) int64 { return max(lo, min(o, hi)) }
 		switch {
+		case q.Before != nil && !q.Filter.Active():
+			stop := hi
+			if o, ok := q.Before[ps.p]; ok {
+				stop = max(lo, min(o, hi))
+			}
+			ps.stop = stop
+			ps.pos = max(lo, stop-int64(min(q.Limit, MaxLimit)))
 		case q.Cursor != nil:
 			o, ok := q.Cursor[ps.p]
 			if !ok {
@@ -643,4 +675,53 @@ func (c *Client) fetchRound(ctx context.Context, tm TopicMeta, active []*partSta
 		}
 	}
 	return errs
+}
+
+// mergeByTime merges per-partition lists (each in offset order) into one
+// ordered by timestamp, oldest first, ties by partition; each partition's
+// records keep their offset order even where its timestamps go back. A
+// heap of the partitions' heads keeps it O(n log k) for k partitions.
+func mergeByTime(parts [][]Record) []Record {
+	n := 0
+	h := make(mergeHeap, 0, len(parts))
+	for _, p := range parts {
+		n += len(p)
+		if len(p) > 0 {
+			h = append(h, p)
+		}
+	}
+	heap.Init(&h)
+	out := make([]Record, 0, n)
+	for h.Len() > 0 {
+		p := h[0]
+		out = append(out, p[0])
+		if len(p) == 1 {
+			heap.Pop(&h)
+			continue
+		}
+		h[0] = p[1:]
+		heap.Fix(&h, 0)
+	}
+	return out
+}
+
+// mergeHeap holds the rest of each partition's list, ordered by its first
+// record's timestamp, then partition.
+type mergeHeap [][]Record
+
+func (h mergeHeap) Len() int { return len(h) }
+func (h mergeHeap) Less(i, j int) bool {
+	a, b := &h[i][0], &h[j][0]
+	if !a.Timestamp.Equal(b.Timestamp) {
+		return a.Timestamp.Before(b.Timestamp)
+	}
+	return a.Partition < b.Partition
+}
+func (h mergeHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *mergeHeap) Push(x any)   { *h = append(*h, x.([]Record)) }
+func (h *mergeHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

@@ -194,6 +194,9 @@ type core struct {
 
 	// onPair, when set, sees every pair as it is compared (preview).
 	onPair func(d *Difference, equal bool)
+	// onValue, when set, sees every record value that parsed as JSON
+	// (preview: which paths the sampled values have).
+	onValue func(side int, d *jsondiff.Doc)
 }
 
 // newCore makes a core for spec with the given partition counts and start
@@ -286,6 +289,9 @@ func (e *core) add(side int, part int32, off, ts int64, key, value []byte, heade
 	parsed := false
 	if spec.jsonValues || spec.keyJSON {
 		parsed = e.docA.Parse(value) == nil && value != nil
+		if parsed && e.onValue != nil {
+			e.onValue(side, &e.docA)
+		}
 	}
 	var k []byte
 	if spec.keyJSON {

@@ -403,14 +403,44 @@ func TestPreview(t *testing.T) {
 	if len(res.Pairs) != 150 {
 		t.Fatalf("%d pairs", len(res.Pairs))
 	}
+	// The pair that differs comes first (#100's total differs), then the
+	// equal pairs in order; the missing record #200 is listed.
 	for i, p := range res.Pairs {
-		want := i != 100 // #100's total differs
-		if p.Equal != want || p.Key != orderID(i) || p.Left == nil || p.Right == nil {
+		want, key := true, i-1
+		if i == 0 {
+			want, key = false, 100
+		} else if key >= 100 {
+			key++
+		}
+		if p.Equal != want || p.Key != orderID(key) || p.Left == nil || p.Right == nil {
 			t.Fatalf("pair %d: %+v", i, p)
 		}
 	}
-	if f := res.Pairs[100].Fields; len(f) != 1 || f[0].Path != "order.total" {
+	if f := res.Pairs[0].Fields; len(f) != 1 || f[0].Path != "order.total" {
 		t.Fatalf("pair 100 fields %+v", f)
+	}
+	if len(res.Missing) == 0 || res.Missing[0].Kind != KindMissingRight || res.Missing[0].Key != orderID(200) {
+		t.Fatalf("missing %+v", res.Missing)
+	}
+	if len(res.Paths) != 1 || res.Paths[0].Path != "processed_at" || res.Paths[0].Unmatched() || res.Paths[0].Matched != [2]int64{300, 300} {
+		t.Fatalf("paths %+v", res.Paths)
+	}
+	// An ignore line one level off ("total" for order.total) matches no
+	// value: the preview says so and suggests the differing path it most
+	// likely meant.
+	off := spec
+	off.Ignore = []string{"processed_at", "total"}
+	res2, err := Preview(context.Background(), Options{Brokers: brokers}, off, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := res2.UnmatchedPaths(); len(u) != 1 || u[0].Path != "total" || u[0].Role != "ignore" || len(u[0].Suggest) != 1 || u[0].Suggest[0] != "order.total" {
+		t.Fatalf("unmatched paths %+v", res2.Paths)
+	}
+	// Twenty pairs: the difference, the 101st pair, is still the first.
+	res, err = Preview(context.Background(), Options{Brokers: brokers}, spec, 20)
+	if err != nil || len(res.Pairs) != 20 || res.Pairs[0].Key != orderID(100) || res.Pairs[0].Equal || res.Differing() != 1 {
+		t.Fatalf("preview of 20: %v %+v", err, res.Pairs[:min(len(res.Pairs), 2)])
 	}
 	if _, err := Preview(context.Background(), Options{Brokers: brokers}, Spec{Left: left, Right: "nope-" + right}, 5); err == nil {
 		t.Fatal("preview of a missing topic succeeded")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-io/sluice/migration/jsondiff"
 	"github.com/sluice-io/sluice/schemareg/serde"
 )
 
@@ -305,6 +306,104 @@ func (m *Manager) Restart(ctx context.Context, id int64) error {
 	}
 	m.launch(st)
 	return nil
+}
+
+// Update changes a comparison's name and spec and starts it over: its
+// numbers and differences are forgotten (an edit, or "ignore this path and
+// restart").
+func (m *Manager) Update(ctx context.Context, id int64, name string, spec Spec) error {
+	if _, err := m.store.Get(ctx, id); err != nil {
+		return err
+	}
+	if _, err := compile(spec); err != nil {
+		return err
+	}
+	m.stop(id)
+	if err := m.store.Update(ctx, id, name, spec); err != nil {
+		return err
+	}
+	st, err := m.store.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	m.launch(st)
+	return nil
+}
+
+// PathCount is how many stored mismatches differ at one path.
+type PathCount struct {
+	Path    string `json:"path"`    // with array indexes as [*]: "items[*].price"
+	Pairs   int    `json:"pairs"`   // mismatched pairs with a difference there
+	Example string `json:"example"` // one of them: "left → right"
+}
+
+// DifferingPaths counts the paths at which a comparison's stored
+// mismatches differ (the first 1,000 are stored), most frequent first, at
+// most limit: where to look, and what an ignore line would silence.
+func (m *Manager) DifferingPaths(ctx context.Context, id int64, limit int) ([]PathCount, int, error) {
+	var all []Difference
+	for off := 0; off < 5000; {
+		page, _, err := m.Differences(ctx, id, DiffQuery{Kind: KindMismatch, Offset: off, Limit: 1000})
+		if err != nil {
+			return nil, 0, err
+		}
+		all = append(all, page...)
+		if len(page) < 1000 {
+			break
+		}
+		off += len(page)
+	}
+	return CountPaths(all, limit), len(all), nil
+}
+
+// CountPaths counts the field paths of mismatches (array indexes folded
+// into [*], a pair counted once per path), most frequent first, at most
+// limit (0: all).
+func CountPaths(diffs []Difference, limit int) []PathCount {
+	counts := map[string]*PathCount{}
+	for _, d := range diffs {
+		seen := map[string]bool{}
+		for _, f := range d.Fields {
+			p := jsondiff.Generalize(f.Path)
+			if seen[p] {
+				continue
+			}
+			seen[p] = true
+			pc := counts[p]
+			if pc == nil {
+				pc = &PathCount{Path: p, Example: exampleOf(f)}
+				counts[p] = pc
+			}
+			pc.Pairs++
+		}
+	}
+	out := make([]PathCount, 0, len(counts))
+	for _, pc := range counts {
+		out = append(out, *pc)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Pairs != out[j].Pairs {
+			return out[i].Pairs > out[j].Pairs
+		}
+		return out[i].Path < out[j].Path
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+func exampleOf(f FieldDiff) string {
+	clip := func(s string) string {
+		if s == "" {
+			return "(absent)"
+		}
+		if len(s) > 60 {
+			return s[:57] + "…"
+		}
+		return s
+	}
+	return clip(f.Left) + " → " + clip(f.Right)
 }
 
 // Delete stops and removes a comparison.

@@ -212,3 +212,82 @@ func TestManagerResumesAfterClose(t *testing.T) {
 		return nil
 	})
 }
+
+// TestManagerUpdateAndDifferingPaths: the differing paths of a finished
+// comparison, counted; an update (an edit, or "ignore this path") starts
+// it over with the new spec and forgets the old differences.
+func TestManagerUpdateAndDifferingPaths(t *testing.T) {
+	brokers := testBrokers(t)
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	left, right := uniqueTopic("ORDER"), uniqueTopic("ORDERNEW")
+	createTopics(t, brokers, 1, left, right)
+	g := generate(1000, base, true)
+	produce(t, brokers, left, 1, g.left)
+	produce(t, brokers, right, 1, g.right)
+	ctx := context.Background()
+	m := NewManager(openTestStore(t), ManagerOptions{Brokers: brokers, CheckpointInterval: 50 * time.Millisecond})
+	defer m.Close()
+	spec := genSpec(left, right, true)
+	spec.Ignore = nil // processed_at now differs in #700
+	id, err := m.Create(ctx, "orders", spec, "op")
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished := func() Status {
+		t.Helper()
+		var st Status
+		testutil.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+			st, err = m.Get(ctx, id)
+			if err == nil && st.State != StateFinished {
+				err = fmt.Errorf("state %s", st.State)
+			}
+			return err
+		})
+		return st
+	}
+	st := finished()
+	paths, n, err := m.DifferingPaths(ctx, id, 10)
+	if err != nil || n != int(st.Snapshot.Counters.Mismatched) || len(paths) != 2 {
+		t.Fatalf("paths %+v of %d (%d mismatched) %v", paths, n, st.Snapshot.Counters.Mismatched, err)
+	}
+	got := map[string]int{}
+	for _, p := range paths {
+		got[p.Path] = p.Pairs
+	}
+	if got["order.total"] != 1 || got["processed_at"] != 1 {
+		t.Fatalf("paths %+v", paths)
+	}
+
+	spec.Ignore = []string{paths[0].Path, paths[1].Path}
+	if err := m.Update(ctx, id, "orders, ignoring", spec); err != nil {
+		t.Fatal(err)
+	}
+	st = finished()
+	if st.Name != "orders, ignoring" || st.Generation != 2 || st.Snapshot.Counters.Mismatched != 0 || len(st.Spec.Ignore) != 2 {
+		t.Fatalf("after the update: %+v", st)
+	}
+	if _, total, _ := m.Differences(ctx, id, DiffQuery{Kind: KindMismatch}); total != 0 {
+		t.Fatalf("%d old mismatches kept", total)
+	}
+	if err := m.Update(ctx, id, "x", Spec{Left: left}); err == nil {
+		t.Fatal("an invalid spec was stored")
+	}
+	if err := m.Update(ctx, 999, "x", spec); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("updating nothing: %v", err)
+	}
+}
+
+func TestCountPaths(t *testing.T) {
+	diffs := []Difference{
+		{Fields: []FieldDiff{{Path: "items[0].price", Left: "1", Right: "2"}, {Path: "items[1].price", Left: "3", Right: "4"}, {Path: "total"}}},
+		{Fields: []FieldDiff{{Path: "items[4].price", Left: "5", Right: ""}}},
+		{Fields: []FieldDiff{{Path: "total", Left: "9", Right: "9.5"}}},
+	}
+	got := CountPaths(diffs, 0)
+	if len(got) != 2 || got[0].Path != "items[*].price" || got[0].Pairs != 2 || got[0].Example != "1 → 2" || got[1].Path != "total" || got[1].Pairs != 2 {
+		t.Fatalf("%+v", got)
+	}
+	if got := CountPaths(diffs, 1); len(got) != 1 {
+		t.Fatalf("limit: %+v", got)
+	}
+}

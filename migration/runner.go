@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-io/sluice/internal/decompress"
+	"github.com/sluice-io/sluice/migration/jsondiff"
 	"github.com/sluice-io/sluice/schemareg/serde"
 )
 
@@ -81,9 +82,13 @@ type Comparison struct {
 	// time (tests lower it to interrupt runs mid-way).
 	pollRecords int
 
-	// Preview: collect up to previewN pairs, then stop.
+	// Preview: read until previewN pairs that differ are found (or the
+	// end, or the budget), keeping the first previewN of each sort, and
+	// count which of the spec's paths the values have.
 	previewN     int
-	previewPairs []PreviewPair
+	previewDiff  []PreviewPair
+	previewEqual []PreviewPair
+	previewPaths []pathUse
 
 	decoder *serde.Decoder // when the spec decodes wire-format values
 }
@@ -155,8 +160,23 @@ func (c *Comparison) Run(ctx context.Context) (Snapshot, error) {
 	c.publish(core)
 	if c.previewN > 0 {
 		core.onPair = func(d *Difference, equal bool) {
-			if len(c.previewPairs) < c.previewN {
-				c.previewPairs = append(c.previewPairs, PreviewPair{Equal: equal, Key: d.Key, Left: d.Left, Right: d.Right, Fields: d.Fields, SkewMs: d.SkewMs})
+			pp := PreviewPair{Equal: equal, Key: d.Key, Left: d.Left, Right: d.Right, Fields: d.Fields, SkewMs: d.SkewMs}
+			if equal && len(c.previewEqual) < c.previewN {
+				c.previewEqual = append(c.previewEqual, pp)
+			} else if !equal && len(c.previewDiff) < c.previewN {
+				c.previewDiff = append(c.previewDiff, pp)
+			}
+		}
+		c.previewPaths = pathUses(c.spec)
+		if len(c.previewPaths) > 0 {
+			core.onValue = func(side int, d *jsondiff.Doc) {
+				for i := range c.previewPaths {
+					u := &c.previewPaths[i]
+					u.Sampled[side]++
+					if d.Has(&u.path) {
+						u.Matched[side]++
+					}
+				}
 			}
 		}
 	}
@@ -231,7 +251,7 @@ func (c *Comparison) Run(ctx context.Context) (Snapshot, error) {
 	saveEvery := c.opts.CheckpointInterval
 	var paused, ahead [2][]int32
 	for !core.done() {
-		if c.previewN > 0 && len(c.previewPairs) >= c.previewN {
+		if c.previewN > 0 && (len(c.previewDiff) >= c.previewN || core.c.Compared() >= previewMaxPairs) {
 			c.publish(core)
 			return c.Snapshot(), nil
 		}
@@ -501,23 +521,96 @@ type PreviewPair struct {
 	SkewMs int64       `json:"skew_ms"`
 }
 
+// PathUse says how many of the values a preview read have a path of the
+// spec: an ignore path or the pairing path that matches none of them is
+// most likely mistyped.
+type PathUse struct {
+	Path string `json:"path"`
+	Role string `json:"role"` // "ignore" or "pairing"
+	// Sampled counts the values read that are JSON, left and right;
+	// Matched those that have the path.
+	Sampled [2]int64 `json:"sampled"`
+	Matched [2]int64 `json:"matched"`
+	// Suggest are differing paths found that end like this one (what it
+	// was probably meant to be).
+	Suggest []string `json:"suggest,omitempty"`
+}
+
+// Unmatched reports whether the path matched none of the sampled values.
+func (u PathUse) Unmatched() bool {
+	return u.Sampled[0]+u.Sampled[1] > 0 && u.Matched[0]+u.Matched[1] == 0
+}
+
+type pathUse struct {
+	PathUse
+	path jsondiff.Path
+}
+
+func pathUses(cs *compiledSpec) []pathUse {
+	var out []pathUse
+	if cs.keyJSON {
+		out = append(out, pathUse{PathUse: PathUse{Path: cs.keyPath.String(), Role: "pairing"}, path: cs.keyPath})
+	}
+	for _, p := range cs.ignore {
+		out = append(out, pathUse{PathUse: PathUse{Path: p.String(), Role: "ignore"}, path: p})
+	}
+	return out
+}
+
 // PreviewResult is what Preview found.
 type PreviewResult struct {
-	Pairs    []PreviewPair `json:"pairs"`
-	Counters Counters      `json:"counters"`
-	// Complete is false when the preview stopped at its time limit before
-	// finding n pairs or reading to the end.
+	// Pairs are the pairs that differ first (at most n), then pairs that
+	// are equal, n in all when there are enough.
+	Pairs []PreviewPair `json:"pairs"`
+	// Missing are the first records that found no partner (missing on
+	// either side), duplicates and unkeyed records, when the preview read
+	// to the end of the topics.
+	Missing []Difference `json:"missing"`
+	// Paths say which of the spec's paths the values read have.
+	Paths    []PathUse `json:"paths"`
+	Counters Counters  `json:"counters"`
+	// Complete is false when the preview stopped before reading to the end
+	// of the topics: at its time limit, its budget of pairs, or once it had
+	// n pairs that differ.
 	Complete bool `json:"complete"`
+}
+
+// Differing is the number of pairs in Pairs that differ.
+func (r PreviewResult) Differing() int {
+	n := 0
+	for _, p := range r.Pairs {
+		if !p.Equal {
+			n++
+		}
+	}
+	return n
+}
+
+// UnmatchedPaths are the spec's paths that matched no value read.
+func (r PreviewResult) UnmatchedPaths() []PathUse {
+	var out []PathUse
+	for _, u := range r.Paths {
+		if u.Unmatched() {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // previewTimeout bounds a preview that finds few pairs.
 const previewTimeout = 10 * time.Second
 
-// Preview compares the first records of spec (read from its start up to the
-// current end, nothing stored) and returns the first n pairs with their
-// comparison, so a user can check the pairing and ignore rules before
-// creating the comparison. It stops after n pairs, at the end of the
-// topics, or after 10 seconds.
+// previewMaxPairs bounds the pairs a preview compares looking for ones that
+// differ.
+const previewMaxPairs = 100_000
+
+// Preview compares the records of spec from its start (nothing stored) and
+// returns the pairs that differ first — up to n of them — then pairs that
+// are equal, up to n pairs in all, the records that found no partner, and
+// which of the spec's paths the values have, so a user can check the
+// pairing and the ignore rules before creating the comparison. It reads
+// until it has n pairs that differ, reaches the end of the topics,
+// compares 100,000 pairs, or runs 10 seconds.
 func Preview(ctx context.Context, opts Options, spec Spec, n int) (PreviewResult, error) {
 	if n <= 0 || n > 1000 {
 		return PreviewResult{}, fmt.Errorf("preview: want 1 to 1000 pairs, not %d", n)
@@ -532,12 +625,46 @@ func Preview(ctx context.Context, opts Options, spec Spec, n int) (PreviewResult
 	pctx, cancel := context.WithTimeout(ctx, previewTimeout)
 	defer cancel()
 	snap, err := c.Run(pctx)
-	res := PreviewResult{Pairs: c.previewPairs, Counters: snap.Counters, Complete: err == nil}
+	res := PreviewResult{Counters: snap.Counters, Complete: err == nil && snap.Done}
+	res.Pairs = append(res.Pairs, c.previewDiff...)
+	if rest := n - len(res.Pairs); rest > 0 {
+		res.Pairs = append(res.Pairs, c.previewEqual[:min(rest, len(c.previewEqual))]...)
+	}
 	if res.Pairs == nil {
 		res.Pairs = []PreviewPair{}
+	}
+	for _, k := range []Kind{KindMissingRight, KindMissingLeft, KindDuplicate, KindUnkeyed} {
+		res.Missing = append(res.Missing, snap.Examples[k]...)
+	}
+	if res.Missing == nil {
+		res.Missing = []Difference{}
+	}
+	differing := CountPaths(diffsOf(c.previewDiff), 0)
+	for _, u := range c.previewPaths {
+		pu := u.PathUse
+		if pu.Unmatched() && pu.Role == "ignore" {
+			last := u.path.Last()
+			for _, d := range differing {
+				if p, err := jsondiff.ParsePath(d.Path); err == nil && last != "" && p.Last() == last && len(pu.Suggest) < 3 {
+					pu.Suggest = append(pu.Suggest, d.Path)
+				}
+			}
+		}
+		res.Paths = append(res.Paths, pu)
+	}
+	if res.Paths == nil {
+		res.Paths = []PathUse{}
 	}
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		err = nil // our own time limit: return what was found
 	}
 	return res, err
+}
+
+func diffsOf(pairs []PreviewPair) []Difference {
+	out := make([]Difference, 0, len(pairs))
+	for _, p := range pairs {
+		out = append(out, Difference{Kind: KindMismatch, Fields: p.Fields})
+	}
+	return out
 }

@@ -247,6 +247,47 @@ func (s *Store) Reset(ctx context.Context, id int64) error {
 	return err
 }
 
+// Update replaces a comparison's name and spec (validated as on Create)
+// and resets it like Reset: its progress and differences are forgotten and
+// it starts over in state running.
+func (s *Store) Update(ctx context.Context, id int64, name string, spec Spec) error {
+	cs, err := compile(spec)
+	if err != nil {
+		return err
+	}
+	name = strings.TrimSpace(name)
+	if name == "" {
+		name = cs.Left + " vs " + cs.Right
+	}
+	if len(name) > 200 {
+		return errors.New("name is longer than 200 characters")
+	}
+	js, err := json.Marshal(cs.Spec)
+	if err != nil {
+		return err
+	}
+	err = s.db.Change(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE migration_comparisons SET name = ?, spec = ?, generation = generation + 1, state = 'running',
+			error = '', updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?`, name, string(js), id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("comparison %d: %w", id, ErrNotFound)
+		}
+		for _, q := range []string{`DELETE FROM migration_checkpoints WHERE comparison_id = ?`, `DELETE FROM migration_differences WHERE comparison_id = ?`} {
+			if _, err := tx.ExecContext(ctx, q, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("migration: update comparison %d: %w", id, err)
+	}
+	return err
+}
+
 // Delete removes a comparison with its checkpoint and differences.
 func (s *Store) Delete(ctx context.Context, id int64) error {
 	err := s.db.Change(ctx, func(tx *sql.Tx) error {

@@ -58,6 +58,83 @@
     }
     var tails = root.querySelectorAll("[data-tail]");
     for (var k = 0; k < tails.length; k++) tail(tails[k]);
+    var kinds = root.querySelectorAll("[data-kind-select]");
+    for (var m = 0; m < kinds.length; m++) kindForm(kinds[m]);
+    var vals = root.querySelectorAll(".msgval");
+    for (var n = 0; n < vals.length; n++) msgTools(vals[n]);
+  }
+
+  // A record's key or value: a long one is cut with an Expand button, and
+  // every one has Copy (the text as shown: pretty JSON stays valid JSON).
+  function msgTools(box) {
+    if (box.getAttribute("data-tools")) return;
+    box.setAttribute("data-tools", "1");
+    var pre = box.querySelector("pre");
+    if (!pre) return;
+    var tools = document.createElement("div");
+    tools.className = "msgtools";
+    if (pre.scrollHeight > pre.clientHeight + 4) {
+      box.classList.add("clamped");
+      var more = document.createElement("button");
+      more.type = "button";
+      more.className = "link";
+      more.textContent = "Expand";
+      more.addEventListener("click", function () {
+        var open = box.classList.toggle("open");
+        more.textContent = open ? "Collapse" : "Expand";
+      });
+      tools.appendChild(more);
+    }
+    var copy = document.createElement("button");
+    copy.type = "button";
+    copy.className = "link";
+    copy.textContent = "Copy";
+    copy.addEventListener("click", function () {
+      var text = pre.textContent;
+      var done = function () { copy.textContent = "Copied"; setTimeout(function () { copy.textContent = "Copy"; }, 1500); };
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(text).then(done, function () { fallbackCopy(text) && done(); });
+      } else if (fallbackCopy(text)) {
+        done();
+      }
+    });
+    tools.appendChild(copy);
+    box.appendChild(tools);
+  }
+
+  // fallbackCopy copies through a hidden textarea where the clipboard API
+  // is not offered (a console served over plain HTTP from another host).
+  function fallbackCopy(text) {
+    var ta = document.createElement("textarea");
+    ta.value = text;
+    ta.setAttribute("readonly", "");
+    ta.className = "sr-only";
+    document.body.appendChild(ta);
+    ta.select();
+    var ok = false;
+    try { ok = document.execCommand("copy"); } catch (e) {}
+    document.body.removeChild(ta);
+    return ok;
+  }
+
+  // The alert rule form shows the fields the chosen kind uses (threshold,
+  // minimum status, topic) and the threshold's unit. Without the script
+  // every field shows and the server ignores what the kind does not use.
+  function kindForm(sel) {
+    var form = sel.form;
+    if (!form) return;
+    function apply() {
+      var kind = sel.value;
+      var parts = form.querySelectorAll("[data-kinds]");
+      for (var i = 0; i < parts.length; i++) {
+        parts[i].hidden = (" " + parts[i].getAttribute("data-kinds") + " ").indexOf(" " + kind + " ") < 0;
+      }
+      var opt = sel.options[sel.selectedIndex];
+      var unit = form.querySelector("[data-kind-unit]");
+      if (unit && opt) unit.textContent = opt.getAttribute("data-unit") || "none";
+    }
+    sel.addEventListener("change", apply);
+    apply();
   }
 
   // Live tail over server-sent events. The server sends "records" events
@@ -86,6 +163,8 @@
       es.addEventListener("records", function (ev) {
         table.hidden = false;
         rows.insertAdjacentHTML("afterbegin", ev.data);
+        var fresh = rows.querySelectorAll(".msgval");
+        for (var f = 0; f < fresh.length; f++) msgTools(fresh[f]);
         count = rows.children.length;
         while (rows.children.length > 500) rows.removeChild(rows.lastElementChild);
         say("Live · " + count + " shown" + (dropped ? " · " + dropped + " skipped over the rate limit" : ""));

@@ -3,6 +3,7 @@ package templates
 import (
 	"context"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,30 @@ type Chart struct {
 	Points      int
 	Empty       bool
 	Summary     string
+	// Since and Until are the span drawn: the range asked for, narrowed
+	// to the samples there are (Fitted) so ten minutes of history are not
+	// squeezed against the right edge of a week.
+	Since, Until time.Time
+	Fitted       bool
+	// Bands are the hover areas of the samples, one per point, whose
+	// tooltips give its time and values.
+	Bands []ChartBand
+	// Markers are the events on the timeline (alerts, offset resets).
+	Markers []ChartMarker
+}
+
+// ChartBand is the hover area of one sample.
+type ChartBand struct {
+	X, W  float64
+	Title string
+}
+
+// ChartMarker is an event drawn as a vertical line with its tooltip.
+type ChartMarker struct {
+	X     float64
+	Kind  string // fired, resolved, acknowledged, reset
+	Title string
+	Href  string
 }
 
 // Tick is one axis label at a position.
@@ -45,12 +70,23 @@ const maxChartPoints = 600
 // sampling intervals break the line, so a console that was down does not
 // draw a straight line across the outage.
 func NewChart(ctx context.Context, pts []consoledb.LagPoint, since, until time.Time, interval time.Duration) Chart {
+	return NewChartWithEvents(ctx, pts, since, until, interval, nil)
+}
+
+// NewChartWithEvents is NewChart with events drawn as markers. The span
+// starts at the first sample when the samples begin well after since.
+func NewChartWithEvents(ctx context.Context, pts []consoledb.LagPoint, since, until time.Time, interval time.Duration, events []ChartEvent) Chart {
 	c := Chart{W: 1200, H: 260, Left: 64, Right: 1200 - 64, Top: 12, Bottom: 260 - 30}
 	c.Points = len(pts)
 	if len(pts) == 0 || !until.After(since) {
 		c.Empty = true
 		return c
 	}
+	if first := pts[0].At; first.Sub(since) > until.Sub(since)/20 {
+		pad := max(interval, until.Sub(first)/50)
+		since, c.Fitted = first.Add(-pad), true
+	}
+	c.Since, c.Until = since, until
 	pts = downsample(pts, maxChartPoints)
 	var maxTime time.Duration
 	for _, p := range pts {
@@ -68,14 +104,17 @@ func NewChart(ctx context.Context, pts []consoledb.LagPoint, since, until time.T
 	for v := 0.0; v <= yMax+yStep/2; v += yStep {
 		c.YTicks = append(c.YTicks, Tick{Pos: y(v), Label: shortCount(v)})
 	}
-	tMax, tStep := niceScale(maxTime.Seconds())
+	tMax, tStep := niceDurationScale(maxTime.Seconds())
 	ty := func(d time.Duration) float64 { return c.Bottom - (c.Bottom-c.Top)*d.Seconds()/tMax }
 	if maxTime > 0 {
 		for v := 0.0; v <= tMax+tStep/2; v += tStep {
 			c.TimeTicks = append(c.TimeTicks, Tick{Pos: ty(time.Duration(v * float64(time.Second))), Label: Dur(time.Duration(v * float64(time.Second)))})
 		}
 	}
-	gap := 3 * interval
+	// A gap is three times the usual spacing of the points drawn: the
+	// sampling interval, or wider where the history was sampled less
+	// often or the points were thinned out for a long range.
+	gap := 3 * max(interval, medianSpacing(pts))
 	if gap <= 0 {
 		gap = 3 * time.Minute
 	}
@@ -111,7 +150,32 @@ func NewChart(ctx context.Context, pts []consoledb.LagPoint, since, until time.T
 	closeArea(len(pts) - 1)
 	c.Line, c.Area, c.TimeLine = line.String(), area.String(), tline.String()
 	c.XTicks = timeTicks(ctx, since, until, x)
-	c.Summary = "Lag of " + Count(c.Last.Lag) + " records at the last sample; the most was " + Count(c.MaxLag) + " at " + TimeText(ctx, c.MaxLagAt) + "."
+	// One hover band per point, reaching halfway to its neighbours.
+	for i, p := range pts {
+		left, right := x(p.At), x(p.At)
+		if i > 0 {
+			left = (x(pts[i-1].At) + x(p.At)) / 2
+		} else {
+			left = max(c.Left, left-4)
+		}
+		if i < len(pts)-1 {
+			right = (x(p.At) + x(pts[i+1].At)) / 2
+		} else {
+			right = min(c.Right, right+4)
+		}
+		title := TimeText(ctx, p.At) + "\n" + Plural(p.Lag, "record", "records") + " behind"
+		if maxTime > 0 {
+			title += ", " + Dur(p.LagTime) + " behind"
+		}
+		c.Bands = append(c.Bands, ChartBand{X: left, W: max(right-left, 1), Title: title})
+	}
+	for _, ev := range events {
+		if ev.At.Before(since) || ev.At.After(until) {
+			continue
+		}
+		c.Markers = append(c.Markers, ChartMarker{X: x(ev.At), Kind: ev.Kind, Title: TimeText(ctx, ev.At) + "\n" + ev.Label, Href: ev.Href})
+	}
+	c.Summary = "Lag of " + Plural(c.Last.Lag, "record", "records") + " at the last sample; the most was " + Count(c.MaxLag) + " at " + TimeText(ctx, c.MaxLagAt) + "."
 	return c
 }
 
@@ -212,4 +276,35 @@ func timeTicks(ctx context.Context, since, until time.Time, x func(time.Time) fl
 		out = append(out, Tick{Pos: x(t), Label: t.In(loc).Format(layout)})
 	}
 	return out
+}
+
+// medianSpacing is the median time between consecutive points.
+func medianSpacing(pts []consoledb.LagPoint) time.Duration {
+	if len(pts) < 2 {
+		return 0
+	}
+	d := make([]time.Duration, 0, len(pts)-1)
+	for i := 1; i < len(pts); i++ {
+		d = append(d, pts[i].At.Sub(pts[i-1].At))
+	}
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+// niceDurationScale is niceScale for seconds: the axis ends on a round
+// duration (1, 2, 5, 10, 15, 30 s, 1, 2, 5, 10, 15, 30 min, 1, 2, 3, 6, 12 h,
+// days) so its labels read "30 min", not "33 min 20 s".
+func niceDurationScale(v float64) (top, step float64) {
+	if v <= 0 {
+		return 1, 1
+	}
+	steps := []float64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800}
+	step = steps[len(steps)-1]
+	for _, s := range steps {
+		if v/s <= 4 {
+			step = s
+			break
+		}
+	}
+	return math.Ceil(v/step) * step, step
 }

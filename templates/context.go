@@ -31,6 +31,32 @@ type Request struct {
 	Role     string         // viewer, operator or admin
 	Path     string         // request path, for the active nav entry
 	ZoneName string         // e.g. "Europe/Paris" or "UTC"
+	// Theme is the viewer's choice: "light", "dark", or "" to follow the
+	// system (the theme cookie).
+	Theme string
+}
+
+// NextTheme is what the theme button switches to: from following the
+// system to dark, to light, and back.
+func (r *Request) NextTheme() string {
+	switch r.Theme {
+	case "dark":
+		return "light"
+	case "light":
+		return ""
+	}
+	return "dark"
+}
+
+// ThemeLabel names the viewer's theme for the theme button.
+func (r *Request) ThemeLabel() string {
+	switch r.Theme {
+	case "dark":
+		return "Dark"
+	case "light":
+		return "Light"
+	}
+	return "Auto"
 }
 
 type requestKey struct{}

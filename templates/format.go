@@ -5,119 +5,35 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sluice-io/sluice/internal/human"
 )
 
 // Count formats n with thousands separators: 1234567 -> "1,234,567".
-func Count[T ~int | ~int32 | ~int64](n T) string {
-	v := int64(n)
-	neg := v < 0
-	s := strconv.FormatInt(v, 10)
-	if neg {
-		s = s[1:]
-	}
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+func Count[T ~int | ~int32 | ~int64](n T) string { return human.Count(int64(n)) }
+
+// Plural is "1 record", "2 records", "1,200 records".
+func Plural[T ~int | ~int32 | ~int64](n T, one, many string) string {
+	return human.Plural(int64(n), one, many)
 }
 
 // Bytes splits a byte count into a short number and a binary unit:
 // 1536 -> ("1.5", "KiB"). Negative means unknown: ("—", "").
-func Bytes(n int64) (string, string) {
-	if n < 0 {
-		return "—", ""
-	}
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	f := float64(n)
-	i := 0
-	for f >= 1024 && i < len(units)-1 {
-		f /= 1024
-		i++
-	}
-	if i == 0 {
-		return strconv.FormatInt(n, 10), "B"
-	}
-	if f >= 100 {
-		return strconv.FormatFloat(f, 'f', 0, 64), units[i]
-	}
-	return strconv.FormatFloat(f, 'f', 1, 64), units[i]
-}
+func Bytes(n int64) (string, string) { return human.Bytes(n) }
 
 // BytesText is Bytes joined: "1.5 KiB".
-func BytesText(n int64) string {
-	v, u := Bytes(n)
-	if u == "" {
-		return v
-	}
-	return v + " " + u
-}
+func BytesText(n int64) string { return human.BytesText(n) }
 
 // Rate formats a per-second rate with a short unit prefix: 1234.5 -> "1.2k".
-func Rate(f float64) string {
-	switch {
-	case math.IsNaN(f) || f < 0:
-		return "—"
-	case f >= 1e9:
-		return strconv.FormatFloat(f/1e9, 'f', 1, 64) + "G"
-	case f >= 1e6:
-		return strconv.FormatFloat(f/1e6, 'f', 1, 64) + "M"
-	case f >= 1e4:
-		return strconv.FormatFloat(f/1e3, 'f', 0, 64) + "k"
-	case f >= 1e3:
-		return strconv.FormatFloat(f/1e3, 'f', 1, 64) + "k"
-	case f >= 10 || f == 0:
-		return strconv.FormatFloat(f, 'f', 0, 64)
-	}
-	return strconv.FormatFloat(f, 'f', 1, 64)
-}
+func Rate(f float64) string { return human.Rate(f) }
 
-// Dur formats a duration compactly: "0", "850 ms", "42 s", "3 min 20 s",
-// "5 h 12 min", "3 d 4 h".
-func Dur(d time.Duration) string {
-	if d <= 0 {
-		return "0"
-	}
-	switch {
-	case d < time.Millisecond:
-		return "<1 ms"
-	case d < time.Second:
-		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
-	case d < time.Minute:
-		return strconv.FormatFloat(d.Seconds(), 'f', 0, 64) + " s"
-	case d < time.Hour:
-		m := int(d / time.Minute)
-		s := int((d % time.Minute) / time.Second)
-		if s == 0 {
-			return fmt.Sprintf("%d min", m)
-		}
-		return fmt.Sprintf("%d min %d s", m, s)
-	case d < 48*time.Hour:
-		h := int(d / time.Hour)
-		m := int((d % time.Hour) / time.Minute)
-		if m == 0 {
-			return fmt.Sprintf("%d h", h)
-		}
-		return fmt.Sprintf("%d h %d min", h, m)
-	}
-	days := int(d / (24 * time.Hour))
-	h := int((d % (24 * time.Hour)) / time.Hour)
-	if h == 0 {
-		return fmt.Sprintf("%d d", days)
-	}
-	return fmt.Sprintf("%d d %d h", days, h)
-}
+// Dur formats a duration compactly, always with a unit: "0 s", "850 ms",
+// "42 s", "3 min 20 s", "5 h 12 min", "3 d 4 h" (package human).
+func Dur(d time.Duration) string { return human.Duration(d) }
 
 // TimeText formats t in the viewer's zone: "2025-03-01 14:05:09".
 func TimeText(ctx context.Context, t time.Time) string {

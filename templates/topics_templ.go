@@ -39,7 +39,7 @@ func TopicsPage(p Page, v TopicsView) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = PageHead("Topics", Count(v.TotalTopics)+" in the cluster", topicsActions()).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = PageHead("Topics", topicsSub(v), topicsActions()).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -362,6 +362,16 @@ func TopicsTable(v TopicsView) templ.Component {
 		}
 		return nil
 	})
+}
+
+// topicsSub counts the topics as the list does: internal ones apart, so
+// the header agrees with the pager's total while they are hidden.
+func topicsSub(v TopicsView) string {
+	s := Count(v.TotalTopics-v.InternalTopics) + " in the cluster"
+	if v.InternalTopics > 0 {
+		s += ", plus " + Count(v.InternalTopics) + " internal"
+	}
+	return s
 }
 
 var _ = templruntime.GeneratedTemplate

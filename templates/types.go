@@ -24,6 +24,41 @@ type NavItem struct {
 	Label  string
 	Href   string
 	Active bool
+	// HasBadge: the entry carries a count (Badge, shown when not 0, in
+	// BadgeKind's colour) that the page refreshes every 15 s.
+	HasBadge  bool
+	Badge     int
+	BadgeKind string
+}
+
+// BadgeID is the element id of the entry's count, for the refresh.
+func (n NavItem) BadgeID() string { return NavBadgeID(n.Href) }
+
+// NavBadgeID is the element id of the count of the nav entry at path.
+func NavBadgeID(path string) string {
+	var b []byte
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+			b = append(b, c)
+		case c >= 'A' && c <= 'Z':
+			b = append(b, c+'a'-'A')
+		case len(b) > 0 && b[len(b)-1] != '-':
+			b = append(b, '-')
+		}
+	}
+	return "navbadge-" + string(b)
+}
+
+// HasBadges reports whether some entry carries a count.
+func (p Page) HasBadges() bool {
+	for _, n := range p.Nav {
+		if n.HasBadge {
+			return true
+		}
+	}
+	return false
 }
 
 // Crumb is one step of the breadcrumb above a page title.

@@ -1,7 +1,12 @@
 package templates
 
 import (
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/a-h/templ"
 
 	"github.com/sluice-io/sluice/consoledb"
 	"github.com/sluice-io/sluice/kafkaview"
@@ -11,6 +16,9 @@ import (
 
 // OverviewView is the cluster at a glance.
 type OverviewView struct {
+	// Panels are the page groups' panels (alerts, comparisons): what needs
+	// attention first.
+	Panels          []templ.Component
 	ClusterID       string
 	Controller      int32
 	ControllerAddr  string
@@ -27,6 +35,33 @@ type OverviewView struct {
 	LagAt           time.Time // when TopLag was collected
 	LagErr          string
 	Err             string
+	// PartitionIssues are the offline and under-replicated partitions
+	// (offline first), at most 50.
+	PartitionIssues []PartitionIssue
+	// MessagesInHistory and BytesInHistory are the throughput over the
+	// last hour (per second).
+	MessagesInHistory []Point
+	BytesInHistory    []Point
+	// Statuses are the groups' health as the alert evaluator sees it
+	// (nil without one).
+	Statuses map[string]GroupHealth
+}
+
+// PartitionIssue is a partition without a leader or with replicas out of
+// sync.
+type PartitionIssue struct {
+	Topic     string
+	Partition int32
+	Leader    int32
+	Replicas  []int32
+	ISR       []int32
+	Offline   bool
+}
+
+// Point is one value of a series at one time (sparklines, charts).
+type Point struct {
+	At time.Time
+	V  float64
 }
 
 // BrokersView is the brokers page.
@@ -55,9 +90,11 @@ type TopicsView struct {
 	Pager        Pager
 	BaseURL      string // the list URL with the current filters, for sort links
 	TotalTopics  int    // in the cluster, internal included
-	StatsErr     string
-	Err          string
-	Elapsed      time.Duration
+	// InternalTopics are the internal ones among them (__consumer_offsets).
+	InternalTopics int
+	StatsErr       string
+	Err            string
+	Elapsed        time.Duration
 }
 
 // TopicCreateView is the create-topic form.
@@ -89,8 +126,18 @@ type MessagesView struct {
 	ExportJSON   string
 	ExportCSV    string
 	NextURL      string
+	OlderURL     string // the next older page of a newest-first read
+	LatestURL    string // back to the newest records, from an older page
 	TailURL      string
 	TotalRecords int64
+	// ProducedTopic is where Produced was written (the form may name
+	// another topic).
+	ProducedTopic string
+	// CopiedFrom says which record the produce form was filled from.
+	CopiedFrom string
+	// TopicNames are the cluster's topics, for the produce form's topic.
+	TopicNames []string
+	CanProduce bool
 }
 
 // MessageQuery is the messages form as submitted, echoed back into it.
@@ -111,12 +158,29 @@ type MessageQuery struct {
 
 // GroupsView is the consumer groups list.
 type GroupsView struct {
-	Groups []lag.Group
-	Query  string
-	State  string
-	Total  int
-	Err    string
-	At     time.Time
+	Rows    []GroupRow // the page's groups, filtered and sorted
+	Query   string
+	State   string
+	Sort    string // name, state, status, members, topics, lag, time
+	Desc    bool
+	BaseURL string // the list URL with the filters, for sort links
+	Pager   Pager
+	Total   int // groups in the cluster
+	Err     string
+	At      time.Time
+	// HasStatus: an alert evaluator runs on this console and Statuses are
+	// its Burrow statuses as of StatusAt.
+	HasStatus bool
+	Statuses  map[string]GroupHealth
+	StatusAt  time.Time
+}
+
+// GroupRow is one group of the list.
+type GroupRow struct {
+	Group  lag.Group
+	Topics []string
+	Health GroupHealth
+	Trend  []Point // total lag over the last hour
 }
 
 // GroupView is one consumer group's page.
@@ -130,6 +194,31 @@ type GroupView struct {
 	Sampling  time.Duration
 	ResetForm Form
 	Topics    []string // topics the group has commits on, for the reset form
+	// Topic is the topic the chart shows alone ("" every topic).
+	Topic string
+	// Events are the markers of the chart: alerts fired, acknowledged and
+	// resolved about the group, offset resets.
+	Events []ChartEvent
+	// Rate is the group's consumption and production over the last few
+	// samples; Rates the same per partition (by "topic/partition").
+	Rate  GroupRate
+	Rates map[string]GroupRate
+	// Status is the group's health as the alert evaluator sees it
+	// (HasStatus false without one).
+	Status    GroupHealth
+	HasStatus bool
+}
+
+// GroupRate is how fast a group (or one of its partitions) consumes and
+// its records arrive, and when its lag would be gone at that pace.
+type GroupRate struct {
+	Known    bool
+	Consumed float64 // records per second
+	Produced float64
+	Over     time.Duration
+	Drain    time.Duration // with State "draining"
+	State    string        // draining, growing, stopped, caught up, unknown
+	Lags     []Point       // the last few lags (a sparkline)
 }
 
 // ResetPreviewView shows what a reset would commit.
@@ -161,6 +250,103 @@ type AuditView struct {
 	Entries []consoledb.AuditEntry
 	Filter  consoledb.AuditFilter
 	NextURL string
+	// ExportCSV and ExportJSON download what the filter selects.
+	ExportCSV, ExportJSON string
+}
+
+// GroupHealth is a consumer group's health as the alert evaluator computes
+// it (Burrow's status: OK, WARN, ERR), for the groups list.
+type GroupHealth struct {
+	Status string // OK, WARN, ERR (NOTFOUND: no partition to judge)
+	// Partitions counts the group's partitions by Burrow status (OK, WARN,
+	// STOP, STALL, REWIND).
+	Partitions map[string]int
+}
+
+// ChartEvent is a marker on a timeline: an alert fired, acknowledged or
+// resolved, an offset reset.
+type ChartEvent struct {
+	At    time.Time
+	Kind  string // fired, resolved, acknowledged, reset
+	Label string // what happened, for the marker's tooltip
+	Href  string // where to read more
+}
+
+// healthTitle explains a status: its partitions by Burrow status.
+func healthTitle(h GroupHealth) string {
+	var parts []string
+	for _, st := range []string{"STOP", "STALL", "REWIND", "WARN", "OK"} {
+		if n := h.Partitions[st]; n > 0 {
+			parts = append(parts, Plural(n, "partition", "partitions")+" "+st)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// RowOptions say how record rows are shown.
+type RowOptions struct {
+	Topic      string
+	Format     Format
+	Fresh      bool   // rows just arrived (the live tail)
+	Field      string // key, value, header: where Needle was searched
+	Header     string // the header searched
+	Needle     string // the text searched, highlighted
+	CanProduce bool   // show "copy to produce"
+}
+
+func (o RowOptions) needle(field string) string {
+	if o.Field == field {
+		return o.Needle
+	}
+	return ""
+}
+
+// Rows is how the page's records are shown.
+func (v MessagesView) Rows() RowOptions {
+	return RowOptions{Topic: v.Topic, Format: v.Q.Format, Field: v.Q.Field, Header: v.Q.Header, Needle: v.Q.Text, CanProduce: v.CanProduce}
+}
+
+// jsonOf is b as coloured JSON spans when the format is JSON and b is JSON.
+func jsonOf(b []byte, f Format) ([]Span, bool) {
+	if f != FormatJSON || len(b) > maxShown {
+		return nil, false
+	}
+	return JSONSpans(b)
+}
+
+// RecordID is the element id of a record's row.
+func RecordID(p int32, offset int64) string {
+	return "r-" + strconv.Itoa(int(p)) + "-" + strconv.FormatInt(offset, 10)
+}
+
+// RecordURL is a record's permalink: its partition's messages from its
+// offset, one record.
+func RecordURL(topic string, p int32, offset int64, f Format) string {
+	v := url.Values{}
+	v.Set("partition", strconv.Itoa(int(p)))
+	v.Set("from", "offset")
+	v.Set("offset", strconv.FormatInt(offset, 10))
+	v.Set("limit", "1")
+	if f != FormatText && f != "" {
+		v.Set("format", string(f))
+	}
+	return MessagesURL(topic) + "?" + v.Encode() + "#" + RecordID(p, offset)
+}
+
+// CopyURL opens the produce form filled with a record.
+func CopyURL(topic string, p int32, offset int64) string {
+	return MessagesURL(topic) + "?produce=1&copy=" + strconv.Itoa(int(p)) + ":" + strconv.FormatInt(offset, 10) + "#produce"
+}
+
+// headerHTML is a record header as "name: value", escaped, the value's
+// matches highlighted when the search is on that header.
+func headerHTML(h kafkaview.Header, o RowOptions) string {
+	hv, _ := Payload(h.Value, h.Value == nil, FormatText)
+	needle := ""
+	if o.Field == "header" && h.Key == o.Header {
+		needle = o.Needle
+	}
+	return MarkedHTML(h.Key+": ", "") + MarkedHTML(hv, needle)
 }
 
 // ConsoleStatusView is /console/status: where this host's console stands

@@ -2,11 +2,14 @@ package web
 
 import (
 	"context"
+	"encoding/csv"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-io/sluice/consoledb"
 )
@@ -65,7 +68,51 @@ func TestUsersAdministration(t *testing.T) {
 	expectContains(t, r, "Nothing recorded")
 	admin.Accept = "application/json"
 	r = admin.Get("/audit?action=user.")
-	expectContains(t, r, `"Action":"user.remove"`)
+	expectContains(t, r, `"action":"user.remove"`, `"remote_addr":`) // snake_case, as every JSON answer
+}
+
+// The audit page's action filter matches any part of the action
+// ("session" finds session.login, "reset" the offset resets), and what a
+// filter selects downloads as CSV or JSON.
+func TestAuditFilterBySubstringAndExport(t *testing.T) {
+	ts := newTestServer(t)
+	ctx := context.Background()
+	for _, a := range []string{"session.login", "session.logout", "group.reset-offsets", "topic.create"} {
+		if _, err := ts.store.AppendAudit(ctx, consoledb.AuditEntry{At: time.Now(), User: "bot", Action: a, Target: "t-" + a, Detail: "=1+1", Outcome: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin := ts.signedIn(t, "ada", RoleAdmin)
+	r := admin.Get("/audit?user=bot&action=session")
+	expectContains(t, r, `<td class="mono">session.login</td>`, `<td class="mono">session.logout</td>`, `value="session"`, "Export")
+	if strings.Contains(r.Text, `<td class="mono">topic.create</td>`) {
+		t.Fatal("the action filter kept topic.create")
+	}
+	r = admin.Get("/audit?user=bot&action=Reset")
+	expectContains(t, r, `<td class="mono">group.reset-offsets</td>`)
+	if strings.Contains(r.Text, `<td class="mono">session.login</td>`) {
+		t.Fatal("the action filter kept session.login")
+	}
+
+	r = admin.Get("/audit?user=bot&action=session&as=csv")
+	expectStatus(t, r, http.StatusOK)
+	if !strings.Contains(r.Header.Get("Content-Disposition"), "attachment") {
+		t.Fatalf("disposition %q", r.Header.Get("Content-Disposition"))
+	}
+	rows, err := csv.NewReader(strings.NewReader(r.Text)).ReadAll()
+	if err != nil || len(rows) != 3 || rows[0][3] != "action" || rows[1][3] != "session.logout" || rows[2][3] != "session.login" || rows[1][5] != "'=1+1" {
+		t.Fatalf("CSV export %q (%v)", rows, err)
+	}
+	r = admin.Get("/audit?user=bot&as=json")
+	var got []map[string]any
+	if err := json.Unmarshal([]byte(r.Text), &got); err != nil || len(got) != 4 || got[0]["action"] != "topic.create" || got[3]["user"] != "bot" {
+		t.Fatalf("JSON export %.300s (%v)", r.Text, err)
+	}
+	expectStatus(t, admin.Get("/audit?as=xml"), http.StatusBadRequest)
+	// The export itself is on record.
+	if es := auditOf(t, ts, "access.audit.export"); len(es) != 2 {
+		t.Fatalf("export audit entries: %+v", es)
+	}
 }
 
 func TestAuditLogPages(t *testing.T) {

@@ -44,7 +44,7 @@ func (h brokersHandler) get(c *fiber.Ctx) error {
 		}
 	}
 	if WantsJSON(c) {
-		return JSON(c, v)
+		return JSON(c, brokersJSON(v))
 	}
 	return Render(c, fiber.StatusOK, templates.BrokersPage(PageFor(c, "Brokers"), v))
 }

@@ -93,7 +93,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("f-headers"), "trace-id: abc-123"),
 		chromedp.Submit(chromedp.ID("f-key")),
 	)
-	b.WaitText("Written to partition")
+	b.WaitText("Written to " + orders + " partition 0 at offset 0.")
 
 	// Fill the topic with more records so the search has work to do.
 	cl := kgoClient(t, ts.brokers)

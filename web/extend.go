@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
+	"github.com/a-h/templ"
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/templates"
 )
 
 // Role is what a user may do; see consoledb.Role.
@@ -50,6 +53,25 @@ type PageGroup struct {
 	// until Close cancels ctx; Close waits for it to return. Check
 	// s.IsLeader() before doing cluster-wide work.
 	Run func(ctx context.Context, s *Server) error
+
+	// Overview, when set, is the group's panel on the overview, the
+	// incident screen (alerts firing, comparisons not ready). It is called
+	// when the overview renders and at each of its refreshes, with the
+	// request's context (its render context carries the viewer's zone and
+	// role), so it must answer quickly.
+	Overview func(ctx context.Context) templ.Component
+	// OverviewOrder places the panel among the others (ascending; default
+	// the group's first nav entry's Order).
+	OverviewOrder int
+	// GroupStatus, when set, reports every consumer group's health as the
+	// group evaluates it (the alert pages' Burrow status), for the consumer
+	// groups list; ok false when it has none (a console that does not
+	// evaluate).
+	GroupStatus func() (statuses map[string]templates.GroupHealth, at time.Time, ok bool)
+	// Events, when set, returns the markers of a subject's timeline
+	// ("group:billing") between since and until, for the lag chart: alerts
+	// fired, acknowledged and resolved.
+	Events func(ctx context.Context, subject string, since, until time.Time) ([]templates.ChartEvent, error)
 }
 
 // NavItem is an entry of the main navigation. It is shown to users whose
@@ -61,6 +83,11 @@ type NavItem struct {
 	Path  string
 	Role  Role
 	Order int
+	// Badge, when set, is a count shown beside the entry and its colour
+	// (bad, warn, info; 0 hides it), e.g. the firing alerts. It is called
+	// on every page and every 15 s by the page's badge refresh, so it must
+	// answer from memory or a quick query.
+	Badge func(ctx context.Context) (n int, kind string)
 }
 
 func builtinNav() []NavItem {
@@ -135,4 +162,50 @@ func (s *Server) buildNav() error {
 	sort.SliceStable(nav, func(i, j int) bool { return nav[i].Order < nav[j].Order })
 	s.nav = nav
 	return nil
+}
+
+// overviewPanels are the page groups' overview panels, in order.
+func (s *Server) overviewPanels() []overviewPanel {
+	var out []overviewPanel
+	for _, g := range s.cfg.Extra {
+		if g.Overview == nil {
+			continue
+		}
+		order := g.OverviewOrder
+		if order == 0 && len(g.Nav) > 0 {
+			order = g.Nav[0].Order
+		}
+		out = append(out, overviewPanel{order: order, render: g.Overview})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].order < out[j].order })
+	return out
+}
+
+// groupStatus is the first page group's GroupStatus, or nil.
+func (s *Server) groupStatus() func() (map[string]templates.GroupHealth, time.Time, bool) {
+	for _, g := range s.cfg.Extra {
+		if g.GroupStatus != nil {
+			return g.GroupStatus
+		}
+	}
+	return nil
+}
+
+// timelineEvents asks every page group for the markers of subject's
+// timeline, oldest first.
+func (s *Server) timelineEvents(ctx context.Context, subject string, since, until time.Time) []templates.ChartEvent {
+	var out []templates.ChartEvent
+	for _, g := range s.cfg.Extra {
+		if g.Events == nil {
+			continue
+		}
+		evs, err := g.Events(ctx, subject, since, until)
+		if err != nil {
+			s.log.Warn("timeline events", "group", g.Name, "subject", subject, "err", err)
+			continue
+		}
+		out = append(out, evs...)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out
 }

@@ -92,7 +92,7 @@ func (h groupReset) post(c *fiber.Ctx) error {
 			}
 			return Render(c, status, templates.ResetPreviewPage(page, v))
 		}
-		Flash(c, "ok", fmt.Sprintf("Committed new offsets for %d partitions of %s.", len(rows), name))
+		Flash(c, "ok", "Committed new offsets for "+templates.Plural(len(rows), "partition", "partitions")+" of "+name+".")
 		return SeeOther(c, templates.GroupURL(name))
 	}
 	rows, state, err := h.kc.PlanReset(ctx, spec)
@@ -164,7 +164,7 @@ func describeReset(spec kafkaview.ResetSpec, rows []kafkaview.ResetRow) string {
 	}
 	for i, r := range rows {
 		if i == 20 {
-			fmt.Fprintf(&b, " … (%d partitions)", len(rows))
+			fmt.Fprintf(&b, " … (%s)", templates.Plural(len(rows), "partition", "partitions"))
 			break
 		}
 		fmt.Fprintf(&b, " %s/%d->%d", r.Topic, r.Partition, r.New)

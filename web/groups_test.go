@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/sluice-io/sluice/consoledb"
 	"github.com/sluice-io/sluice/internal/testutil"
+	"github.com/sluice-io/sluice/templates"
 )
 
 // consume starts a group member on topic that reads n records and commits
@@ -119,12 +121,12 @@ func TestGroupsLagDetailAndReset(t *testing.T) {
 	})
 	r = op.Post(page, page+"/reset", url.Values{"mode": {"offset"}, "offset": {"90"}})
 	expectStatus(t, r, http.StatusOK)
-	expectContains(t, r, "Apply: commit these 1 offsets", ">90<")
+	expectContains(t, r, "Apply: commit this offset", ">90<")
 	form := url.Values{"mode": {"offset"}, "offset": {"90"}, "apply": {"1"}, "off:orders:0": {"90"}}
 	r = op.Post(page, page+"/reset", form)
 	expectStatus(t, r, http.StatusSeeOther)
 	r = op.Get(page)
-	expectContains(t, r, "Committed new offsets for 1 partitions", ">90<")
+	expectContains(t, r, "Committed new offsets for 1 partition of billing.", ">90<")
 	lags, _ := ts.kc.Lag(context.Background(), "billing")
 	if len(lags) != 1 || lags[0].TotalLag != 10 {
 		t.Fatalf("lag after reset: %+v", lags)
@@ -181,4 +183,74 @@ func TestGroupNamesWithAnyCharacter(t *testing.T) {
 	r := v.Get("/groups/team%20a%2Fb%3Fx")
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, "team a/b?x", ">5 <")
+}
+
+// The group page explains its lag: per-partition consumption and
+// production rates and the time to catch up (a group that consumes nothing
+// is "stopped"), the chart of one topic alone, and markers on the chart
+// for the page groups' events (alerts) and for offset resets.
+func TestLagChartExplains(t *testing.T) {
+	var mu sync.Mutex
+	var events []templates.ChartEvent
+	ts := newTestServer(t, func(c *Config) {
+		c.LagSampleInterval = 200 * time.Millisecond
+		c.Extra = append(c.Extra, PageGroup{Name: "test-events", Events: func(_ context.Context, subject string, since, until time.Time) ([]templates.ChartEvent, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if subject != "group:reader" {
+				return nil, nil
+			}
+			return append([]templates.ChartEvent(nil), events...), nil
+		}})
+	})
+	createTopic(t, ts, "in", 2)
+	createTopic(t, ts, "other", 1)
+	produceRecords(t, ts.brokers, "in", 50)
+	produceRecords(t, ts.brokers, "other", 10)
+	consume(t, ts.brokers, "reader", "in", 20).Close()
+	consume(t, ts.brokers, "reader", "other", 4).Close()
+	if err := ts.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		pts, err := ts.store.LagHistory(context.Background(), "reader", "", time.Now().Add(-time.Minute), time.Now().Add(time.Second))
+		if err == nil && (len(pts) < 3 || pts[len(pts)-1].Lag != 36) {
+			err = fmt.Errorf("lag history %+v, want 3 samples or more, the last at 36", pts)
+		}
+		return err
+	})
+	at := time.Now()
+	mu.Lock()
+	events = []templates.ChartEvent{{At: at, Kind: "fired", Label: "billing lag fired: 36 records behind"}}
+	mu.Unlock()
+	if _, err := ts.store.AppendAudit(context.Background(), consoledb.AuditEntry{At: at, User: "otto", Action: "group.reset-offsets", Target: "reader", Detail: "in:0 -> 5", Outcome: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	// Let a sample land after the events, so they are inside the span.
+	testutil.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		pts, err := ts.store.LagHistory(context.Background(), "reader", "", at, time.Now().Add(time.Second))
+		if err == nil && len(pts) == 0 {
+			err = fmt.Errorf("no sample after the events yet")
+		}
+		return err
+	})
+	v := ts.signedIn(t, "v", RoleViewer)
+	r := v.Get("/groups/reader?range=1h")
+	expectContains(t, r, "Catch up in", `<td class="num bad-text">stopped</td>`, "Rates over the last",
+		`<g class="marker fired"><title>`, "billing lag fired: 36 records behind", `<g class="marker reset"><title>`, "Offsets reset by otto: in:0 -&gt; 5",
+		"the chart shows that span, not the whole 1h", `<rect class="hover"`, "records behind</title>")
+	// One topic's chart.
+	r = v.Get("/groups/reader?range=1h&topic=other")
+	expectContains(t, r, `<strong aria-current="true">other</strong>`, "Lag of 6 records at the last sample")
+	// The rate as JSON.
+	var got struct {
+		Rate struct {
+			Known bool   `json:"known"`
+			State string `json:"state"`
+		} `json:"rate"`
+	}
+	v.GetJSON("/groups/reader", &got)
+	if !got.Rate.Known || got.Rate.State != "stopped" {
+		t.Fatalf("rate as JSON: %+v", got.Rate)
+	}
 }

@@ -3,8 +3,12 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -21,6 +25,7 @@ import (
 type recordReader interface {
 	TopicMetadata(ctx context.Context, topic string) (kafkaview.TopicMeta, error)
 	Read(ctx context.Context, q kafkaview.Query) (*kafkaview.Result, error)
+	Metadata(ctx context.Context, maxAge time.Duration) (*kafkaview.Snapshot, error)
 }
 
 type messagesBrowse struct{ kc recordReader }
@@ -39,10 +44,14 @@ func (h messagesBrowse) get(c *fiber.Ctx) error {
 			return &Error{Status: fiber.StatusBadRequest, Title: "Bad request", Text: v.Err}
 		}
 		r := v.Result
-		return JSON(c, fiber.Map{
+		m := fiber.Map{
 			"records": exportRecords(r.Records), "scanned": r.Scanned, "in_range": r.InRange,
-			"stopped": r.Stopped, "more": r.More, "next_cursor": formatCursor(r.Next), "warnings": r.Warnings,
-		})
+			"stopped": r.Stopped, "more": r.More, "next_cursor": formatCursor(r.Next), "warnings": orEmpty(r.Warnings),
+		}
+		if r.Newest {
+			m["older_cursor"], m["has_older"] = formatCursor(r.Older), r.HasOlder
+		}
+		return JSON(c, m)
 	}
 	return h.render(c, fiber.StatusOK, v)
 }
@@ -59,7 +68,11 @@ func (h messagesBrowse) view(c *fiber.Ctx, name string) (templates.MessagesView,
 		}
 		return templates.MessagesView{}, Unavailable(err)
 	}
-	v := templates.MessagesView{Topic: name, ProduceForm: templates.NewForm(), ShowProduce: c.Query("produce") == "1"}
+	v := templates.MessagesView{Topic: name, ProduceForm: templates.NewForm("topic", name), ShowProduce: c.Query("produce") == "1",
+		CanProduce: HasRole(c, RoleOperator)}
+	if v.CanProduce {
+		v.TopicNames = h.topicNames(ctx)
+	}
 	for _, p := range tm.Partitions {
 		v.Partitions = append(v.Partitions, p.Partition)
 	}
@@ -103,7 +116,70 @@ func (h messagesBrowse) view(c *fiber.Ctx, name string) (templates.MessagesView,
 		next.Set("cursor", formatCursor(res.Next))
 		v.NextURL = base + "?" + next.Encode()
 	}
+	if res.Newest && res.HasOlder && len(res.Records) > 0 {
+		older := queryValues(mq)
+		older.Set("before", formatCursor(res.Older))
+		v.OlderURL = base + "?" + older.Encode()
+	}
+	if q.Before != nil {
+		v.LatestURL = base + "?" + queryValues(mq).Encode()
+	}
+	if cp := c.Query("copy"); cp != "" && v.CanProduce {
+		h.copyRecord(c, &v, cp)
+	}
 	return v, nil
+}
+
+// copyRecord fills the produce form with the record at "p:offset" of the
+// topic (the "Copy to produce" link), so it can be sent again, here or to
+// another topic.
+func (h messagesBrowse) copyRecord(c *fiber.Ctx, v *templates.MessagesView, at string) {
+	m, err := parseCursor(at)
+	if err != nil || len(m) != 1 {
+		v.ProduceForm.Err = "copy must name one record as partition:offset"
+		return
+	}
+	var q kafkaview.Query
+	for p, o := range m {
+		q = kafkaview.Query{Topic: v.Topic, Partition: p, From: kafkaview.FromOffset, Offset: o, Limit: 1}
+	}
+	res, err := h.kc.Read(requestCtx(c), q)
+	if err != nil || len(res.Records) == 0 || res.Records[0].Offset != q.Offset {
+		v.ProduceForm.Err = fmt.Sprintf("There is no record at partition %d offset %d to copy (it may have been deleted).", q.Partition, q.Offset)
+		return
+	}
+	rec := res.Records[0]
+	if !utf8.Valid(rec.Key) || !utf8.Valid(rec.Value) {
+		v.ProduceForm.Err = "This record's key or value is not text; the form sends text only. Replay it with a Kafka client."
+		return
+	}
+	f := templates.NewForm("topic", v.Topic, "key", string(rec.Key), "value", string(rec.Value))
+	var hs []string
+	for _, hd := range rec.Headers {
+		if utf8.Valid(hd.Value) && !strings.ContainsAny(string(hd.Value), "\r\n") {
+			hs = append(hs, hd.Key+": "+string(hd.Value))
+		}
+	}
+	f.Set("headers", strings.Join(hs, "\n"))
+	AuditAccess(c, "messages.copy", v.Topic, fmt.Sprintf("partition=%d offset=%d", rec.Partition, rec.Offset))
+	v.ProduceForm, v.ShowProduce = f, true
+	v.CopiedFrom = fmt.Sprintf("%s partition %d offset %d", v.Topic, rec.Partition, rec.Offset)
+}
+
+// topicNames lists the cluster's topics (internal ones left out), for the
+// produce form's topic field.
+func (h messagesBrowse) topicNames(ctx context.Context) []string {
+	snap, err := h.kc.Metadata(ctx, 10*time.Second)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, t := range snap.Topics {
+		if !t.Internal {
+			out = append(out, t.Name)
+		}
+	}
+	return out
 }
 
 func withFormat(vals map[string][]string, f string) string {

@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -13,12 +12,17 @@ import (
 	"github.com/sluice-io/sluice/templates"
 )
 
-// POST /topics/:name/messages: produce one record from the form (key,
-// value, headers, partition). On success the browser is sent to the record
-// itself: the messages page opened at its partition and offset.
+// POST /topics/:name/messages: produce one record from the form (topic,
+// partition, key, value, headers). The topic field names where it goes:
+// this topic, or another one (a record copied from a dead-letter topic goes
+// back to its original topic). With htmx the answer is the form again
+// (#produce), with what was typed kept and a note linking to the new
+// record, ready for the next one; without, the browser is sent to the
+// record itself.
 
 type recordProducer interface {
 	Produce(ctx context.Context, r kafkaview.NewRecord) (kafkaview.Record, error)
+	TopicMetadata(ctx context.Context, topic string) (kafkaview.TopicMeta, error)
 }
 
 type messagesProduce struct {
@@ -51,18 +55,48 @@ func (h messagesProduce) post(c *fiber.Ctx) error {
 		return err
 	}
 	f := templates.NewForm()
-	for _, k := range []string{"partition", "key", "value", "headers"} {
-		f.Set(k, c.FormValue(k))
+	for _, k := range []string{"topic", "partition", "key", "value", "headers"} {
+		f.Set(k, strings.Clone(c.FormValue(k)))
 	}
-	v, err := h.browse.view(c, name)
-	if err != nil {
+	f.Set("topic", strings.TrimSpace(f.Get("topic")))
+	dest := f.Get("topic")
+	if dest == "" {
+		dest = name
+		f.Set("topic", name)
+	}
+	fragment := Fragment(c, "produce")
+	var v templates.MessagesView
+	if fragment {
+		v = templates.MessagesView{Topic: name, CanProduce: true, TopicNames: h.browse.topicNames(requestCtx(c))}
+	} else if v, err = h.browse.view(c, name); err != nil {
 		return err
 	}
-	nr := kafkaview.NewRecord{Topic: name, Partition: -1}
-	if p := strings.TrimSpace(f.Get("partition")); p != "" {
+	answer := func(status int) error {
+		v.ProduceForm, v.ShowProduce = f, true
+		if fragment {
+			return Render(c, status, templates.ProduceForm(v))
+		}
+		return h.browse.render(c, status, v)
+	}
+	var partitions []int32
+	if err := kafkaview.ValidateTopicName(dest); err != nil {
+		f.Fail("topic", err.Error())
+	} else if tm, err := h.kc.TopicMetadata(requestCtx(c), dest); err != nil {
+		if isUnknownTopic(err) {
+			f.Fail("topic", "There is no topic "+dest+".")
+		} else {
+			f.Err = "The cluster did not answer: " + err.Error()
+		}
+	} else {
+		for _, p := range tm.Partitions {
+			partitions = append(partitions, p.Partition)
+		}
+	}
+	nr := kafkaview.NewRecord{Topic: dest, Partition: -1}
+	if p := strings.TrimSpace(f.Get("partition")); p != "" && len(partitions) > 0 {
 		n, err := strconv.ParseInt(p, 10, 32)
-		if err != nil || !partitionOK(v.Partitions, int32(n)) {
-			f.Fail("partition", fmt.Sprintf("The topic has partitions 0 to %d.", len(v.Partitions)-1))
+		if err != nil || !partitionOK(partitions, int32(n)) {
+			f.Fail("partition", fmt.Sprintf("The topic %s has partitions 0 to %d; leave empty for automatic.", dest, len(partitions)-1))
 		} else {
 			nr.Partition = int32(n)
 		}
@@ -82,30 +116,33 @@ func (h messagesProduce) post(c *fiber.Ctx) error {
 	}
 	nr.Headers = hs
 	if !f.OK() {
-		v.ProduceForm, v.ShowProduce = f, true
-		return h.browse.render(c, fiber.StatusUnprocessableEntity, v)
+		if WantsJSON(c) {
+			return c.Status(fiber.StatusUnprocessableEntity).JSON(fiber.Map{"error": "invalid record", "fields": f.Errors, "detail": f.Err})
+		}
+		return answer(fiber.StatusUnprocessableEntity)
 	}
 	rec, err := h.kc.Produce(requestCtx(c), nr)
 	detail := fmt.Sprintf("key=%q bytes=%d headers=%d", truncate(f.Get("key"), 100), len(nr.Value), len(hs))
+	if dest != name {
+		detail += " from=" + name
+	}
 	if err == nil {
 		detail += fmt.Sprintf(" partition=%d offset=%d", rec.Partition, rec.Offset)
 	}
-	Audit(c, "message.produce", name, detail, err)
+	Audit(c, "message.produce", dest, detail, err)
 	if err != nil {
 		f.Err = "Not written: " + err.Error()
-		v.ProduceForm, v.ShowProduce = f, true
-		return h.browse.render(c, fiber.StatusUnprocessableEntity, v)
+		return answer(fiber.StatusUnprocessableEntity)
 	}
 	if WantsJSON(c) {
-		return c.Status(fiber.StatusCreated).JSON(fiber.Map{"partition": rec.Partition, "offset": rec.Offset, "timestamp": rec.Timestamp})
+		return c.Status(fiber.StatusCreated).JSON(fiber.Map{"topic": dest, "partition": rec.Partition, "offset": rec.Offset, "timestamp": rec.Timestamp})
 	}
-	Flash(c, "ok", fmt.Sprintf("Written to partition %d at offset %d.", rec.Partition, rec.Offset))
-	q := url.Values{}
-	q.Set("partition", itoa32(rec.Partition))
-	q.Set("from", "offset")
-	q.Set("offset", strconv.FormatInt(rec.Offset, 10))
-	q.Set("produce", "1")
-	return SeeOther(c, templates.MessagesURL(name)+"?"+q.Encode()+"#produce")
+	if fragment {
+		v.Produced, v.ProducedTopic = &rec, dest
+		return answer(fiber.StatusOK)
+	}
+	Flash(c, "ok", fmt.Sprintf("Written to %s partition %d at offset %d.", dest, rec.Partition, rec.Offset))
+	return SeeOther(c, templates.RecordURL(dest, rec.Partition, rec.Offset, templates.FormatText))
 }
 
 func truncate(s string, n int) string {

@@ -29,6 +29,7 @@ import (
 //	scan       records a search examines at most (default 1,000,000)
 //	timeout    seconds a search runs at most (default 10; fractions allowed, at least 0.1)
 //	cursor     p:offset,p:offset — where the next page or the continued search starts
+//	before     p:offset,p:offset — the older page of a newest-first read: the newest records below these offsets
 
 const datetimeLocal = "2006-01-02T15:04:05"
 
@@ -119,6 +120,13 @@ func parseMessageQuery(c *fiber.Ctx, topic string) (templates.MessageQuery, kafk
 			return mq, q, BadRequest(err.Error())
 		}
 		q.Cursor = m
+	}
+	if b := c.Query("before"); b != "" && !q.Filter.Active() {
+		m, err := parseCursor(b)
+		if err != nil {
+			return mq, q, BadRequest(strings.Replace(err.Error(), "cursor", "before", 1))
+		}
+		q.Before = m
 	}
 	return mq, q, nil
 }

@@ -58,6 +58,8 @@ func (h messagesTail) get(c *fiber.Ctx) error {
 		ctx, cancel := context.WithCancel(base)
 		defer cancel()
 		rctx := templates.WithRequest(context.Background(), info)
+		opts := templates.RowOptions{Topic: name, Format: mq.Format, Fresh: true, Field: mq.Field, Header: mq.Header, Needle: mq.Text,
+			CanProduce: templates.RequestOf(rctx).Can("operator")}
 		lastWrite := time.Now()
 		send := func(event, data string) error {
 			writeEvent(w, event, data)
@@ -75,7 +77,7 @@ func (h messagesTail) get(c *fiber.Ctx) error {
 					recs[i], recs[j] = recs[j], recs[i]
 				}
 				buf.Reset()
-				if err := templates.MessageRows(recs, mq.Format, true).Render(rctx, &buf); err != nil {
+				if err := templates.MessageRows(opts, recs).Render(rctx, &buf); err != nil {
 					return err
 				}
 				if err := send("records", htmlLineBreaks.Replace(buf.String())); err != nil {

@@ -31,26 +31,19 @@ func requestInfo(c *fiber.Ctx) *templates.Request {
 	if u := CurrentUser(c); u != nil {
 		r.User, r.Role = u.Name, string(u.Role)
 	}
+	switch t := c.Cookies(themeCookie); t {
+	case "light", "dark":
+		r.Theme = t
+	}
 	return r
 }
 
 // PageFor is the layout data of a page titled title: the nav entries the
-// user's role may see, with the current one marked, and any flash note left
-// by the previous request.
+// user's role may see, with the current one marked and their counts, and
+// any flash note left by the previous request.
 func PageFor(c *fiber.Ctx, title string, crumbs ...templates.Crumb) templates.Page {
-	p := templates.Page{Title: title, Crumbs: crumbs}
+	p := templates.Page{Title: title, Crumbs: crumbs, Nav: navFor(c, c.Path())}
 	s := serverOf(c)
-	u := CurrentUser(c)
-	if s != nil && u != nil {
-		path := c.Path()
-		for _, n := range s.nav {
-			if !u.Role.Allows(n.Role) {
-				continue
-			}
-			active := path == n.Path || (n.Path != "/" && strings.HasPrefix(path, n.Path+"/")) || (n.Path != "/" && path == n.Path)
-			p.Nav = append(p.Nav, templates.NavItem{Label: n.Label, Href: n.Path, Active: active})
-		}
-	}
 	if s != nil && s.cfg.ReplicaStatus != nil {
 		p.Banner = s.staleBanner()
 	}
@@ -65,6 +58,35 @@ func PageFor(c *fiber.Ctx, title string, crumbs ...templates.Crumb) templates.Pa
 		}
 	}
 	return p
+}
+
+// navFor is the nav the signed-in user's role may see, the entry of path
+// marked current, with the entries' counts.
+func navFor(c *fiber.Ctx, path string) []templates.NavItem {
+	s := serverOf(c)
+	u := CurrentUser(c)
+	if s == nil || u == nil {
+		return nil
+	}
+	var out []templates.NavItem
+	for _, n := range s.nav {
+		if !u.Role.Allows(n.Role) {
+			continue
+		}
+		active := path == n.Path || (n.Path != "/" && strings.HasPrefix(path, n.Path+"/"))
+		item := templates.NavItem{Label: n.Label, Href: n.Path, Active: active}
+		if n.Badge != nil {
+			item.HasBadge = true
+			item.Badge, item.BadgeKind = n.Badge(c.UserContext())
+		}
+		out = append(out, item)
+	}
+	return out
+}
+
+// navBadgesOf is the badge refresh's answer (no flash note is consumed).
+func navBadgesOf(c *fiber.Ctx) templ.Component {
+	return templates.NavBadges(templates.Page{Nav: navFor(c, "")})
 }
 
 // Flash leaves a one-line note for the next page the browser loads (the

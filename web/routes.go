@@ -52,7 +52,10 @@ func (s *Server) routes() error {
 	app.Post("/setup", setup.post)
 
 	r := &Router{s: s, r: app}
-	r.Get("/", RoleViewer, overviewHandler{kc: s.kc, lag: s.samples, brokers: s.store, traffic: s.samples}.get)
+	r.Post("/theme", RoleViewer, s.setTheme)
+	r.Get("/nav/badges", RoleViewer, navBadges)
+	r.Get("/", RoleViewer, overviewHandler{kc: s.kc, lag: s.samples, brokers: s.store, traffic: s.samples,
+		panels: s.overviewPanels(), status: s.groupStatus()}.get)
 	r.Get("/brokers", RoleViewer, brokersHandler{kc: s.kc, known: s.store}.get)
 	r.Post("/brokers/:id/forget", RoleAdmin, brokerForget{known: s.store}.post)
 
@@ -63,6 +66,7 @@ func (s *Server) routes() error {
 	show := topicShow{kc: s.kc, lag: s.samples}
 	r.Get("/topics/:name", RoleViewer, show.get)
 	r.Post("/topics/:name/configs", RoleOperator, topicConfigs{kc: s.kc, show: show}.post)
+	r.Get("/topics/:name/configs", RoleViewer, topicConfigs{kc: s.kc, show: show}.get)
 	r.Post("/topics/:name/partitions", RoleOperator, topicPartitions{kc: s.kc, show: show}.post)
 	r.Post("/topics/:name/delete", RoleOperator, topicDelete{kc: s.kc, show: show}.post)
 
@@ -72,8 +76,9 @@ func (s *Server) routes() error {
 	r.Get("/topics/:name/messages/export", RoleViewer, messagesExport{kc: s.kc}.get)
 	r.Get("/topics/:name/messages/tail", RoleViewer, messagesTail{kc: s.kc, base: s.ctx}.get)
 
-	r.Get("/groups", RoleViewer, groupsList{lag: s.kc}.get)
-	gshow := groupShow{kc: s.kc, history: s.store, interval: s.cfg.LagSampleInterval}
+	r.Get("/groups", RoleViewer, groupsList{lag: s.kc, trends: s.store, status: s.groupStatus()}.get)
+	gshow := groupShow{kc: s.kc, history: s.store, interval: s.cfg.LagSampleInterval, rates: s.samples, audit: s.store,
+		events: s.timelineEvents, status: s.groupStatus()}
 	r.Get("/groups/:name", RoleViewer, gshow.get)
 	r.Post("/groups/:name/reset", RoleOperator, groupReset{kc: s.kc, show: gshow}.post)
 

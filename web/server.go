@@ -133,6 +133,8 @@ const (
 type Samples interface {
 	LatestLag(maxAge time.Duration) ([]lag.Group, time.Time, bool)
 	Traffic() sampler.Traffic
+	TrafficHistory() []sampler.TrafficPoint
+	PartitionRates(group string) []sampler.PartitionRate
 }
 
 // noSamples stands in when no sampler runs: no recent lag, no rates.
@@ -141,7 +143,9 @@ type noSamples struct{}
 func (noSamples) LatestLag(time.Duration) ([]lag.Group, time.Time, bool) {
 	return nil, time.Time{}, false
 }
-func (noSamples) Traffic() sampler.Traffic { return sampler.Traffic{BytesIn: -1, BytesOut: -1} }
+func (noSamples) Traffic() sampler.Traffic                      { return sampler.Traffic{BytesIn: -1, BytesOut: -1} }
+func (noSamples) TrafficHistory() []sampler.TrafficPoint        { return nil }
+func (noSamples) PartitionRates(string) []sampler.PartitionRate { return nil }
 
 func (c *Config) ensureDefaults() {
 	if c.Listen == "" {

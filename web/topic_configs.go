@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strings"
 
@@ -51,8 +52,18 @@ func (h topicConfigs) post(c *fiber.Ctx) error {
 		if resets[cfg] {
 			return
 		}
-		if was := string(args.Peek("was." + cfg)); val != was {
-			changes = append(changes, kafkaview.ConfigChange{Name: cfg, Value: val})
+		was := string(args.Peek("was." + cfg))
+		if val == was {
+			return
+		}
+		// 7d, 1GiB: the number Kafka takes.
+		kv, err := templates.ConfigValueFromForm(cfg, val)
+		if err != nil {
+			f.Fail(cfg, err.Error())
+			return
+		}
+		if kv != was {
+			changes = append(changes, kafkaview.ConfigChange{Name: cfg, Value: kv})
 		}
 	})
 	for cfg := range resets {
@@ -68,6 +79,10 @@ func (h topicConfigs) post(c *fiber.Ctx) error {
 		known[e.Name] = e
 	}
 	var bad []string
+	for name := range f.Errors {
+		bad = append(bad, name+": "+f.Errors[name])
+	}
+	sort.Strings(bad)
 	for _, ch := range changes {
 		e, ok := known[ch.Name]
 		switch {
@@ -99,16 +114,38 @@ func (h topicConfigs) post(c *fiber.Ctx) error {
 	err = h.kc.AlterTopicConfigs(requestCtx(c), name, changes)
 	Audit(c, "topic.configs", name, strings.Join(desc, ", "), err)
 	if err != nil {
-		f.Err = "Not saved: " + err.Error()
+		// The broker's own words, beside the value they are about (the one
+		// it names, or the only one sent).
+		msg := err.Error()
+		var ke *kafkaview.KafkaError
+		if errors.As(err, &ke) && ke.Message != "" {
+			msg = ke.Message
+		}
+		f.Err = "Not saved: the broker refused the change: " + msg
+		marked := false
 		for _, ch := range changes {
-			if strings.Contains(err.Error(), ch.Name) {
-				f.Fail(ch.Name, "The broker refused this value.")
+			if strings.Contains(msg, ch.Name) {
+				f.Fail(ch.Name, "Refused: "+msg)
+				marked = true
 			}
+		}
+		if !marked && len(changes) == 1 {
+			f.Fail(changes[0].Name, "Refused: "+msg)
 		}
 		v.ConfigForm = f
 		v.ShowDefaults = c.FormValue("all") == "1"
 		return h.show.render(c, fiber.StatusUnprocessableEntity, v)
 	}
 	Flash(c, "ok", "Saved: "+strings.Join(desc, ", ")+".")
+	return SeeOther(c, templates.TopicURL(name)+"#configs")
+}
+
+// GET /topics/:name/configs: the configs are on the topic's page (a reload
+// after a refused change lands there, not on a 404).
+func (h topicConfigs) get(c *fiber.Ctx) error {
+	name, err := param(c, "name")
+	if err != nil {
+		return err
+	}
 	return SeeOther(c, templates.TopicURL(name)+"#configs")
 }

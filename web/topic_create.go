@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/config"
+	"github.com/sluice-io/sluice/internal/human"
 	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/templates"
 )
@@ -76,9 +77,9 @@ func parseNewTopic(f *templates.Form, brokers int) kafkaview.NewTopic {
 		}
 	}
 	if r := f.Get("retention.ms"); r != "" {
-		n, err := strconv.ParseInt(r, 10, 64)
+		n, err := human.ParseMillis(r)
 		if err != nil || n < -1 {
-			f.Fail("retention.ms", "Enter milliseconds (a whole number), or -1 to keep records forever.")
+			f.Fail("retention.ms", "Enter a duration such as 7d, 12h or 30min, milliseconds, or -1 to keep records forever.")
 		} else {
 			t.Configs["retention.ms"] = strconv.FormatInt(n, 10)
 		}
@@ -92,7 +93,12 @@ func parseNewTopic(f *templates.Form, brokers int) kafkaview.NewTopic {
 			f.Fail("configs", k+" is set above already.")
 			continue
 		}
-		t.Configs[k] = v
+		kv, err := templates.ConfigValueFromForm(k, v)
+		if err != nil {
+			f.Fail("configs", k+": "+err.Error())
+			continue
+		}
+		t.Configs[k] = kv
 	}
 	return t
 }

@@ -36,7 +36,7 @@ func (h topicShow) get(c *fiber.Ctx) error {
 	}
 	v.ShowDefaults = c.Query("configs") == "all"
 	if WantsJSON(c) {
-		return JSON(c, v.Detail)
+		return JSON(c, topicDetailJSON(v.Detail))
 	}
 	return h.render(c, fiber.StatusOK, v)
 }

@@ -55,6 +55,11 @@ func (h topicsList) get(c *fiber.Ctx) error {
 		v.Err = err.Error()
 	} else {
 		v.TotalTopics = len(snap.Topics)
+		for i := range snap.Topics {
+			if snap.Topics[i].Internal {
+				v.InternalTopics++
+			}
+		}
 		needle := strings.ToLower(q)
 		rows = make([]*kafkaview.TopicMeta, 0, len(snap.Topics))
 		for i := range snap.Topics {
@@ -98,7 +103,7 @@ func (h topicsList) get(c *fiber.Ctx) error {
 	}
 	v.Elapsed = time.Since(start)
 	if WantsJSON(c) {
-		return JSON(c, v)
+		return JSON(c, topicsJSON(v))
 	}
 	if Fragment(c, "topics-table") {
 		return Render(c, fiber.StatusOK, templates.TopicsTable(v))

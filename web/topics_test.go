@@ -73,7 +73,7 @@ func TestTopicsListSearchSortPageAndInternal(t *testing.T) {
 	v := ts.signedIn(t, "v", RoleViewer)
 	r := v.Get("/topics")
 	expectStatus(t, r, http.StatusOK)
-	expectContains(t, r, "1–50 of 121 topics", "svc-000", `rel="next"`)
+	expectContains(t, r, "1–50 of 121 topics", "svc-000", `rel="next"`, "121 in the cluster") // header and pager agree
 	if strings.Contains(r.Text, "svc-050") {
 		t.Fatal("page 1 shows row 51")
 	}
@@ -101,13 +101,18 @@ func TestTopicsListSearchSortPageAndInternal(t *testing.T) {
 	v.Accept = "application/json"
 	r = v.Get("/topics?q=svc-01&per=10")
 	var out struct {
-		Rows []struct {
-			Meta struct{ Name string }
-		}
+		Topics []struct {
+			Name       string `json:"name"`
+			Partitions int    `json:"partitions"`
+		} `json:"topics"`
+		Total int `json:"total"`
 	}
-	if err := json.Unmarshal([]byte(r.Text), &out); err != nil || len(out.Rows) != 10 {
-		t.Fatalf("json: %v %d", err, len(out.Rows))
+	if err := json.Unmarshal([]byte(r.Text), &out); err != nil || len(out.Topics) != 10 || out.Total != 10 || out.Topics[0].Name != "svc-010" || out.Topics[0].Partitions != 3 {
+		t.Fatalf("json: %v %+v", err, out)
 	}
+	expectContains(t, r, `"under_replicated":0`)
+	r = v.Get("/topics/svc-010")
+	expectContains(t, r, `"name":"svc-010"`, `"start_offset":`, `"end_offset":`, `"is_default":`)
 }
 
 func TestTopicConfigsPartitionsDelete(t *testing.T) {
@@ -175,4 +180,56 @@ func TestTopicConfigsPartitionsDelete(t *testing.T) {
 			t.Fatalf("audit lacks %s: %s", want, got)
 		}
 	}
+}
+
+// Topic configs read as an operator reads them: one-line docs, units in
+// words beside the numbers, selects for the configs of a few words; the
+// forms take 7d or 1GiB; a mistyped value is reported on its row, and a
+// reload after it finds the topic's page, not a 404.
+func TestTopicConfigsReadable(t *testing.T) {
+	ts := newTestServer(t)
+	createTopic(t, ts, "t1", 1)
+	op := ts.signedIn(t, "op", RoleOperator)
+	page := "/topics/t1"
+	r := op.Get(page + "?configs=all")
+	expectContains(t, r, `<select name="cfg.cleanup.policy"`, `<option value="compact,delete">`, `<select name="cfg.compression.type"`,
+		`<span class="dim small">7 d</span>`, "Delete whole segments whose newest record is older than this", "no limit")
+	if strings.Contains(r.Text, `<input type="text" name="cfg.cleanup.policy"`) {
+		t.Fatal("cleanup.policy is a free-text box")
+	}
+
+	r = op.Post(page, page+"/configs", url.Values{"cfg.retention.ms": {"3d"}, "was.retention.ms": {"604800000"},
+		"cfg.retention.bytes": {"1GiB"}, "was.retention.bytes": {"-1"}})
+	expectStatus(t, r, http.StatusSeeOther)
+	expectContains(t, op.Get(page), "Saved: retention.bytes=1073741824, retention.ms=259200000.")
+	r = op.Get(page)
+	expectContains(t, r, `<span class="dim small">3 d</span>`, `<span class="dim small">1.0 GiB</span>`)
+
+	r = op.Post(page, page+"/configs", url.Values{"cfg.retention.ms": {"3 days"}, "was.retention.ms": {"259200000"}})
+	expectStatus(t, r, http.StatusUnprocessableEntity)
+	expectContains(t, r, `<td class="invalid" id="cfg-retention.ms">`, `value="3 days"`, "is not a duration")
+	// A reload of the form's address goes to the configs on the topic's page.
+	r = op.Get(page + "/configs")
+	if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != page+"#configs" {
+		t.Fatalf("GET %s/configs: %d %q", page, r.StatusCode, r.Header.Get("Location"))
+	}
+
+	// Create takes the same units.
+	r = op.Post("/topics/new", "/topics", url.Values{"name": {"t2"}, "partitions": {"1"}, "replication": {"1"}, "retention.ms": {"12h"},
+		"configs": {"segment.bytes=64MiB\nsegment.ms=1d"}})
+	expectStatus(t, r, http.StatusSeeOther)
+	cfgs, err := ts.kc.TopicConfigs(context.Background(), "t2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range cfgs {
+		got[c.Name] = c.Value
+	}
+	if got["retention.ms"] != "43200000" || got["segment.bytes"] != "67108864" || got["segment.ms"] != "86400000" {
+		t.Fatalf("created with %v", got)
+	}
+	r = op.Post("/topics/new", "/topics", url.Values{"name": {"t3"}, "partitions": {"1"}, "replication": {"1"}, "retention.ms": {"a week"}})
+	expectStatus(t, r, http.StatusUnprocessableEntity)
+	expectContains(t, r, "Enter a duration such as 7d")
 }

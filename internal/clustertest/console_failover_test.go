@@ -129,7 +129,7 @@ func TestConsoleFailover(t *testing.T) {
 	pd := newPDReceiver(t)
 	obs := c.signedIn(t, observer, "root", rootPassword)
 	nid := created(t, obs, "/alerts/notifiers", "/alerts/notifiers", url.Values{"name": {"pd-" + tag}, "type": {"pagerduty"},
-		"url": {pd.srv.URL + "/v2/enqueue"}, "secret": {"failover-routing-key-" + tag}, "enabled": {"1"}})
+		"url": {pd.srv.URL + "/v2/enqueue"}, "secret": {("failoverRoutingKey" + tag + "00000000000000")[:32]}, "enabled": {"1"}})
 	rid := created(t, obs, "/alerts/rules/new", "/alerts/rules", url.Values{"name": {"billing lag " + tag}, "kind": {"lag_records"},
 		"severity": {"critical"}, "threshold": {"10"}, "for": {"0"}, "clear_for": {"0"}, "scope_pattern": {group},
 		"notifiers": {strconv.FormatInt(nid, 10)}, "enabled": {"1"}})
@@ -219,7 +219,7 @@ func TestConsoleFailover(t *testing.T) {
 			Evaluation struct {
 				Evaluating bool
 				Status     struct {
-					LastRun time.Time
+					LastRun time.Time `json:"last_run"`
 					Firing  int
 				}
 			}

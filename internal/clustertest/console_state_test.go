@@ -223,6 +223,7 @@ var stableTables = map[string]string{
 	"alert_rules":           "id",
 	"alert_notifiers":       "id",
 	"alert_rule_notifiers":  "rule_id, notifier_id",
+	"alert_silences":        "id",
 	"migration_comparisons": "id",
 }
 
@@ -319,7 +320,7 @@ func TestConsoleStateSharedAcrossHosts(t *testing.T) {
 	h1 := c.signedIn(t, 1, "root", rootPassword)
 	others := map[int32]*webtest.Client{2: c.signedIn(t, 2, "root", rootPassword), 3: c.signedIn(t, 3, "root", rootPassword)}
 	pd := newPDReceiver(t)
-	const secret = "R0UT1NG-K3Y-never-in-clear-5c1e"
+	const secret = "R0UT1NGK3YneverInClear5c1e7a9b3f" // a PagerDuty routing key: 32 letters and digits
 
 	user := fmt.Sprintf("alice%d", time.Now().UnixNano()%1e6)
 	webtest.ExpectStatus(t, h1.Post("/users", "/users", url.Values{"username": {user}, "role": {"operator"}, "password": {"alice-password-1"}}), http.StatusSeeOther)
@@ -339,6 +340,13 @@ func TestConsoleStateSharedAcrossHosts(t *testing.T) {
 	visibleWithin(t, 2*time.Second, "lag rule", others, func(cl *webtest.Client) bool {
 		r := cl.Get(fmt.Sprintf("/alerts/rules/%d", rid))
 		return r.StatusCode == http.StatusOK && strings.Contains(r.Text, "lag of "+user)
+	})
+
+	// A silence made on host 1 holds on every host.
+	webtest.ExpectStatus(t, h1.Post("/alerts/silences", "/alerts/silences", url.Values{"rule": {strconv.FormatInt(rid, 10)},
+		"subject": {"group:no-such-group-" + user}, "for": {"1h"}, "comment": {"maintenance of " + user}}), http.StatusSeeOther)
+	visibleWithin(t, 2*time.Second, "silence", others, func(cl *webtest.Client) bool {
+		return strings.Contains(cl.Get("/alerts/silences").Text, "maintenance of "+user)
 	})
 
 	left, right := "cs-left-"+user, "cs-right-"+user

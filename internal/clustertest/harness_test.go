@@ -154,16 +154,6 @@ func sluiceBinary(dir string) (string, error) {
 	return bin, nil
 }
 
-// freePort returns a free TCP port on host.
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("free port on %s: %w", host, err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func startCluster(opts clusterOptions) (*testCluster, error) {
 	dir, err := os.MkdirTemp("", "sluice-cluster-")
 	if err != nil {
@@ -178,11 +168,23 @@ func startCluster(opts clusterOptions) (*testCluster, error) {
 	}
 	for i := 1; i <= 3; i++ {
 		host := fmt.Sprintf("127.0.0.%d", i)
+		// Four ports held open together, so the kernel cannot hand the
+		// same free port out twice (a console and a registry on one port).
 		var ports [4]int
+		var held []net.Listener
 		for j := range ports {
-			if ports[j], err = freePort(host); err != nil {
-				return c, err
+			l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+			if err != nil {
+				for _, h := range held {
+					h.Close()
+				}
+				return c, fmt.Errorf("free port on %s: %w", host, err)
 			}
+			held = append(held, l)
+			ports[j] = l.Addr().(*net.TCPAddr).Port
+		}
+		for _, h := range held {
+			h.Close()
 		}
 		at := func(port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
 		b := &brokerProc{c: c, id: int32(i), addr: at(ports[0]), dir: filepath.Join(dir, fmt.Sprintf("broker-%d", i))}

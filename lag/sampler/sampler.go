@@ -13,6 +13,7 @@ package sampler
 import (
 	"context"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -76,7 +77,36 @@ type Sampler struct {
 	lastLag   []lag.Group    // Lock mu.
 	lastLagAt time.Time      // Lock mu.
 	obs       [2]observation // previous and latest traffic observation; Lock mu.
-	lastPrune time.Time      // only Run's goroutine
+	// hist is a ring of the traffic observations of the last
+	// HistoryWindow, oldest first from histStart; Lock mu.
+	hist      []observation
+	histStart int
+	lastPrune time.Time // only Run's goroutine
+	// recent keeps each group partition's last few (committed, end)
+	// positions, for per-partition rates; Lock mu.
+	recent map[partKey][]position
+}
+
+// HistoryWindow is how far back TrafficHistory and the per-partition
+// positions reach.
+const HistoryWindow = time.Hour
+
+// recentPositions is how many lag collections of each partition are kept
+// for its rates: enough for a rate over a few minutes at the default
+// interval, little memory on big clusters (16 bytes each).
+const recentPositions = 12
+
+type partKey struct {
+	group, topic string
+	partition    int32
+}
+
+// position is a group's committed offset and the log end of one partition
+// at one collection.
+type position struct {
+	at        time.Time
+	committed int64
+	end       int64
 }
 
 type observation struct {
@@ -141,6 +171,7 @@ func (s *Sampler) observe(ctx context.Context) {
 	}
 	s.mu.Lock()
 	s.obs[0], s.obs[1] = s.obs[1], o
+	s.remember(o)
 	s.mu.Unlock()
 	if snap, err := s.src.Metadata(ctx, time.Second); err == nil {
 		seen := make([]consoledb.KnownBroker, 0, len(snap.Brokers))
@@ -177,6 +208,7 @@ func (s *Sampler) sampleLag(ctx context.Context) {
 	}
 	s.mu.Lock()
 	s.lastLag, s.lastLagAt = groups, now
+	s.keepPositions(groups, now)
 	s.mu.Unlock()
 	if s.leader != nil && !s.leader() {
 		return
@@ -261,4 +293,184 @@ func (s *Sampler) Traffic() Traffic {
 		t.BytesOutSource = b.outSource
 	}
 	return t
+}
+
+// remember adds o to the traffic history ring, which holds HistoryWindow
+// of observations at the sampling interval. Lock mu.
+func (s *Sampler) remember(o observation) {
+	capacity := int(HistoryWindow/s.interval) + 3
+	capacity = min(max(capacity, 4), 1000)
+	if len(s.hist) < capacity {
+		s.hist = append(s.hist, o)
+		return
+	}
+	s.hist[s.histStart] = o
+	s.histStart = (s.histStart + 1) % len(s.hist)
+}
+
+// TrafficPoint is the cluster's throughput between two observations,
+// stamped with the later one.
+type TrafficPoint struct {
+	At         time.Time
+	MessagesIn float64 // records per second
+	BytesIn    float64 // bytes per second of log growth; -1 unknown
+}
+
+// TrafficHistory is the throughput over the last HistoryWindow, oldest
+// first, one point per sampling interval (empty until two observations).
+func (s *Sampler) TrafficHistory() []TrafficPoint {
+	s.mu.Lock()
+	obs := make([]observation, 0, len(s.hist))
+	obs = append(obs, s.hist[s.histStart:]...)
+	obs = append(obs, s.hist[:s.histStart]...)
+	s.mu.Unlock()
+	cutoff := time.Now().Add(-HistoryWindow)
+	var out []TrafficPoint
+	for i := 1; i < len(obs); i++ {
+		a, b := obs[i-1], obs[i]
+		secs := b.at.Sub(a.at).Seconds()
+		if secs <= 0 || b.at.Before(cutoff) {
+			continue
+		}
+		p := TrafficPoint{At: b.at, MessagesIn: max(0, float64(b.ends-a.ends)/secs), BytesIn: -1}
+		if a.bytes >= 0 && b.bytes >= 0 {
+			p.BytesIn = max(0, float64(b.bytes-a.bytes)/secs)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// keepPositions records each group partition's position of this
+// collection, and forgets the partitions that were not reported. Lock mu.
+func (s *Sampler) keepPositions(groups []lag.Group, now time.Time) {
+	if s.recent == nil {
+		s.recent = map[partKey][]position{}
+	}
+	seen := make(map[partKey]bool, len(s.recent))
+	for _, g := range groups {
+		for _, p := range g.Partitions {
+			if p.Err != nil || p.LogEnd < 0 {
+				continue
+			}
+			k := partKey{g.Group, p.Topic, p.Partition}
+			seen[k] = true
+			ps := s.recent[k]
+			if len(ps) == recentPositions {
+				copy(ps, ps[1:])
+				ps = ps[:recentPositions-1]
+			}
+			s.recent[k] = append(ps, position{at: now, committed: p.Committed, end: p.LogEnd})
+		}
+	}
+	for k := range s.recent {
+		if !seen[k] {
+			delete(s.recent, k)
+		}
+	}
+}
+
+// PartitionRate is a group partition's movement over the positions the
+// sampler kept (a few minutes at the default interval).
+type PartitionRate struct {
+	Topic     string
+	Partition int32
+	// Consumed is records committed per second, Produced records appended
+	// per second, over Over. Known is false with fewer than two positions.
+	Consumed, Produced float64
+	Over               time.Duration
+	Known              bool
+	// Lags are the lags of the kept positions, oldest first (a sparkline).
+	Lags []int64
+}
+
+// PartitionRates returns the rates of every partition of group the sampler
+// has seen, sorted by topic and partition.
+func (s *Sampler) PartitionRates(group string) []PartitionRate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []PartitionRate
+	for k, ps := range s.recent {
+		if k.group != group {
+			continue
+		}
+		r := PartitionRate{Topic: k.topic, Partition: k.partition}
+		for _, p := range ps {
+			if p.committed >= 0 {
+				r.Lags = append(r.Lags, max(0, p.end-p.committed))
+			}
+		}
+		if len(ps) >= 2 {
+			a, b := ps[0], ps[len(ps)-1]
+			if secs := b.at.Sub(a.at).Seconds(); secs > 0 {
+				r.Known, r.Over = true, b.at.Sub(a.at)
+				r.Produced = max(0, float64(b.end-a.end)/secs)
+				if a.committed >= 0 && b.committed >= 0 {
+					r.Consumed = float64(b.committed-a.committed) / secs
+				}
+			}
+		}
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// Drain says how a lag evolves at the measured rates.
+type Drain int
+
+// The ways a lag evolves.
+const (
+	DrainUnknown  Drain = iota // not measured yet
+	DrainCaughtUp              // no lag
+	DrainDraining              // consumed faster than produced: Duration estimates when it reaches 0
+	DrainGrowing               // produced faster than consumed (or as fast): it will not reach 0 at these rates
+	DrainStopped               // nothing consumed at all
+)
+
+// TimeToDrain estimates how long lag records take to be consumed at the
+// rates of r: lag / (consumed - produced) while consumption is faster.
+func (r PartitionRate) TimeToDrain(lag int64) (time.Duration, Drain) {
+	switch {
+	case lag <= 0:
+		return 0, DrainCaughtUp
+	case !r.Known:
+		return 0, DrainUnknown
+	case r.Consumed <= 0:
+		return 0, DrainStopped
+	case r.Consumed <= r.Produced:
+		return 0, DrainGrowing
+	}
+	secs := float64(lag) / (r.Consumed - r.Produced)
+	if secs > float64(365*24*3600) {
+		return 0, DrainGrowing // a year away is not draining in any useful sense
+	}
+	return time.Duration(secs * float64(time.Second)), DrainDraining
+}
+
+// SumRates adds up partitions' rates (a group's, or a topic's within a
+// group); it is known when every partition's is, over the shortest span.
+func SumRates(rs []PartitionRate) PartitionRate {
+	var out PartitionRate
+	if len(rs) == 0 {
+		return out
+	}
+	out.Known = true
+	for _, r := range rs {
+		if !r.Known {
+			out.Known = false
+			continue
+		}
+		out.Consumed += r.Consumed
+		out.Produced += r.Produced
+		if out.Over == 0 || r.Over < out.Over {
+			out.Over = r.Over
+		}
+	}
+	return out
 }

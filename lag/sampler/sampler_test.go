@@ -191,6 +191,63 @@ func TestTraffic(t *testing.T) {
 	}
 }
 
+func TestTimeToDrain(t *testing.T) {
+	cases := []struct {
+		r     PartitionRate
+		lag   int64
+		want  time.Duration
+		state Drain
+	}{
+		{PartitionRate{Known: true, Consumed: 30, Produced: 10}, 1200, time.Minute, DrainDraining},
+		{PartitionRate{Known: true, Consumed: 10, Produced: 10}, 100, 0, DrainGrowing},
+		{PartitionRate{Known: true, Consumed: 0, Produced: 5}, 100, 0, DrainStopped},
+		{PartitionRate{Known: true, Consumed: 5}, 0, 0, DrainCaughtUp},
+		{PartitionRate{}, 10, 0, DrainUnknown},
+		{PartitionRate{Known: true, Consumed: 1e-9}, 1e9, 0, DrainGrowing},
+	}
+	for _, c := range cases {
+		d, st := c.r.TimeToDrain(c.lag)
+		if d != c.want || st != c.state {
+			t.Errorf("%+v lag %d: %v %v, want %v %v", c.r, c.lag, d, st, c.want, c.state)
+		}
+	}
+	sum := SumRates([]PartitionRate{{Known: true, Consumed: 2, Produced: 1, Over: time.Minute}, {Known: true, Consumed: 3, Over: 30 * time.Second}})
+	if !sum.Known || sum.Consumed != 5 || sum.Produced != 1 || sum.Over != 30*time.Second {
+		t.Errorf("sum %+v", sum)
+	}
+}
+
+// TestPartitionRatesAndHistory: the sampler keeps each partition's recent
+// positions for its rates, and the traffic of the last hour.
+func TestPartitionRatesAndHistory(t *testing.T) {
+	s := New(Config{Interval: time.Second})
+	now := time.Now()
+	for i := 0; i < 15; i++ {
+		at := now.Add(time.Duration(i) * 10 * time.Second)
+		s.mu.Lock()
+		s.keepPositions([]lag.Group{{Group: "g", Partitions: []lag.Partition{
+			{Topic: "t", Partition: 0, Committed: int64(100 * i), LogEnd: int64(150*i + 50)},
+			{Topic: "t", Partition: 1, Committed: -1, LogEnd: 10},
+		}}}, at)
+		s.remember(observation{at: at, ends: int64(1000 * i), bytes: int64(500 * i)})
+		s.mu.Unlock()
+	}
+	rs := s.PartitionRates("g")
+	if len(rs) != 2 || !rs[0].Known || rs[0].Consumed != 10 || rs[0].Produced != 15 || rs[0].Over != 110*time.Second || len(rs[0].Lags) != recentPositions {
+		t.Fatalf("rates %+v", rs)
+	}
+	if rs[1].Consumed != 0 || len(rs[1].Lags) != 0 {
+		t.Errorf("partition without a commit %+v", rs[1])
+	}
+	if got := s.PartitionRates("other"); len(got) != 0 {
+		t.Errorf("other group %+v", got)
+	}
+	h := s.TrafficHistory()
+	if len(h) == 0 || h[len(h)-1].MessagesIn != 100 || h[len(h)-1].BytesIn != 50 {
+		t.Errorf("history %+v", h)
+	}
+}
+
 // A round whose first read fails (a broker just gone) retries once within
 // the round and stores its samples: no hole in the lag history.
 func TestRoundRetriesAFailedRead(t *testing.T) {

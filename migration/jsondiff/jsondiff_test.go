@@ -246,3 +246,33 @@ func deepish(b []byte) bool {
 	}
 	return maxd > MaxDepth-2
 }
+
+func TestHasAndGeneralize(t *testing.T) {
+	var d Doc
+	if err := d.Parse([]byte(`{"meta":{"processed_at":"x"},"items":[{"sku":"a"},{"sku":"b","trace":1}],"a.b":{"c":2}}`)); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]bool{
+		"meta.processed_at": true, "processed_at": false, "items[*].trace": true, "items[0].trace": false,
+		"items[1].trace": true, `["a.b"].c`: true, "*.processed_at": true, "items": true, "nope": false,
+	} {
+		p, err := ParsePath(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := d.Has(&p); got != want {
+			t.Errorf("Has(%s) = %v, want %v", path, got, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"items[3].price": "items[*].price", "a[1][22].b": "a[*][*].b", `["x[1]"].y[0]`: `["x[1]"].y[*]`, "header:trace-id": "header:trace-id", "$": "$",
+	} {
+		if got := Generalize(in); got != want {
+			t.Errorf("Generalize(%s) = %s, want %s", in, got, want)
+		}
+	}
+	p, _ := ParsePath("meta.processed_at")
+	if p.Last() != "processed_at" {
+		t.Error(p.Last())
+	}
+}

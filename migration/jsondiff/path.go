@@ -191,3 +191,83 @@ func (d *Doc) AppendKey(dst []byte, i int32) ([]byte, bool) {
 		return append(dst, d.raw(i)...), true
 	}
 }
+
+// Has reports whether d holds at least one value at path p; a wildcard
+// segment matches any member or element. It does what the comparer's
+// ignore matching does, for telling a user that a path matches nothing.
+func (d *Doc) Has(p *Path) bool {
+	if len(d.nodes) == 0 || len(p.segs) == 0 {
+		return false
+	}
+	return d.has(0, p.segs)
+}
+
+func (d *Doc) has(n int32, segs []pathSeg) bool {
+	if len(segs) == 0 {
+		return true
+	}
+	seg := &segs[0]
+	node := &d.nodes[n]
+	switch node.kind {
+	case jObject:
+		for c := node.first; c >= 0; c = d.nodes[c].next {
+			if seg.matchesName(d.name(c)) && d.has(c, segs[1:]) {
+				return true
+			}
+		}
+	case jArray:
+		i := 0
+		for c := node.first; c >= 0; c = d.nodes[c].next {
+			if seg.matchesIndex(i) && d.has(c, segs[1:]) {
+				return true
+			}
+			i++
+		}
+	}
+	return false
+}
+
+// Generalize folds the array indexes of a field diff's path into [*]
+// ("items[3].price" -> "items[*].price"), so the differences of every
+// element count as one path, and the result is an ignore line that covers
+// them all. Quoted names are kept as they are.
+func Generalize(path string) string {
+	var b strings.Builder
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		if c == '[' && i+1 < len(path) {
+			if path[i+1] == '"' {
+				end := quotedEnd(path[i+1:])
+				if end > 0 {
+					b.WriteString(path[i : i+1+end])
+					i += end
+					continue
+				}
+			}
+			j := i + 1
+			for j < len(path) && path[j] >= '0' && path[j] <= '9' {
+				j++
+			}
+			if j > i+1 && j < len(path) && path[j] == ']' {
+				b.WriteString("[*]")
+				i = j
+				continue
+			}
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// Last is the path's last member name ("" when it ends with an index):
+// what a path typed one level off most likely shares with the right one.
+func (p Path) Last() string {
+	if len(p.segs) == 0 {
+		return ""
+	}
+	s := p.segs[len(p.segs)-1]
+	if s.wildcard || s.index >= 0 && strconv.Itoa(s.index) == s.name {
+		return ""
+	}
+	return s.name
+}

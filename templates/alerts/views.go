@@ -28,6 +28,7 @@ const (
 	SectionHistory    Section = "history"
 	SectionNotifiers  Section = "notifiers"
 	SectionDeliveries Section = "deliveries"
+	SectionSilences   Section = "silences"
 )
 
 type tab struct {
@@ -39,6 +40,7 @@ type tab struct {
 var tabs = []tab{
 	{SectionOpen, "Open alerts", "/alerts"},
 	{SectionRules, "Rules", "/alerts/rules"},
+	{SectionSilences, "Silences", "/alerts/silences"},
 	{SectionHistory, "History", "/alerts/history"},
 	{SectionNotifiers, "Notifiers", "/alerts/notifiers"},
 	{SectionDeliveries, "Delivery log", "/alerts/deliveries"},
@@ -51,6 +53,16 @@ type Evaluation struct {
 	Evaluating bool
 	Interval   time.Duration
 	Status     alerting.EvaluatorStatus
+}
+
+// MarshalJSON writes the evaluation in snake_case like every JSON answer,
+// its interval in milliseconds.
+func (e Evaluation) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Evaluating bool                     `json:"evaluating"`
+		IntervalMS int64                    `json:"interval_ms"`
+		Status     alerting.EvaluatorStatus `json:"status"`
+	}{e.Evaluating, e.Interval.Milliseconds(), e.Status})
 }
 
 // OpenView is the open (pending and firing) alerts.
@@ -93,6 +105,34 @@ type RuleView struct {
 	Notifiers []alerting.Notifier
 	Alerts    []alerting.Alert
 	History   []alerting.HistoryEntry
+	// Preview is the rule evaluated now, before saving (the preview
+	// button).
+	Preview *PreviewView
+}
+
+// PreviewView is a rule's preview: its subjects and values now.
+type PreviewView struct {
+	Rule    alerting.Rule
+	Result  *alerting.RulePreview // nil when the form has errors
+	FormErr bool
+}
+
+// OverviewPanelView is the alerts panel of the overview.
+type OverviewPanelView struct {
+	Alerts []alerting.Alert
+	Rules  int
+	Err    string
+}
+
+// SilencesView is the silences page with its form.
+type SilencesView struct {
+	Silences  []alerting.Silence
+	Rules     []alerting.Rule
+	Form      templates.Form
+	Durations []templates.Option
+	Zone      string
+	Now       time.Time
+	Err       string
 }
 
 // New reports whether the page creates a rule.
@@ -467,4 +507,56 @@ func plural(n int, one, many string) string {
 		return "1 " + one
 	}
 	return templates.Count(n) + " " + many
+}
+
+// Firing counts the firing alerts of a panel.
+func (v OverviewPanelView) Firing() int {
+	n := 0
+	for _, a := range v.Alerts {
+		if a.State == alerting.StateFiring {
+			n++
+		}
+	}
+	return n
+}
+
+// SilenceURL is the silence form filled in for rule ruleID on subject.
+func SilenceURL(ruleID int64, subject string) string {
+	return "/alerts/silences?" + url.Values{"rule": {strconv.FormatInt(ruleID, 10)}, "subject": {subject}}.Encode() + "#new-silence"
+}
+
+// KindUnit is the unit of kind k's threshold ("" when it has none).
+func KindUnit(k alerting.Kind) string {
+	ki, _ := kindInfo(k)
+	return ki.Threshold
+}
+
+// kindsWith lists the kinds (space-separated, for data-kinds) that have a
+// threshold, or that may be limited to a topic.
+func kindsWith(threshold, topic bool) string {
+	var out []string
+	for _, ki := range alerting.Kinds() {
+		if threshold && ki.Threshold != "" || topic && ki.TopicScope {
+			out = append(out, string(ki.Kind))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func ruleOptionsAny(rules []alerting.Rule) []templates.Option {
+	out := []templates.Option{{Value: "", Label: "Any rule (a subject below)"}}
+	for _, r := range rules {
+		out = append(out, templates.Option{Value: strconv.FormatInt(r.ID, 10), Label: r.Name})
+	}
+	return out
+}
+
+func silenceScope(x alerting.Silence) string {
+	switch {
+	case x.RuleID != 0 && x.Subject != "":
+		return "rule " + nonEmpty(x.RuleName, "#"+strconv.FormatInt(x.RuleID, 10)) + " on " + x.Subject
+	case x.RuleID != 0:
+		return "every alert of rule " + nonEmpty(x.RuleName, "#"+strconv.FormatInt(x.RuleID, 10))
+	}
+	return "every alert about " + x.Subject
 }

@@ -11,6 +11,7 @@
 package comparisons
 
 import (
+	"html"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +42,19 @@ type FormView struct {
 	Preview    migration.PreviewResult
 	PreviewErr string
 	PreviewN   int
+	// EditID is the comparison being edited (0: a new one).
+	EditID int64
+	// PathsUnconfirmed: the form was sent to create, but some of its paths
+	// match none of the values the preview read; it asks again.
+	PathsUnconfirmed bool
+}
+
+// Action is where the form posts.
+func (v FormView) Action() string {
+	if v.EditID != 0 {
+		return URL(v.EditID) + "/edit"
+	}
+	return "/comparisons"
 }
 
 // DetailView is one comparison's page.
@@ -54,6 +68,28 @@ type DetailView struct {
 	// Poll is the refresh interval of the live numbers (0 when the
 	// comparison does not run).
 	Poll time.Duration
+	// Paths are the most frequent paths of the stored mismatches, found in
+	// PathsOf of them.
+	Paths   []migration.PathCount
+	PathsOf int
+}
+
+// CanIgnore reports whether path can be added to spec's ignore list: the
+// comparison compares JSON (or path is a header with headers compared),
+// and the path is not ignored yet.
+func CanIgnore(s migration.Spec, path string) bool {
+	if path == "$" {
+		return false
+	}
+	for _, ig := range s.Ignore {
+		if ig == path {
+			return false
+		}
+	}
+	if strings.HasPrefix(path, "header:") {
+		return s.Headers
+	}
+	return s.Values == "json"
 }
 
 // DeleteView is the delete confirmation.
@@ -265,4 +301,59 @@ func Fields(fs []migration.FieldDiff) []string {
 // Kinds are the filter choices of the differences table.
 func Kinds() []migration.Kind {
 	return append([]migration.Kind{""}, migration.Kinds...)
+}
+
+func differing(ps []migration.PreviewPair) []migration.PreviewPair {
+	var out []migration.PreviewPair
+	for _, p := range ps {
+		if !p.Equal {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func equal(ps []migration.PreviewPair) []migration.PreviewPair {
+	var out []migration.PreviewPair
+	for _, p := range ps {
+		if p.Equal {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// PathRole names a path's use in the spec.
+func PathRole(role string) string {
+	if role == "pairing" {
+		return "The pairing path"
+	}
+	return "The ignored path"
+}
+
+// pathWarningHTML says that a path of the spec matched none of the values
+// the preview read, and what it was probably meant to be (escaped HTML).
+func pathWarningHTML(u migration.PathUse) string {
+	esc := html.EscapeString
+	mono := func(s string) string { return `<span class="mono">` + esc(s) + `</span>` }
+	var b strings.Builder
+	b.WriteString("<strong>" + esc(PathRole(u.Role)) + " " + mono(u.Path) + " matches none of the " +
+		esc(templates.Plural(u.Sampled[0]+u.Sampled[1], "value", "values")) + " read</strong> (" +
+		esc(templates.Count(u.Sampled[0])) + " left, " + esc(templates.Count(u.Sampled[1])) + " right).")
+	switch {
+	case len(u.Suggest) > 0:
+		b.WriteString(" Did you mean ")
+		for i, sg := range u.Suggest {
+			if i > 0 {
+				b.WriteString(" or ")
+			}
+			b.WriteString(mono(sg))
+		}
+		b.WriteString("? It differs in the pairs below.")
+	case u.Role == "ignore":
+		b.WriteString(" Ignoring it changes nothing: check its spelling and nesting.")
+	default:
+		b.WriteString(" No record can be paired by it.")
+	}
+	return b.String()
 }

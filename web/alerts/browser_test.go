@@ -104,7 +104,7 @@ func TestBrowserAlertPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Visit("/alerts")
-	b.WaitText("5200 records behind")
+	b.WaitText("5,200 records behind")
 	b.Screenshot("alerts-06-firing")
 	b.Visit("/alerts/history")
 	b.WaitText("firing")

@@ -14,10 +14,12 @@
 package alerts
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/a-h/templ"
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/sluice-io/sluice/alerting"
@@ -50,7 +52,8 @@ func PageGroup(eng *alerting.Service, opts Options) web.PageGroup {
 	}
 	return web.PageGroup{
 		Name: "alerts",
-		Nav:  []web.NavItem{{Label: "Alerts", Path: "/alerts", Role: web.RoleViewer, Order: NavOrder}},
+		Nav: []web.NavItem{{Label: "Alerts", Path: "/alerts", Role: web.RoleViewer, Order: NavOrder,
+			Badge: func(ctx context.Context) (int, string) { return navBadge(ctx, eng) }}},
 		Mount: func(r *web.Router) error {
 			evaluating := opts.Evaluating
 			if evaluating == nil {
@@ -58,6 +61,12 @@ func PageGroup(eng *alerting.Service, opts Options) web.PageGroup {
 			}
 			mount(r, eng, opts.Interval, evaluating)
 			return nil
+		},
+		Overview:      func(ctx context.Context) templ.Component { return overviewPanel(ctx, eng) },
+		OverviewOrder: 1, // what is firing comes first
+		GroupStatus:   func() (map[string]templates.GroupHealth, time.Time, bool) { return groupStatuses(eng) },
+		Events: func(ctx context.Context, subject string, since, until time.Time) ([]templates.ChartEvent, error) {
+			return subjectEvents(ctx, eng, subject, since, until)
 		},
 	}
 }
@@ -68,6 +77,9 @@ func mount(r *web.Router, eng *alerting.Service, interval time.Duration, evaluat
 	r.Get("/alerts/rules", web.RoleViewer, rulesList{eng: eng}.get)
 	form := ruleForm{eng: eng}
 	r.Get("/alerts/rules/new", web.RoleOperator, ruleNew{form: form}.get)
+	r.Post("/alerts/rules/preview", web.RoleOperator, rulePreview{eng: eng, form: form}.post)
+	// The preview answers a POST; reloading it asks for the form again.
+	r.Get("/alerts/rules/preview", web.RoleOperator, func(c *fiber.Ctx) error { return web.SeeOther(c, "/alerts/rules/new") })
 	r.Post("/alerts/rules", web.RoleOperator, ruleCreate{eng: eng, form: form}.post)
 	show := ruleShow{eng: eng, form: form}
 	r.Get("/alerts/rules/:id", web.RoleViewer, show.get)
@@ -87,6 +99,13 @@ func mount(r *web.Router, eng *alerting.Service, interval time.Duration, evaluat
 	r.Post("/alerts/notifiers/:id/test", web.RoleOperator, notifierSendTest{eng: eng}.post)
 
 	r.Get("/alerts/deliveries", web.RoleViewer, deliveries{eng: eng}.get)
+	r.Post("/alerts/deliveries/:id/retry", web.RoleOperator, deliveryRetry{eng: eng}.post)
+
+	r.Post("/alerts/ack", web.RoleOperator, acknowledge{eng: eng}.post)
+	sl := silencesList{eng: eng}
+	r.Get("/alerts/silences", web.RoleViewer, sl.get)
+	r.Post("/alerts/silences", web.RoleOperator, silenceCreate{eng: eng, list: sl}.post)
+	r.Post("/alerts/silences/:id/end", web.RoleOperator, silenceEnd{eng: eng}.post)
 }
 
 // ---- shared helpers ----

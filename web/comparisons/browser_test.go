@@ -85,7 +85,7 @@ func TestBrowserComparison(t *testing.T) {
 		chromedp.Clear(chromedp.ID("f-tolerance")),
 		chromedp.Click(chromedp.CSS(`button[formaction="/comparisons/preview"]`)),
 	)
-	b.WaitTextWithin("Nothing is stored until you create the comparison", 20*time.Second)
+	b.WaitTextWithin("Nothing is stored until you save", 20*time.Second)
 	b.CheckCSP("/comparisons/preview")
 	prev := b.Text("#preview")
 	if !strings.Contains(prev, "equal") {

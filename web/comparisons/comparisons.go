@@ -29,10 +29,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/a-h/templ"
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/sluice-io/sluice/kafkaview"
 	"github.com/sluice-io/sluice/migration"
+	views "github.com/sluice-io/sluice/templates/comparisons"
 	"github.com/sluice-io/sluice/web"
 )
 
@@ -45,6 +47,8 @@ type Engine interface {
 	Get(ctx context.Context, id int64) (migration.Status, error)
 	Differences(ctx context.Context, id int64, q migration.DiffQuery) ([]migration.Difference, int64, error)
 	Export(ctx context.Context, id int64, kind migration.Kind, format string, w io.Writer) error
+	Update(ctx context.Context, id int64, name string, spec migration.Spec) error
+	DifferingPaths(ctx context.Context, id int64, limit int) ([]migration.PathCount, int, error)
 	Pause(ctx context.Context, id int64) error
 	Resume(ctx context.Context, id int64) error
 	Restart(ctx context.Context, id int64) error
@@ -112,9 +116,11 @@ func PageGroup(eng Engine, opts Options) web.PageGroup {
 	}
 	g := &group{eng: eng, opts: opts}
 	pg := web.PageGroup{
-		Name:  "comparisons",
-		Nav:   []web.NavItem{{Label: "Comparisons", Path: "/comparisons", Role: web.RoleViewer, Order: opts.NavOrder}},
-		Mount: g.mount,
+		Name:          "comparisons",
+		Nav:           []web.NavItem{{Label: "Comparisons", Path: "/comparisons", Role: web.RoleViewer, Order: opts.NavOrder}},
+		Mount:         g.mount,
+		Overview:      g.overview,
+		OverviewOrder: 2, // after the alerts
 	}
 	if eng == nil {
 		pg.Run = g.run
@@ -167,7 +173,13 @@ func (g *group) mount(r *web.Router) error {
 	r.Get("/comparisons/new", web.RoleOperator, form.get)
 	r.Post("/comparisons", web.RoleOperator, form.create)
 	r.Post("/comparisons/preview", web.RoleOperator, form.preview)
+	// The preview answers a POST; reloading it asks for the form again.
+	r.Get("/comparisons/preview", web.RoleOperator, func(c *fiber.Ctx) error { return web.SeeOther(c, "/comparisons/new") })
 	r.Get("/comparisons/:id", web.RoleViewer, show.get)
+	edit := editHandler{form: form, eng: g.eng}
+	r.Get("/comparisons/:id/edit", web.RoleOperator, edit.get)
+	r.Post("/comparisons/:id/edit", web.RoleOperator, edit.post)
+	r.Post("/comparisons/:id/ignore", web.RoleOperator, ignoreHandler{eng: g.eng}.post)
 	r.Get("/comparisons/:id/export", web.RoleViewer, exportHandler{eng: g.eng}.get)
 	r.Post("/comparisons/:id/pause", web.RoleOperator, pauseHandler{eng: g.eng}.post)
 	r.Post("/comparisons/:id/resume", web.RoleOperator, resumeHandler{eng: g.eng}.post)
@@ -176,6 +188,26 @@ func (g *group) mount(r *web.Router) error {
 	r.Get("/comparisons/:id/delete", web.RoleOperator, del.get)
 	r.Post("/comparisons/:id/delete", web.RoleOperator, del.post)
 	return nil
+}
+
+// overview is the overview's panel: the comparisons running, and those
+// whose verdict is not ready.
+func (g *group) overview(ctx context.Context) templ.Component {
+	if g.eng == nil {
+		return nil
+	}
+	list, err := g.eng.List(ctx)
+	var rows []migration.Status
+	for _, st := range list {
+		if st.State == migration.StateRunning || !st.Verdict.Ready {
+			rows = append(rows, st)
+		}
+	}
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	return views.OverviewPanel(rows, msg)
 }
 
 // run starts the owned Manager once this console does the background work,
@@ -229,6 +261,8 @@ func load(c *fiber.Ctx, eng getter) (migration.Status, error) {
 	}
 	return st, nil
 }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }
 
 // engineError maps an engine error to the page that explains it.
 func engineError(id int64, err error) error {

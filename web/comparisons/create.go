@@ -124,6 +124,9 @@ func (h formHandler) create(c *fiber.Ctx) error {
 	if !v.Form.OK() {
 		return h.render(c, fiber.StatusUnprocessableEntity, v)
 	}
+	if h.pathsUnconfirmed(c, &v, spec) {
+		return h.render(c, fiber.StatusUnprocessableEntity, v)
+	}
 	name := v.Form.Get("name")
 	id, err := h.eng.Create(c.UserContext(), name, spec, userName(c))
 	target := name
@@ -140,6 +143,33 @@ func (h formHandler) create(c *fiber.Ctx) error {
 	}
 	web.Flash(c, "ok", "Comparison "+target+" created; it is running.")
 	return web.SeeOther(c, views.URL(id))
+}
+
+// pathsUnconfirmed checks, before a comparison is created or changed, that
+// the paths it names (the JSON pairing path, the ignored paths) match
+// something in the records: a path typed one level off otherwise passes
+// silently and every pair differs. It runs the preview (at most 10 s) and,
+// when a path matches none of the values read and the form does not
+// confirm them (paths_ok), puts the preview in v and reports true.
+func (h formHandler) pathsUnconfirmed(c *fiber.Ctx, v *views.FormView, spec migration.Spec) bool {
+	if c.FormValue("paths_ok") == "1" || (!strings.HasPrefix(spec.Key, "json:") && !hasJSONIgnore(spec)) {
+		return false
+	}
+	res, err := h.eng.Preview(c.UserContext(), spec, h.previewN)
+	if err != nil || len(res.UnmatchedPaths()) == 0 {
+		return false // a failing preview leaves the verdict to the engine
+	}
+	v.Previewed, v.Preview, v.PreviewN, v.PathsUnconfirmed = true, res, h.previewN, true
+	return true
+}
+
+func hasJSONIgnore(s migration.Spec) bool {
+	for _, ig := range s.Ignore {
+		if !strings.HasPrefix(ig, "header:") {
+			return true
+		}
+	}
+	return false
 }
 
 // formZone is the zone the form's start time was typed in: the one the

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/migration"
 	"github.com/sluice-io/sluice/web"
 	"github.com/sluice-io/sluice/web/comparisons"
@@ -65,7 +68,7 @@ func TestViewerCannotChange(t *testing.T) {
 	v := h.signedIn(t, web.RoleViewer)
 	r := v.Get("/comparisons")
 	expectStatus(t, r, http.StatusOK)
-	expectContains(t, r, `<a href="/comparisons" aria-current="page">Comparisons</a>`, "by the engine", "ORDER → ORDERNEW")
+	expectContains(t, r, `<a href="/comparisons" aria-current="page">Comparisons`, "by the engine", "ORDER → ORDERNEW")
 	if strings.Contains(r.Text, `href="/comparisons/new"`) {
 		t.Fatal("the list offers a viewer the create form")
 	}
@@ -360,23 +363,30 @@ func TestDifferencesFilterAndExport(t *testing.T) {
 	expectStatus(t, v.Get("/comparisons/x"), http.StatusNotFound)
 }
 
-// The preview shows the first pairs with their field diffs and stores
-// nothing.
+// The preview shows the pairs that differ first, with their field diffs,
+// then equal pairs, and stores nothing.
 func TestPreview(t *testing.T) {
 	brokers := kfakeBrokers(t)
-	orderStreams(t, brokers, "ORDER", "ORDERNEW", 1, 30, map[string]string{"o-0002": orderValue(2, 7, testTime())}, nil)
-	h := newHarness(t, brokers, func(o *comparisons.Options) { o.PreviewPairs = 5 })
+	// The 21st pair differs: with 20 pairs shown it must still be shown,
+	// and first.
+	orderStreams(t, brokers, "ORDER", "ORDERNEW", 1, 30, map[string]string{"o-0021": orderValue(21, 7, testTime())}, nil)
+	h := newHarness(t, brokers)
 	op := h.signedIn(t, web.RoleOperator)
 	form := createForm("ORDER", "ORDERNEW")
 	form.Set("preview", "1")
 	r := op.Post("/comparisons/new", "/comparisons/preview", form)
 	expectStatus(t, r, http.StatusOK)
 	expectContains(t, r, `<h2 id="preview-h">Preview</h2>`, ">differs</span>", ">equal</span>",
-		`<td>order.total</td><td class="l">3</td><td class="r">7</td>`, "Nothing is stored until you create the comparison",
+		`<td>order.total</td><td class="l">31.5</td><td class="r">7</td>`, "Nothing is stored until you save",
 		`value="orders cut-over"`) // the form is still filled in
-	if n := strings.Count(r.Text, `<tr class="sbs-row">`); n != 5 {
-		t.Fatalf("preview shows %d pairs, want 5", n)
+	if n := strings.Count(r.Text, `<tr class="sbs-row">`); n != 20 {
+		t.Fatalf("preview shows %d pairs, want 20", n)
 	}
+	if first := strings.Index(r.Text, `<td class="mono">o-00`); first < 0 || !strings.HasPrefix(r.Text[first:], `<td class="mono">o-0021<`) {
+		t.Fatalf("the first pair shown is not the one that differs: %.200s", r.Text[max(first, 0):])
+	}
+	// Each side's position links to the record.
+	expectContains(t, r, `href="/topics/ORDERNEW/messages?format=json&amp;from=offset&amp;limit=1&amp;offset=20&amp;partition=0#r-0-20"`)
 	if list, _ := h.mgr.List(context.Background()); len(list) != 0 {
 		t.Fatalf("the preview stored a comparison: %+v", list)
 	}
@@ -505,4 +515,92 @@ func TestStartTimeInViewersZone(t *testing.T) {
 	if st, _ := h.mgr.Get(context.Background(), 2); st.Spec.Start != "2025-03-01T17:00:00Z" {
 		t.Fatalf("start with a bad zone field: %q", st.Spec.Start)
 	}
+}
+
+// An ignored path that matches nothing in the records is warned about in
+// the preview, with the path it was probably meant to be; creating the
+// comparison asks to confirm it first.
+func TestUnmatchedPathWarning(t *testing.T) {
+	brokers := kfakeBrokers(t)
+	orderStreams(t, brokers, "ORDER", "ORDERNEW", 1, 30, map[string]string{"o-0003": orderValue(3, 9, testTime())}, nil)
+	h := newHarness(t, brokers)
+	op := h.signedIn(t, web.RoleOperator)
+	form := createForm("ORDER", "ORDERNEW")
+	form.Set("ignore", "processed_at\ntotal")
+	form.Set("preview", "1")
+	r := op.Post("/comparisons/new", "/comparisons/preview", form)
+	expectContains(t, r, `The ignored path <span class="mono">total</span> matches none of the 60 values read`,
+		`Did you mean <span class="mono">order.total</span>?`)
+	form.Del("preview")
+	r = op.Post("/comparisons/new", "/comparisons", form)
+	expectStatus(t, r, http.StatusUnprocessableEntity)
+	expectContains(t, r, "Some paths match none of the values read", `name="paths_ok" value="1"`, "Create anyway")
+	if list, _ := h.mgr.List(context.Background()); len(list) != 0 {
+		t.Fatalf("created without confirming: %+v", list)
+	}
+	form.Set("paths_ok", "1")
+	expectStatus(t, op.Post("/comparisons/new", "/comparisons", form), http.StatusSeeOther)
+	// A right path is not questioned.
+	form = createForm("ORDER", "ORDERNEW")
+	form.Set("name", "second")
+	expectStatus(t, op.Post("/comparisons/new", "/comparisons", form), http.StatusSeeOther)
+}
+
+// A comparison's most frequent differing paths are listed, and one click
+// ignores one and starts the comparison over; a comparison can be edited
+// (starting over) and cloned.
+func TestDifferingPathsIgnoreAndEdit(t *testing.T) {
+	brokers := kfakeBrokers(t)
+	orderStreams(t, brokers, "ORDER", "ORDERNEW", 1, 30, nil, nil)
+	h := newHarness(t, brokers)
+	op := h.signedIn(t, web.RoleOperator)
+	form := createForm("ORDER", "ORDERNEW")
+	form.Set("ignore", "") // processed_at differs in every pair
+	r := op.Post("/comparisons/new", "/comparisons", form)
+	expectStatus(t, r, http.StatusSeeOther)
+	page := r.Header.Get("Location")
+	ctx := context.Background()
+	waitFinished := func(gen int64) {
+		t.Helper()
+		testutil.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+			st, err := h.mgr.Get(ctx, 1)
+			if err == nil && (st.State != migration.StateFinished || st.Generation != gen || st.Live) {
+				err = fmt.Errorf("state %s gen %d", st.State, st.Generation)
+			}
+			return err
+		})
+	}
+	waitFinished(1)
+	r = op.Get(page)
+	expectContains(t, r, "Where the values differ", `<td class="mono">processed_at</td><td class="num">30</td>`, "Ignore this path and restart")
+	r = op.Post(page, page+"/ignore", url.Values{"path": {"processed_at"}})
+	expectStatus(t, r, http.StatusSeeOther)
+	waitFinished(2)
+	st, _ := h.mgr.Get(ctx, 1)
+	if len(st.Spec.Ignore) != 1 || st.Spec.Ignore[0] != "processed_at" || st.Snapshot.Counters.Mismatched != 0 {
+		t.Fatalf("after ignoring: %+v", st)
+	}
+	expectStatus(t, op.Post(page, page+"/ignore", url.Values{"path": {"processed_at"}}), http.StatusBadRequest) // ignored already
+	audit, _, _ := h.srv.Store().Audit(ctx, consoledb.AuditFilter{Action: "comparison.ignore"})
+	if len(audit) != 1 || audit[0].Detail != "path=processed_at" {
+		t.Fatalf("audit %+v", audit)
+	}
+
+	// Edit: the form comes filled in; saving starts over.
+	r = op.Get(page + "/edit")
+	expectContains(t, r, "Edit comparison", `action="/comparisons/1/edit"`, ">processed_at</textarea>", "Save and restart")
+	edit := createForm("ORDER", "ORDERNEW")
+	edit.Set("name", "renamed")
+	r = op.Post(page+"/edit", page+"/edit", edit)
+	expectStatus(t, r, http.StatusSeeOther)
+	waitFinished(3)
+	if st, _ := h.mgr.Get(ctx, 1); st.Name != "renamed" {
+		t.Fatalf("after the edit: %+v", st)
+	}
+	// Viewers cannot.
+	v := h.signedIn(t, web.RoleViewer)
+	expectStatus(t, v.Get(page+"/edit"), http.StatusForbidden)
+	expectStatus(t, v.Post(page, page+"/ignore", url.Values{"path": {"x"}}), http.StatusForbidden)
+	// Clone: the create form with the settings.
+	expectContains(t, op.Get("/comparisons/new?from=1"), "New comparison", `value="ORDERNEW"`)
 }

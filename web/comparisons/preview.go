@@ -1,6 +1,8 @@
 package comparisons
 
 import (
+	"strconv"
+
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/sluice-io/sluice/web"
@@ -13,6 +15,9 @@ import (
 
 func (h formHandler) preview(c *fiber.Ctx) error {
 	v, spec := h.parse(c)
+	if id, err := strconv.ParseInt(c.FormValue("edit_id"), 10, 64); err == nil && id > 0 {
+		v.EditID = id
+	}
 	if !v.Form.OK() {
 		return h.render(c, fiber.StatusUnprocessableEntity, v)
 	}

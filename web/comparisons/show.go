@@ -28,6 +28,7 @@ import (
 type detailEngine interface {
 	getter
 	Differences(ctx context.Context, id int64, q migration.DiffQuery) ([]migration.Difference, int64, error)
+	DifferingPaths(ctx context.Context, id int64, limit int) ([]migration.PathCount, int, error)
 }
 
 type detailHandler struct {
@@ -78,11 +79,18 @@ func (h detailHandler) get(c *fiber.Ctx) error {
 	if page < pages {
 		v.Pager.NextURL = views.DiffsURL(st.ID, kind, page+1)
 	}
+	if st.Snapshot.Counters.Mismatched > 0 {
+		v.Paths, v.PathsOf, _ = h.eng.DifferingPaths(c.UserContext(), st.ID, 10)
+	}
 	if web.WantsJSON(c) {
 		if diffs == nil {
 			diffs = []migration.Difference{}
 		}
-		return web.JSON(c, fiber.Map{"comparison": st, "differences": diffs, "total_differences": total})
+		paths := v.Paths
+		if paths == nil {
+			paths = []migration.PathCount{}
+		}
+		return web.JSON(c, fiber.Map{"comparison": st, "differences": diffs, "total_differences": total, "differing_paths": paths})
 	}
 	p := web.PageFor(c, st.Name, templates.Crumb{Label: "Comparisons", Href: "/comparisons"}, templates.Crumb{Label: st.Name})
 	return web.Render(c, fiber.StatusOK, views.DetailPage(p, v))
