@@ -69,11 +69,17 @@ docs:
 		--set log.dirs=/var/lib/sluice/kafka --set console.data.dir=/var/lib/sluice/console
 
 # Generated templ code is committed; fail when it is stale.
-check-generated: generate
-	@if [ -n "$$(git status --porcelain -- '*_templ.go' 2>/dev/null)" ]; then \
-		echo "generated templ code was stale; commit the result of 'make generate'"; git status --porcelain -- '*_templ.go'; fi
+# Fails when the committed *_templ.go files are not what `templ generate` makes
+# of the .templ files (they are regenerated in place; commit the result).
+check-generated:
+	@before=$$(find . -name '*_templ.go' -not -path './data/*' | sort | xargs -r sha256sum); \
+	$(GO) tool templ generate -log-level error; \
+	after=$$(find . -name '*_templ.go' -not -path './data/*' | sort | xargs -r sha256sum); \
+	if [ "$$before" != "$$after" ]; then \
+		echo "generated templ code was stale (now regenerated; commit it):"; \
+		diff <(echo "$$before") <(echo "$$after") | grep '^[<>]' | awk '{print "  " $$3}' | sort -u; exit 1; fi
 
-test: test-deps build vet test-go test-fuzz
+test: test-deps check-generated build vet test-go test-fuzz
 
 test-go:
 	SLUICE_KAFKAJS_DIR=$(KAFKAJS_DIR) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...

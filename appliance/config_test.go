@@ -271,16 +271,24 @@ func TestTableLimits(t *testing.T) {
 	}
 }
 
-// TestDocsPropertiesExamples: every properties example in README.md loads
-// as written: known keys, no trailing comments (the format has none, so
-// they would become part of the value), and the configuration file is named
-// server.properties wherever the README names its path.
+// TestDocsPropertiesExamples: every properties example in README.md and
+// the pages under docs/ loads as written: known keys, no trailing comments
+// (the format has none, so they would become part of the value), and the
+// configuration file is named server.properties wherever a page names its
+// path.
 func TestDocsPropertiesExamples(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	pages, _ := filepath.Glob(filepath.Join("..", "docs", "*.md"))
+	pages = append(pages, filepath.Join("..", "README.md"))
+	var all strings.Builder
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Write(b)
+		all.WriteString("\n")
 	}
-	doc := string(b)
+	doc := all.String()
 	blocks := 0
 	for rest := doc; ; {
 		i := strings.Index(rest, "```properties\n")
@@ -297,29 +305,29 @@ func TestDocsPropertiesExamples(t *testing.T) {
 		blocks++
 		props, err := config.ReadProperties(strings.NewReader(block))
 		if err != nil {
-			t.Errorf("README.md properties block %d: %v\n%s", blocks, err, block)
+			t.Errorf("docs: properties block %d: %v\n%s", blocks, err, block)
 			continue
 		}
 		given := map[string]string{}
 		for _, p := range props {
 			if _, ok := config.Lookup(p.Key); !ok {
-				t.Errorf("README.md properties block %d: unknown key %q", blocks, p.Key)
+				t.Errorf("docs: properties block %d: unknown key %q", blocks, p.Key)
 			}
 			given[p.Key] = p.Value
 		}
 		c, err := config.Parse(given)
 		if err != nil {
-			t.Errorf("README.md properties block %d: %v", blocks, err)
+			t.Errorf("docs: properties block %d: %v", blocks, err)
 			continue
 		}
 		if w := c.Warnings(); len(w) > 0 {
-			t.Errorf("README.md properties block %d: %v", blocks, w)
+			t.Errorf("docs: properties block %d: %v", blocks, w)
 		}
 	}
 	if blocks == 0 {
-		t.Fatal("README.md has no properties examples")
+		t.Fatal("README.md and docs/ have no properties examples")
 	}
 	if strings.Contains(doc, "/etc/sluice/sluice.properties") {
-		t.Error("README.md names /etc/sluice/sluice.properties; the file is /etc/sluice/server.properties")
+		t.Error("the docs name /etc/sluice/sluice.properties; the file is /etc/sluice/server.properties")
 	}
 }

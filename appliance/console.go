@@ -24,6 +24,7 @@ import (
 	"github.com/sluice-io/sluice/web"
 	alertpages "github.com/sluice-io/sluice/web/alerts"
 	"github.com/sluice-io/sluice/web/comparisons"
+	schemapages "github.com/sluice-io/sluice/web/schemas"
 )
 
 // The console component: the web console (console.listen) with the alert
@@ -219,6 +220,9 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 			alertpages.PageGroup(c.alerts, alertpages.Options{Interval: cfg.AlertingEvaluationInterval, Evaluating: c.leader.IsLeader}),
 			comparisons.PageGroup(c.mgr, comparisons.Options{}),
 		},
+	}
+	if cfg.SchemaRegistryListen != "" {
+		wcfg.Extra = append(wcfg.Extra, schemapages.PageGroup(c.schemaRegistry, c.topicNames))
 	}
 	wcfg.TrustedProxies = cfg.ConsoleTrustedProxies
 	wcfg.AuditRetention = time.Duration(cfg.ConsoleAuditRetentionDays) * 24 * time.Hour
@@ -560,4 +564,26 @@ func alertBaseURL(cfg *Config) string {
 		scheme = "https"
 	}
 	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
+// schemaRegistry is this host's schema registry for the schema pages, nil
+// until it runs.
+func (c *consoleComponent) schemaRegistry() schemapages.Registry {
+	if r := SchemaRegistry(c.a); r != nil {
+		return r
+	}
+	return nil
+}
+
+// topicNames lists the cluster's topics for the schema pages' topic links.
+func (c *consoleComponent) topicNames(ctx context.Context) ([]string, error) {
+	snap, err := c.kc.Metadata(ctx, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(snap.Topics))
+	for i, t := range snap.Topics {
+		names[i] = t.Name
+	}
+	return names, nil
 }

@@ -47,6 +47,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jonboulle/clockwork"
 	"log/slog"
 	"maps"
 	"slices"
@@ -110,8 +111,10 @@ type Config struct {
 	// followers fetch from; default: the first advertised listener.
 	InterBrokerListener string
 
-	// Now is the clock (nil = time.Now).
-	Now func() time.Time
+	// Clock is the broker's time: follower fetch times, the ISR manager's
+	// checks and retries (nil = the real clock; tests pass a
+	// clockwork.FakeClock and advance it).
+	Clock clockwork.Clock
 
 	// Metrics is the registry the broker's traffic and state metrics go to
 	// (metrics.go), labelled with BrokerID; nil is metrics.Default().
@@ -198,9 +201,10 @@ type PartitionChange struct {
 
 // Broker is one Kafka broker's partitions and data path.
 type Broker struct {
-	cfg Config
-	log *slog.Logger
-	now func() time.Time
+	cfg   Config
+	log   *slog.Logger
+	now   func() time.Time
+	clock clockwork.Clock
 
 	image     atomic.Pointer[Image] // published: what Metadata answers from
 	applied   atomic.Pointer[Image] // the last image applied to the local partitions
@@ -286,14 +290,15 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.ReplicaSocketTimeout <= 0 {
 		cfg.ReplicaSocketTimeout = 30 * time.Second
 	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
+	clock := cfg.Clock
+	if clock == nil {
+		clock = clockwork.NewRealClock()
 	}
 	b := &Broker{
 		cfg:        cfg,
 		log:        cfg.Logger.With("component", "broker"),
-		now:        now,
+		now:        clock.Now,
+		clock:      clock,
 		imageWake:  make(chan struct{}),
 		applyWake:  make(chan struct{}, 1),
 		partitions: make(map[storage.TopicPartition]*Partition),

@@ -65,16 +65,16 @@ func (m *isrManager) stop() {
 func (m *isrManager) run(ctx context.Context) {
 	defer close(m.done)
 	// Check for laggards several times per lag period (Kafka: half of it).
-	tick := time.NewTicker(min(max(m.lagMax/4, 50*time.Millisecond), 5*time.Second))
+	tick := m.b.clock.NewTicker(isrCheckInterval(m.lagMax))
 	defer tick.Stop()
 	var retry <-chan time.Time
-	backoff := 200 * time.Millisecond
+	var backoff time.Duration // of the last failed write; 0: the last write succeeded
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.wake:
-		case <-tick.C:
+		case <-tick.Chan():
 			now := m.b.now()
 			for _, p := range m.b.Partitions() {
 				if p.lagging(now, m.lagMax) {
@@ -92,16 +92,16 @@ func (m *isrManager) run(ctx context.Context) {
 		if len(batch) == 0 {
 			continue
 		}
-		if failed := m.write(ctx, batch, backoff > 200*time.Millisecond); len(failed) > 0 {
+		if failed := m.write(ctx, batch, backoff > 0); len(failed) > 0 {
 			m.mu.Lock()
 			for _, p := range failed {
 				m.pending[p] = struct{}{}
 			}
 			m.mu.Unlock()
-			retry = time.After(backoff)
-			backoff = min(2*backoff, 5*time.Second) // ZooKeeper may be down for a while
+			backoff = isrRetryBackoff(backoff)
+			retry = m.b.clock.After(backoff)
 		} else {
-			backoff = 200 * time.Millisecond
+			backoff = 0
 		}
 	}
 }

@@ -153,7 +153,7 @@ func (p *Partition) apply(pi PartitionImage, settings topicSettings) (PartitionC
 			if f, ok := p.followers[r]; ok {
 				fs[r] = f
 			} else {
-				fs[r] = &replicaState{leo: -1, lastCaughtUp: now, prevLeaderLEO: -1}
+				fs[r] = newFollower(now)
 			}
 		}
 		p.followers = fs
@@ -303,17 +303,8 @@ func (p *Partition) UpdateFollower(replicaID int32, fetchOffset int64) error {
 		p.mu.Unlock()
 		return errorf(kerr.NotLeaderForPartition, "broker %d is not a replica of %s (yet)", replicaID, p.tp)
 	}
-	now := p.b.now()
-	leo := p.log.LogEndOffset()
-	switch {
-	case fetchOffset >= leo:
-		f.lastCaughtUp = now
-	case f.prevLeaderLEO >= 0 && fetchOffset >= f.prevLeaderLEO && f.prevFetch.After(f.lastCaughtUp):
-		f.lastCaughtUp = f.prevFetch
-	}
-	f.prevLeaderLEO, f.prevFetch = leo, now
-	f.leo, f.lastFetch = fetchOffset, now
-	expand := !slices.Contains(p.isr, replicaID) && fetchOffset >= p.log.HighWatermark() && fetchOffset >= p.epochStart
+	*f = observeFetch(*f, fetchOffset, p.log.LogEndOffset(), p.b.now())
+	expand := !slices.Contains(p.isr, replicaID) && canJoin(fetchOffset, p.log.HighWatermark(), p.epochStart)
 	p.mu.Unlock()
 	if expand && p.b.isr != nil {
 		p.b.isr.schedule(p)
@@ -334,32 +325,8 @@ func (p *Partition) wantISR(st cluster.PartitionState, now time.Time, lagMax tim
 	if p.removed || p.leader != self || st.Leader != self || st.LeaderEpoch != p.leaderEpoch {
 		return nil, false
 	}
-	hw := p.log.HighWatermark()
-	out := make([]int32, 0, len(p.replicas))
-	for _, r := range st.ISR {
-		if r == self {
-			out = append(out, r)
-			continue
-		}
-		f, ok := p.followers[r]
-		if !ok || now.Sub(f.lastCaughtUp) > lagMax {
-			continue // not a replica any more, or lagging
-		}
-		out = append(out, r)
-	}
-	for _, r := range p.replicas {
-		f, ok := p.followers[r]
-		if !ok || slices.Contains(out, r) {
-			continue
-		}
-		if f.leo >= 0 && f.leo >= hw && f.leo >= p.epochStart && now.Sub(f.lastFetch) <= lagMax {
-			out = append(out, r)
-		}
-	}
-	if slices.Equal(out, st.ISR) {
-		return nil, false
-	}
-	return out, true
+	return decideISR(isrInput{self: self, replicas: p.replicas, isr: st.ISR, hw: p.log.HighWatermark(),
+		epochStart: p.epochStart, followers: p.followers, now: now, lagMax: lagMax})
 }
 
 // lagging reports whether an ISR follower has not caught up within lagMax
@@ -370,12 +337,7 @@ func (p *Partition) lagging(now time.Time, lagMax time.Duration) bool {
 	if p.removed || p.leader != p.b.cfg.BrokerID {
 		return false
 	}
-	for _, r := range p.isr {
-		if f, ok := p.followers[r]; ok && now.Sub(f.lastCaughtUp) > lagMax {
-			return true
-		}
-	}
-	return false
+	return shrinkDue(p.isr, p.followers, now, lagMax)
 }
 
 // setISR records an ISR this leader wrote to the store at version, then

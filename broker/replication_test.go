@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/cluster"
@@ -123,4 +124,54 @@ func TestFollowerAppendFencedByEpoch(t *testing.T) {
 	if err := p.truncateAsFollower(1, 0); !errors.Is(err, errStaleFollower) {
 		t.Fatalf("follower truncation on the leader: %v", err)
 	}
+}
+
+// TestISRShrinkOnTheBrokerClock: the ISR manager measures lag on the
+// broker's clock (Config.Clock): with replica.lag.time.max.ms of a minute, a
+// quiet follower stays in the ISR until that clock has moved past the minute,
+// then leaves at the next check — without the test waiting a minute.
+func TestISRShrinkOnTheBrokerClock(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	ctx := context.Background()
+	b, co := startBroker(t, Config{ReplicaLagTimeMax: time.Minute, Clock: clock}, true)
+	if err := co.CreateTopic(ctx, cluster.Topic{Name: "r", ID: cluster.NewUUID(), Replicas: [][]int32{{1, 2}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := co.CreatePartitionState(ctx, "r", 0, cluster.PartitionState{Leader: 1, LeaderEpoch: 1, ISR: []int32{1, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.LeaderPartition("r", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := p.AppendRecords(batchOf(t, 5), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.UpdateFollower(2, info.LastOffset+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.AppendRecords(batchOf(t, 1), 1); err != nil { // the follower lacks this one
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := clock.BlockUntilContext(wctx, 1); err != nil { // the manager's ticker
+		t.Fatal(err)
+	}
+	for range 3 { // 45 s of checks: still within the lag period
+		clock.Advance(15 * time.Second)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if isr := storedISR(t, co); !slices.Equal(isr, []int32{1, 2}) {
+		t.Fatalf("ISR %v after 45 s of a 60 s lag period", isr)
+	}
+	clock.Advance(16 * time.Second) // 61 s
+	eventually(t, "the follower leaves the ISR once the broker's clock passed a minute", func() bool {
+		clock.Advance(time.Millisecond) // keep ticks coming if the manager was busy
+		return slices.Equal(storedISR(t, co), []int32{1})
+	})
 }

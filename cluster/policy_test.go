@@ -4,12 +4,13 @@ import (
 	"flag"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden files under testdata/ with what the tests produce")
@@ -47,74 +48,9 @@ func TestPolicyGolden(t *testing.T) {
 	}
 }
 
-// scriptCase is one command of a script with its expected output.
-type scriptCase struct {
-	line   int      // of the command, for messages
-	lead   []string // comments and blank lines before the command
-	cmd    string
-	input  []string
-	output []string
-}
-
-func parseScript(t *testing.T, file string) []scriptCase {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	var cases []scriptCase
-	var lead []string
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			lead = append(lead, l)
-			continue
-		}
-		c := scriptCase{line: i + 1, lead: lead, cmd: l}
-		lead = nil
-		for i++; i < len(lines) && lines[i] != "----"; i++ {
-			c.input = append(c.input, lines[i])
-		}
-		if i == len(lines) {
-			t.Fatalf("%s:%d: %q has no ---- line", file, c.line, l)
-		}
-		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != ""; i++ {
-			c.output = append(c.output, lines[i])
-		}
-		i-- // the blank line (if any) leads the next command
-		cases = append(cases, c)
-	}
-	return cases
-}
-
 func runScript(t *testing.T, file string) {
-	cases := parseScript(t, file)
 	m := &model{t: t, shutting: map[int32]int64{}}
-	var out strings.Builder
-	for i := range cases {
-		c := &cases[i]
-		got := m.run(c)
-		if !*rewrite && !slices.Equal(got, c.output) {
-			t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", file, c.line, c.cmd, strings.Join(got, "\n"), strings.Join(c.output, "\n"))
-		}
-		c.output = got
-		for _, l := range c.lead {
-			out.WriteString(l + "\n")
-		}
-		out.WriteString(c.cmd + "\n")
-		for _, l := range c.input {
-			out.WriteString(l + "\n")
-		}
-		out.WriteString("----\n")
-		for _, l := range c.output {
-			out.WriteString(l + "\n")
-		}
-	}
-	if *rewrite {
-		if err := os.WriteFile(file, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testutil.RunScript(t, file, *rewrite, m.run)
 }
 
 // model is the cluster a script acts on.
@@ -145,17 +81,17 @@ func (m *model) topic(name string) *TopicSnapshot {
 // apply writes a decision's states into the model, checking what the
 // Controller relies on: updates carry the version they replace, creates
 // are for partitions without a state, and each write is the controller's.
-func (m *model) apply(c *scriptCase, writes []StateWrite, epoch int32) {
+func (m *model) apply(c *testutil.ScriptCase, writes []StateWrite, epoch int32) {
 	for _, w := range writes {
 		ts := m.topic(w.Topic)
 		old, had := ts.States[w.Partition]
 		switch {
 		case w.Create == had:
-			m.t.Errorf("line %d: %s-%d: create %v on a partition with state %v", c.line, w.Topic, w.Partition, w.Create, had)
+			m.t.Errorf("line %d: %s-%d: create %v on a partition with state %v", c.Line, w.Topic, w.Partition, w.Create, had)
 		case had && w.State.Version != old.Version:
-			m.t.Errorf("line %d: %s-%d: version %d does not replace %d", c.line, w.Topic, w.Partition, w.State.Version, old.Version)
+			m.t.Errorf("line %d: %s-%d: version %d does not replace %d", c.Line, w.Topic, w.Partition, w.State.Version, old.Version)
 		case w.State.ControllerEpoch != epoch:
-			m.t.Errorf("line %d: %s-%d: controller epoch %d, want %d", c.line, w.Topic, w.Partition, w.State.ControllerEpoch, epoch)
+			m.t.Errorf("line %d: %s-%d: controller epoch %d, want %d", c.Line, w.Topic, w.Partition, w.State.ControllerEpoch, epoch)
 		}
 		st := w.State.Clone()
 		st.Version = old.Version + 1
@@ -163,8 +99,8 @@ func (m *model) apply(c *scriptCase, writes []StateWrite, epoch int32) {
 	}
 }
 
-func (m *model) run(c *scriptCase) []string {
-	f := strings.Fields(c.cmd)
+func (m *model) run(c *testutil.ScriptCase) []string {
+	f := strings.Fields(c.Cmd)
 	args := map[string]string{}
 	var pos []string
 	for _, a := range f[1:] {
@@ -196,7 +132,7 @@ func (m *model) run(c *scriptCase) []string {
 		m.shutting[id] = m.brokers[i].Timestamp
 	case "topic":
 		ts := TopicSnapshot{Topic: Topic{Name: pos[0]}, States: map[int32]PartitionState{}, Unclean: slices.Contains(pos, "unclean")}
-		for _, l := range c.input {
+		for _, l := range c.Input {
 			p, rest, _ := strings.Cut(strings.TrimSpace(l), ":")
 			pid := int32(atoi(m.t, p))
 			kv := map[string]string{}
@@ -205,7 +141,7 @@ func (m *model) run(c *scriptCase) []string {
 				kv[k] = v
 			}
 			if int(pid) != len(ts.Topic.Replicas) {
-				m.t.Fatalf("line %d: partitions must come in order", c.line)
+				m.t.Fatalf("line %d: partitions must come in order", c.Line)
 			}
 			ts.Topic.Replicas = append(ts.Topic.Replicas, ids(m.t, kv["replicas"]))
 			if a := ids(m.t, kv["adding"]); a != nil {
@@ -346,7 +282,7 @@ func (m *model) run(c *scriptCase) []string {
 			}
 		}
 	default:
-		m.t.Fatalf("line %d: unknown command %q", c.line, f[0])
+		m.t.Fatalf("line %d: unknown command %q", c.Line, f[0])
 	}
 	if len(out) == 0 {
 		out = []string{"ok"}

@@ -74,16 +74,16 @@ func TestUnitVerifies(t *testing.T) {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
 
-	// The drop-ins README.md shows (resource limits, IPAddressAllow, ...)
+	// The drop-ins docs/installing-and-operating.md shows (resource limits, IPAddressAllow, ...)
 	// are what `systemctl edit sluice` would write: each must verify on
 	// top of the unit, without a warning.
-	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "docs", "installing-and-operating.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dropIns := regexp.MustCompile("(?s)```ini\n(.*?)```").FindAllSubmatch(readme, -1)
 	if len(dropIns) < 3 {
-		t.Fatalf("README.md shows %d drop-ins, want the ReadWritePaths, resource-limit and IPAddressAllow ones", len(dropIns))
+		t.Fatalf("docs/installing-and-operating.md shows %d drop-ins, want the ReadWritePaths, resource-limit and IPAddressAllow ones", len(dropIns))
 	}
 	dropInDir := path + ".d"
 	for _, d := range dropIns {
@@ -95,7 +95,7 @@ func TestUnitVerifies(t *testing.T) {
 		}
 		out, err := exec.Command(analyze, "verify", "--man=no", path).CombinedOutput()
 		if err != nil || len(strings.TrimSpace(string(out))) > 0 {
-			t.Errorf("systemd-analyze verify with the README's drop-in\n%s: %v\n%s", d[1], err, out)
+			t.Errorf("systemd-analyze verify with the documented drop-in\n%s: %v\n%s", d[1], err, out)
 		}
 	}
 	if err := os.RemoveAll(dropInDir); err != nil {
@@ -189,6 +189,12 @@ func TestDebPackage(t *testing.T) {
 		}
 		run(t, "sh", "-n", p)
 	}
+	data := t.TempDir()
+	run(t, "dpkg-deb", "-x", a.deb, data)
+	if c, err := os.ReadFile(filepath.Join(data, "usr/share/doc/sluice/copyright")); err != nil ||
+		!strings.Contains(string(c), "License: Apache-2.0") {
+		t.Errorf("copyright does not say Apache-2.0: %v\n%s", err, c)
+	}
 	postinst, _ := os.ReadFile(filepath.Join(ctrl, "postinst"))
 	for _, s := range []string{"adduser --system", "dpkg-statoverride --update --add root sluice 0640",
 		"deb-systemd-helper enable", "[ -d /run/systemd/system ]", "deb-systemd-invoke \"$action\"",
@@ -221,6 +227,9 @@ func TestRpmPackage(t *testing.T) {
 	arch := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[strings.TrimSpace(run(t, "go", "env", "GOARCH"))]
 	if f[0] != "sluice" || f[2] != "1" || f[3] != arch || !strings.HasPrefix(f[5], "Kafka-compatible") {
 		t.Errorf("rpm -qp: %q", info)
+	}
+	if f[4] != "Apache-2.0" {
+		t.Errorf("rpm License %q, want Apache-2.0", f[4])
 	}
 	if !strings.HasPrefix(a.version, f[1]) {
 		t.Errorf("rpm version %q, VERSION %q", f[1], a.version)

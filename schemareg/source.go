@@ -80,3 +80,38 @@ func (r *Registry) Version(subject string, v int, deleted bool) *SchemaValue {
 	c := *sv
 	return &c
 }
+
+// SubjectVersions returns every version of subject, soft-deleted ones
+// included (Deleted set), oldest first; nil when the subject is unknown.
+func (r *Registry) SubjectVersions(subject string) []SchemaValue {
+	r.state.mu.RLock()
+	defer r.state.mu.RUnlock()
+	ss := r.state.subjects[subject]
+	if ss == nil {
+		return nil
+	}
+	var out []SchemaValue
+	for _, v := range ss.sortedVersions(true) {
+		out = append(out, *ss.versions[v])
+	}
+	return out
+}
+
+// Compatibility is the compatibility level in force for subject (its own,
+// else the global one); "" gives the global level.
+func (r *Registry) Compatibility(subject string) string {
+	if subject == "" {
+		subject = "\x00"
+	}
+	return r.state.compatibility(subject)
+}
+
+// Writer reports whether this registry takes writes itself (it is the
+// leader, or the only registry), and otherwise the leader's URL ("" when
+// unknown): deletes from the console go through the writer.
+func (r *Registry) Writer() (self bool, leaderURL string) {
+	if r.isLeader() {
+		return true, ""
+	}
+	return false, r.cfg.Leader.LeaderURL()
+}

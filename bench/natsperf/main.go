@@ -54,134 +54,38 @@ func main() {
 }
 
 type config struct {
-	server, stream, acks, compression, payload, output string
-	numRecords                                         int64
-	recordSize, partitions, producers, consumers       int
-	maxPending, pullMaxMessages, replicas              int
-	throughput                                         float64
-	progress, duration, idleTimeout                    time.Duration
+	perf.Load
+	server, stream            string
+	pullMaxMessages, replicas int
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: natsperf produce|consume|e2e|version [flags]")
-		return 2
-	}
-	mode := args[0]
-	if mode == "version" {
-		fmt.Fprintln(stdout, natsClientVersion())
-		return 0
-	}
 	var c config
-	fs := flag.NewFlagSet("natsperf "+mode, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&c.server, "server", nats.DefaultURL, "NATS server URL, or a comma-separated list of a cluster's servers")
-	fs.StringVar(&c.stream, "stream", "bench", "stream name prefix (streams <stream>_0..N-1, subjects <stream>.0..N-1)")
-	fs.IntVar(&c.partitions, "partitions", 1, "streams to spread records over (the analogue of partitions)")
-	fs.IntVar(&c.replicas, "replicas", 1, "stream replicas when creating the streams")
-	defRecords := int64(1_000_000)
-	if mode == "e2e" {
-		defRecords = 0 // throughput x duration
-	}
-	fs.Int64Var(&c.numRecords, "num-records", defRecords, "records to produce or consume (e2e: throughput x duration unless given)")
-	fs.IntVar(&c.recordSize, "record-size", 100, "bytes per message payload")
-	fs.StringVar(&c.output, "output", "text", "summary format: text or json")
-	fs.DurationVar(&c.progress, "progress", time.Second, "progress line interval on stderr (0: none)")
-	defThroughput, defDuration := -1.0, time.Duration(0)
-	if mode == "e2e" {
-		defThroughput, defDuration = 10_000, 10*time.Second
-	}
-	fs.Float64Var(&c.throughput, "throughput", defThroughput, "records/s cap across publishers (-1: none)")
-	fs.DurationVar(&c.duration, "duration", defDuration, "e2e: how long to publish (num-records = throughput x duration)")
-	fs.IntVar(&c.producers, "producers", 1, "publisher connections")
-	fs.IntVar(&c.consumers, "consumers", 1, "consumer connections (streams are dealt among them)")
-	fs.IntVar(&c.maxPending, "max-pending", 4000, "async publish acknowledgements outstanding per publisher")
-	fs.IntVar(&c.pullMaxMessages, "pull-max-messages", 0, "messages per pull request of a consumer (0: client default, 500)")
-	fs.StringVar(&c.acks, "acks", "1", "accepted for symmetry with sluice perf: 1 and all are the same (one server: stored; replicas: a quorum stored)")
-	fs.StringVar(&c.compression, "compression", "none", "must be none: JetStream has no record compression here")
-	fs.StringVar(&c.payload, "payload", perf.PayloadRandom, "payload bytes: random or text")
-	fs.DurationVar(&c.idleTimeout, "idle-timeout", 10*time.Second, "give up after this long without a message")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if err := c.validate(mode); err != nil {
-		fmt.Fprintf(stderr, "natsperf %s: %v\n", mode, err)
-		return 2
-	}
-	var (
-		res *perf.Result
-		err error
-	)
-	switch mode {
-	case "produce":
-		res, err = produce(ctx, &c, stderr)
-	case "consume":
-		res, err = consume(ctx, &c, stderr)
-	case "e2e":
-		res, err = endToEnd(ctx, &c, stderr)
-	}
-	if res == nil {
-		fmt.Fprintf(stderr, "natsperf %s: %v\n", mode, err)
-		return 1
-	}
-	res.System = "nats"
-	if c.output == "json" {
-		_ = res.WriteJSON(stdout)
-	} else {
-		_ = res.WriteText(stdout)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "natsperf %s: %v\n", mode, err)
-		return 1
-	}
-	if res.Errors > 0 || res.FirstError != "" {
-		return 1
-	}
-	return 0
-}
-
-func (c *config) validate(mode string) error {
-	switch mode {
-	case "produce", "consume", "e2e":
-	default:
-		return fmt.Errorf("unknown mode %q (want produce, consume or e2e)", mode)
-	}
-	if c.compression != "none" {
-		return fmt.Errorf("--compression %q: JetStream (nats-server 2.9) stores messages uncompressed", c.compression)
-	}
-	if c.acks != "1" && c.acks != "all" && c.acks != "-1" {
-		return fmt.Errorf("--acks must be 1 or all, got %q", c.acks)
-	}
-	if c.partitions < 1 || c.producers < 1 || c.consumers < 1 || c.maxPending < 1 || c.replicas < 1 {
-		return errors.New("--partitions, --producers, --consumers, --max-pending and --replicas must be at least 1")
-	}
-	if c.recordSize < 0 {
-		return fmt.Errorf("--record-size must not be negative, got %d", c.recordSize)
-	}
-	if c.output != "text" && c.output != "json" {
-		return fmt.Errorf("--output must be text or json, got %q", c.output)
-	}
-	if mode == "e2e" {
-		if c.throughput <= 0 {
-			return errors.New("e2e needs a positive --throughput")
-		}
-		if c.recordSize < perf.SendTimeBytes {
-			return fmt.Errorf("e2e needs --record-size of at least %d", perf.SendTimeBytes)
-		}
-		if c.numRecords == 0 {
-			c.numRecords = int64(c.throughput * c.duration.Seconds())
-		}
-	}
-	if c.numRecords <= 0 {
-		return fmt.Errorf("--num-records must be positive, got %d", c.numRecords)
-	}
-	if int64(c.producers) > c.numRecords {
-		c.producers = int(c.numRecords)
-	}
-	return nil
+	return perf.Tool{
+		Name: "natsperf", System: "nats", Version: natsClientVersion,
+		NoCompression: "JetStream (nats-server 2.9) stores messages uncompressed",
+		Flags: func(fs *flag.FlagSet, mode string) *perf.Load {
+			fs.StringVar(&c.server, "server", nats.DefaultURL, "NATS server URL, or a comma-separated list of a cluster's servers")
+			fs.StringVar(&c.stream, "stream", "bench", "stream name prefix (streams <stream>_0..N-1, subjects <stream>.0..N-1)")
+			fs.IntVar(&c.replicas, "replicas", 1, "stream replicas when creating the streams")
+			fs.IntVar(&c.pullMaxMessages, "pull-max-messages", 0, "messages per pull request of a consumer (0: client default, 500)")
+			c.Load.Flags(fs, mode, perf.LoadNames{Partition: "streams", Body: "message payload",
+				Acks:    "1 and all are the same (one server: stored; replicas: a quorum stored)",
+				Pending: "async publish acknowledgements", NoCompression: "JetStream has no record compression here"})
+			return &c.Load
+		},
+		Validate: func(string) error {
+			if c.replicas < 1 {
+				return errors.New("--replicas must be at least 1")
+			}
+			return nil
+		},
+		Produce: func(ctx context.Context, progress io.Writer) (*perf.Result, error) { return produce(ctx, &c, progress) },
+		Consume: func(ctx context.Context, progress io.Writer) (*perf.Result, error) { return consume(ctx, &c, progress) },
+		EndToEnd: func(ctx context.Context, progress io.Writer) (*perf.Result, error) {
+			return endToEnd(ctx, &c, progress)
+		},
+	}.Main(ctx, args, stdout, stderr)
 }
 
 func (c *config) streamName(i int) string { return fmt.Sprintf("%s_%d", c.stream, i) }
@@ -189,9 +93,9 @@ func (c *config) subject(i int) string    { return fmt.Sprintf("%s.%d", c.stream
 
 func (c *config) echo() map[string]any {
 	return map[string]any{
-		"server": c.server, "stream": c.stream, "num_records": c.numRecords, "record_size": c.recordSize,
-		"throughput": c.throughput, "acks": c.acks, "compression": c.compression, "partitions": c.partitions,
-		"producers": c.producers, "consumers": c.consumers, "max_pending": c.maxPending, "payload": c.payload,
+		"server": c.server, "stream": c.stream, "num_records": c.NumRecords, "record_size": c.RecordSize,
+		"throughput": c.Throughput, "acks": c.Acks, "compression": c.Compression, "partitions": c.Partitions,
+		"producers": c.Producers, "consumers": c.Consumers, "max_pending": c.MaxPending, "payload": c.Payload,
 		"replicas": c.replicas,
 	}
 }
@@ -220,7 +124,7 @@ func ensureStreams(ctx context.Context, c *config) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	for i := range c.partitions {
+	for i := range c.Partitions {
 		cfg := jetstream.StreamConfig{
 			Name:     c.streamName(i),
 			Subjects: []string{c.subject(i)},
@@ -276,7 +180,7 @@ type publisher struct {
 	mu   sync.Mutex
 	sent map[*nats.Msg]time.Time // send time of each message awaiting its ack
 	pool sync.Pool
-	fail firstError
+	fail perf.FirstError
 }
 
 func (p *publisher) onAck(_ jetstream.JetStream, m *nats.Msg, _ *jetstream.PubAck) {
@@ -296,7 +200,7 @@ func (p *publisher) onErr(_ jetstream.JetStream, m *nats.Msg, err error) {
 	delete(p.sent, m)
 	p.mu.Unlock()
 	p.meter.AddError()
-	p.fail.set(err)
+	p.fail.Set(err)
 }
 
 func (p *publisher) run(ctx context.Context, start time.Time, first, n int64) error {
@@ -307,14 +211,14 @@ func (p *publisher) run(ctx context.Context, start time.Time, first, n int64) er
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(c.maxPending),
+		jetstream.WithPublishAsyncMaxPending(c.MaxPending),
 		jetstream.WithPublishAsyncAckHandler(p.onAck),
 		jetstream.WithPublishAsyncErrHandler(p.onErr))
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	p.sent = make(map[*nats.Msg]time.Time, c.maxPending)
-	subjects := make([]string, c.partitions)
+	p.sent = make(map[*nats.Msg]time.Time, c.MaxPending)
+	subjects := make([]string, c.Partitions)
 	for i := range subjects {
 		subjects[i] = c.subject(i)
 	}
@@ -326,7 +230,7 @@ func (p *publisher) run(ctx context.Context, start time.Time, first, n int64) er
 		}
 		return m
 	}
-	pacer := perf.NewPacer(c.throughput/float64(c.producers), start)
+	pacer := perf.NewPacer(c.Throughput/float64(c.Producers), start)
 	for i := range n {
 		if err := pacer.Wait(ctx, i); err != nil {
 			break
@@ -364,19 +268,19 @@ func (p *publisher) run(ctx context.Context, start time.Time, first, n int64) er
 	case <-js.PublishAsyncComplete():
 	case <-ctx.Done():
 	case <-time.After(60 * time.Second):
-		p.fail.set(fmt.Errorf("%d acknowledgements still outstanding after 60s", js.PublishAsyncPending()))
+		p.fail.Set(fmt.Errorf("%d acknowledgements still outstanding after 60s", js.PublishAsyncPending()))
 	}
 	p.rec.Flush()
-	return p.fail.get()
+	return p.fail.Get()
 }
 
-// runPublishers splits c.numRecords over c.producers publishers.
+// runPublishers splits c.NumRecords over c.Producers publishers.
 func runPublishers(ctx context.Context, c *config, payload *perf.Payload, stamp bool, start time.Time,
 	meter *perf.Meter) (*perf.Histogram, error) {
-	pubs := make([]*publisher, c.producers)
+	pubs := make([]*publisher, c.Producers)
 	var wg sync.WaitGroup
-	var fail firstError
-	per, extra := c.numRecords/int64(c.producers), c.numRecords%int64(c.producers)
+	var fail perf.FirstError
+	per, extra := c.NumRecords/int64(c.Producers), c.NumRecords%int64(c.Producers)
 	first := int64(0)
 	for i := range pubs {
 		n := per
@@ -389,7 +293,7 @@ func runPublishers(ctx context.Context, c *config, payload *perf.Payload, stamp 
 		go func(first, n int64) {
 			defer wg.Done()
 			if err := p.run(ctx, start, first, n); err != nil {
-				fail.set(err)
+				fail.Set(err)
 			}
 		}(first, n)
 		first += n
@@ -399,19 +303,19 @@ func runPublishers(ctx context.Context, c *config, payload *perf.Payload, stamp 
 	for _, p := range pubs {
 		h.Merge(p.rec.Hist)
 	}
-	return h, fail.get()
+	return h, fail.Get()
 }
 
 func produce(ctx context.Context, c *config, progressOut io.Writer) (*perf.Result, error) {
 	if err := ensureStreams(ctx, c); err != nil {
 		return nil, err
 	}
-	payload, err := perf.NewPayload(c.payload, c.recordSize, 1)
+	payload, err := perf.NewPayload(c.Payload, c.RecordSize, 1)
 	if err != nil {
 		return nil, err
 	}
 	meter := new(perf.Meter)
-	progress := perf.StartProgress(progressOut, meter, c.progress, "produce")
+	progress := perf.StartProgress(progressOut, meter, c.Progress, "produce")
 	start := time.Now()
 	hist, perr := runPublishers(ctx, c, payload, false, start, meter)
 	elapsed := time.Since(start)
@@ -426,12 +330,12 @@ func produce(ctx context.Context, c *config, progressOut io.Writer) (*perf.Resul
 }
 
 // subscribe starts ordered consumers over the streams, dealt among
-// c.consumers connections, calling onMsg for every message: from the first
+// c.Consumers connections, calling onMsg for every message: from the first
 // message, or from startSeq[i] for stream i when given. stop closes
 // everything it started.
 func subscribe(ctx context.Context, c *config, startSeq map[int]uint64,
 	onMsg func(jetstream.Msg)) (stop func(), err error) {
-	n := min(c.consumers, c.partitions)
+	n := min(c.Consumers, c.Partitions)
 	var conns []*nats.Conn
 	var ccs []jetstream.ConsumeContext
 	stop = func() {
@@ -458,7 +362,7 @@ func subscribe(ctx context.Context, c *config, startSeq map[int]uint64,
 			stop()
 			return nil, fmt.Errorf("jetstream: %w", err)
 		}
-		for s := i; s < c.partitions; s += n {
+		for s := i; s < c.Partitions; s += n {
 			cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
 			if seq, ok := startSeq[s]; ok {
 				cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: seq}
@@ -485,11 +389,11 @@ func consume(ctx context.Context, c *config, progressOut io.Writer) (*perf.Resul
 	var doneAt atomic.Int64
 	done := make(chan struct{})
 	var once sync.Once
-	progress := perf.StartProgress(progressOut, meter, c.progress, "consume")
+	progress := perf.StartProgress(progressOut, meter, c.Progress, "consume")
 	start := time.Now()
 	stop, err := subscribe(ctx, c, nil, func(m jetstream.Msg) {
 		meter.Add(1, int64(len(m.Data())))
-		if total.Add(1) >= c.numRecords {
+		if total.Add(1) >= c.NumRecords {
 			doneAt.CompareAndSwap(0, int64(time.Since(start)))
 			once.Do(func() { close(done) })
 		}
@@ -498,7 +402,7 @@ func consume(ctx context.Context, c *config, progressOut io.Writer) (*perf.Resul
 		progress.Stop()
 		return nil, err
 	}
-	cause := waitDone(ctx, done, meter, c.idleTimeout)
+	cause := perf.WaitIdle(ctx, done, meter, c.IdleTimeout)
 	stop()
 	progress.Stop()
 	elapsed := time.Duration(doneAt.Load())
@@ -507,39 +411,19 @@ func consume(ctx context.Context, c *config, progressOut io.Writer) (*perf.Resul
 	}
 	res := &perf.Result{Mode: "consume", Records: meter.Records(), Bytes: meter.Bytes(), Config: c.echo()}
 	res.SetElapsed(elapsed)
-	if res.Records < c.numRecords {
-		res.FirstError = fmt.Sprintf("read %d of %d records: %v", res.Records, c.numRecords, cause)
+	if res.Records < c.NumRecords {
+		res.FirstError = fmt.Sprintf("read %d of %d records: %v", res.Records, c.NumRecords, cause)
 	}
 	return res, ctx.Err()
 }
 
 // waitDone waits for done, ctx, or idle without a new record; it returns
 // why it stopped waiting when that was not done.
-func waitDone(ctx context.Context, done <-chan struct{}, meter *perf.Meter, idle time.Duration) error {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	last, lastChange := meter.Records(), time.Now()
-	for {
-		select {
-		case <-done:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case now := <-t.C:
-			if cur := meter.Records(); cur != last {
-				last, lastChange = cur, now
-			} else if now.Sub(lastChange) >= idle {
-				return fmt.Errorf("no message arrived within %v", idle)
-			}
-		}
-	}
-}
-
 func endToEnd(ctx context.Context, c *config, progressOut io.Writer) (*perf.Result, error) {
 	if err := ensureStreams(ctx, c); err != nil {
 		return nil, err
 	}
-	payload, err := perf.NewPayload(c.payload, c.recordSize, 1)
+	payload, err := perf.NewPayload(c.Payload, c.RecordSize, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -577,14 +461,14 @@ func endToEnd(ctx context.Context, c *config, progressOut io.Writer) (*perf.Resu
 	if err != nil {
 		return nil, err
 	}
-	progress := perf.StartProgress(progressOut, consMeter, c.progress, "e2e")
+	progress := perf.StartProgress(progressOut, consMeter, c.Progress, "e2e")
 	start := time.Now()
 	prodHist, perr := runPublishers(ctx, c, payload, true, start, prodMeter)
 	target.Store(prodMeter.Records())
 	if seen.Load() >= target.Load() {
 		once.Do(func() { close(done) })
 	}
-	cause := waitDone(ctx, done, consMeter, c.idleTimeout)
+	cause := perf.WaitIdle(ctx, done, consMeter, c.IdleTimeout)
 	stop()
 	mu.Lock()
 	consRec.Flush()
@@ -615,8 +499,8 @@ func nextSeqs(ctx context.Context, c *config) (map[int]uint64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	out := make(map[int]uint64, c.partitions)
-	for i := range c.partitions {
+	out := make(map[int]uint64, c.Partitions)
+	for i := range c.Partitions {
 		st, err := js.Stream(ctx, c.streamName(i))
 		if err != nil {
 			return nil, fmt.Errorf("stream %s: %w", c.streamName(i), err)
@@ -630,26 +514,6 @@ func nextSeqs(ctx context.Context, c *config) (map[int]uint64, error) {
 	return out, nil
 }
 
-type firstError struct {
-	mu  sync.Mutex
-	err error
-}
-
-func (f *firstError) set(err error) {
-	f.mu.Lock()
-	if f.err == nil {
-		f.err = err
-	}
-	f.mu.Unlock()
-}
-
-func (f *firstError) get() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.err
-}
-
-// natsClientVersion names the nats.go module this binary was built with.
 func natsClientVersion() string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, m := range bi.Deps {

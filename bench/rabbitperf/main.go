@@ -61,150 +61,47 @@ func main() {
 }
 
 type config struct {
-	url, streamURL, queue, queueType, protocol      string
-	acks, compression, payload, output              string
-	numRecords                                      int64
-	recordSize, partitions, producers, consumers    int
-	maxPending, prefetch, subEntrySize              int
-	throughput                                      float64
-	progress, duration, idleTimeout, confirmTimeout time.Duration
+	perf.Load
+	url, queue, queueType string
+	prefetch              int
+	confirmTimeout        time.Duration
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: rabbitperf produce|consume|e2e|version [flags]")
-		return 2
-	}
-	mode := args[0]
-	if mode == "version" {
-		fmt.Fprintln(stdout, clientVersions())
-		return 0
-	}
 	var c config
-	fs := flag.NewFlagSet("rabbitperf "+mode, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&c.url, "url", "amqp://guest:guest@127.0.0.1:5672/", "AMQP 0-9-1 URL")
-	fs.StringVar(&c.queue, "queue", "bench", "queue name prefix (queues <queue>_0..N-1)")
-	fs.StringVar(&c.queueType, "queue-type", "stream", "stream or quorum")
-	fs.IntVar(&c.partitions, "partitions", 1, "queues to spread records over (the analogue of partitions)")
-	defRecords := int64(1_000_000)
-	if mode == "e2e" {
-		defRecords = 0 // throughput x duration
-	}
-	fs.Int64Var(&c.numRecords, "num-records", defRecords, "records to produce or consume (e2e: throughput x duration unless given)")
-	fs.IntVar(&c.recordSize, "record-size", 100, "bytes per message body")
-	fs.StringVar(&c.output, "output", "text", "summary format: text or json")
-	fs.DurationVar(&c.progress, "progress", time.Second, "progress line interval on stderr (0: none)")
-	defThroughput, defDuration := -1.0, time.Duration(0)
-	if mode == "e2e" {
-		defThroughput, defDuration = 10_000, 10*time.Second
-	}
-	fs.Float64Var(&c.throughput, "throughput", defThroughput, "records/s cap across publishers (-1: none)")
-	fs.DurationVar(&c.duration, "duration", defDuration, "e2e: how long to publish (num-records = throughput x duration)")
-	fs.IntVar(&c.producers, "producers", 1, "publisher connections")
-	fs.IntVar(&c.consumers, "consumers", 1, "consumer connections (queues are dealt among them)")
-	fs.IntVar(&c.maxPending, "max-pending", 4000, "unconfirmed messages outstanding per publisher")
-	fs.IntVar(&c.prefetch, "prefetch", 2000, "AMQP consumer prefetch (unacknowledged deliveries per queue)")
-	fs.StringVar(&c.acks, "acks", "1", "accepted for symmetry with sluice perf: 1 and all are the same (a confirm means stored)")
-	fs.StringVar(&c.compression, "compression", "none", "must be none: AMQP 0-9-1 sends message bodies as they are")
-	fs.StringVar(&c.payload, "payload", perf.PayloadRandom, "payload bytes: random or text")
-	fs.DurationVar(&c.idleTimeout, "idle-timeout", 10*time.Second, "give up after this long without a message")
-	fs.DurationVar(&c.confirmTimeout, "confirm-timeout", 60*time.Second, "after publishing, give up on confirms outstanding this long")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "rabbitperf %s: unexpected arguments %q\n", mode, fs.Args())
-		return 2
-	}
-	if err := c.validate(mode); err != nil {
-		fmt.Fprintf(stderr, "rabbitperf %s: %v\n", mode, err)
-		return 2
-	}
-	var (
-		res *perf.Result
-		err error
-	)
-	switch mode {
-	case "produce":
-		res, err = produce(ctx, &c, stderr)
-	case "consume":
-		res, err = consume(ctx, &c, stderr)
-	case "e2e":
-		res, err = endToEnd(ctx, &c, stderr)
-	}
-	if res == nil {
-		fmt.Fprintf(stderr, "rabbitperf %s: %v\n", mode, err)
-		return 1
-	}
-	res.System = "rabbitmq"
-	if c.output == "json" {
-		_ = res.WriteJSON(stdout)
-	} else {
-		_ = res.WriteText(stdout)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "rabbitperf %s: %v\n", mode, err)
-		return 1
-	}
-	if res.Errors > 0 || res.FirstError != "" {
-		return 1
-	}
-	return 0
+	return perf.Tool{
+		Name: "rabbitperf", System: "rabbitmq", Version: clientVersions,
+		NoCompression: "AMQP 0-9-1 sends message bodies as they are",
+		Flags: func(fs *flag.FlagSet, mode string) *perf.Load {
+			fs.StringVar(&c.url, "url", "amqp://guest:guest@127.0.0.1:5672/", "AMQP 0-9-1 URL")
+			fs.StringVar(&c.queue, "queue", "bench", "queue name prefix (queues <queue>_0..N-1)")
+			fs.StringVar(&c.queueType, "queue-type", "stream", "stream or quorum")
+			fs.IntVar(&c.prefetch, "prefetch", 2000, "AMQP consumer prefetch (unacknowledged deliveries per queue)")
+			fs.DurationVar(&c.confirmTimeout, "confirm-timeout", 60*time.Second, "after publishing, give up on confirms outstanding this long")
+			c.Load.Flags(fs, mode, perf.LoadNames{Partition: "queues", Body: "message body",
+				Acks:    "1 and all are the same (a confirm means stored)",
+				Pending: "unconfirmed messages", NoCompression: "AMQP 0-9-1 sends message bodies as they are"})
+			return &c.Load
+		},
+		Validate: c.validate,
+		Produce:  func(ctx context.Context, progress io.Writer) (*perf.Result, error) { return produce(ctx, &c, progress) },
+		Consume:  func(ctx context.Context, progress io.Writer) (*perf.Result, error) { return consume(ctx, &c, progress) },
+		EndToEnd: func(ctx context.Context, progress io.Writer) (*perf.Result, error) {
+			return endToEnd(ctx, &c, progress)
+		},
+	}.Main(ctx, args, stdout, stderr)
 }
 
-func (c *config) validate(mode string) error {
-	switch mode {
-	case "produce", "consume", "e2e":
-	default:
-		return fmt.Errorf("unknown mode %q (want produce, consume or e2e)", mode)
-	}
+// validate checks the flags of RabbitMQ's own, after the shared ones.
+func (c *config) validate(string) error {
 	if c.queueType != "stream" && c.queueType != "quorum" {
 		return fmt.Errorf("--queue-type must be stream or quorum, got %q", c.queueType)
 	}
-	if c.compression != "none" {
-		return fmt.Errorf("--compression %q: AMQP 0-9-1 sends message bodies as they are", c.compression)
+	if c.prefetch < 1 || c.prefetch > 65535 {
+		return errors.New("--prefetch must be 1 to 65535")
 	}
-	if c.acks != "1" && c.acks != "all" && c.acks != "-1" {
-		return fmt.Errorf("--acks must be 1 or all, got %q", c.acks)
-	}
-	if c.payload != perf.PayloadRandom && c.payload != perf.PayloadText {
-		return fmt.Errorf("--payload must be %s or %s, got %q", perf.PayloadRandom, perf.PayloadText, c.payload)
-	}
-	if c.partitions < 1 || c.partitions > 10_000 || c.producers < 1 || c.consumers < 1 {
-		return errors.New("--partitions (up to 10000), --producers and --consumers must be at least 1")
-	}
-	if c.maxPending < 1 || c.maxPending > 1_000_000 || c.prefetch < 1 || c.prefetch > 65535 {
-		return errors.New("--max-pending must be 1 to 1000000 and --prefetch 1 to 65535")
-	}
-	if c.recordSize < 0 || c.recordSize > 64<<20 {
-		return fmt.Errorf("--record-size must be 0 to 64 MiB, got %d", c.recordSize)
-	}
-	if c.output != "text" && c.output != "json" {
-		return fmt.Errorf("--output must be text or json, got %q", c.output)
-	}
-	if c.confirmTimeout <= 0 || c.idleTimeout <= 0 {
-		return errors.New("--confirm-timeout and --idle-timeout must be positive")
-	}
-	if mode == "e2e" {
-		if c.throughput <= 0 {
-			return errors.New("e2e needs a positive --throughput")
-		}
-		if c.recordSize < perf.SendTimeBytes {
-			return fmt.Errorf("e2e needs --record-size of at least %d", perf.SendTimeBytes)
-		}
-		if c.numRecords == 0 {
-			c.numRecords = int64(c.throughput * c.duration.Seconds())
-		}
-	}
-	if c.numRecords <= 0 {
-		return fmt.Errorf("--num-records must be positive, got %d", c.numRecords)
-	}
-	if int64(c.producers) > c.numRecords {
-		c.producers = int(c.numRecords)
+	if c.confirmTimeout <= 0 {
+		return errors.New("--confirm-timeout must be positive")
 	}
 	return nil
 }
@@ -214,9 +111,9 @@ func (c *config) queueName(i int) string { return fmt.Sprintf("%s_%d", c.queue, 
 func (c *config) echo() map[string]any {
 	m := map[string]any{
 		"url": redact(c.url), "queue": c.queue, "queue_type": c.queueType, "protocol": "amqp 0-9-1",
-		"num_records": c.numRecords, "record_size": c.recordSize, "throughput": c.throughput, "acks": c.acks,
-		"compression": c.compression, "partitions": c.partitions, "producers": c.producers,
-		"consumers": c.consumers, "max_pending": c.maxPending, "prefetch": c.prefetch, "payload": c.payload,
+		"num_records": c.NumRecords, "record_size": c.RecordSize, "throughput": c.Throughput, "acks": c.Acks,
+		"compression": c.Compression, "partitions": c.Partitions, "producers": c.Producers,
+		"consumers": c.Consumers, "max_pending": c.MaxPending, "prefetch": c.prefetch, "payload": c.Payload,
 	}
 	return m
 }
@@ -252,7 +149,7 @@ func ensureQueues(c *config) error {
 		return fmt.Errorf("opening a channel: %w", err)
 	}
 	defer ch.Close()
-	for i := range c.partitions {
+	for i := range c.Partitions {
 		if _, err := ch.QueueDeclare(c.queueName(i), true, false, false, false,
 			amqp.Table{"x-queue-type": c.queueType}); err != nil {
 			return fmt.Errorf("declaring %s queue %s: %w", c.queueType, c.queueName(i), err)
@@ -312,12 +209,12 @@ type amqpSender struct {
 	next   uint64
 	rec    *perf.Recorder
 	meter  *perf.Meter
-	fail   *firstError
+	fail   *perf.FirstError
 	done   chan struct{}
 	closed atomic.Bool
 }
 
-func newAMQPSender(c *config, rec *perf.Recorder, meter *perf.Meter, fail *firstError) (*amqpSender, error) {
+func newAMQPSender(c *config, rec *perf.Recorder, meter *perf.Meter, fail *perf.FirstError) (*amqpSender, error) {
 	conn, err := dial(c)
 	if err != nil {
 		return nil, err
@@ -331,9 +228,9 @@ func newAMQPSender(c *config, rec *perf.Recorder, meter *perf.Meter, fail *first
 		conn.Close()
 		return nil, fmt.Errorf("enabling publisher confirms: %w", err)
 	}
-	s := &amqpSender{c: c, conn: conn, ch: ch, win: newWindow(c.maxPending), sent: make([]atomic.Int64, c.maxPending),
-		size: c.recordSize, rec: rec, meter: meter, fail: fail, done: make(chan struct{})}
-	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, c.maxPending+1))
+	s := &amqpSender{c: c, conn: conn, ch: ch, win: newWindow(c.MaxPending), sent: make([]atomic.Int64, c.MaxPending),
+		size: c.RecordSize, rec: rec, meter: meter, fail: fail, done: make(chan struct{})}
+	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, c.MaxPending+1))
 	go s.confirmed(confirms)
 	return s, nil
 }
@@ -348,7 +245,7 @@ func (s *amqpSender) confirmed(confirms <-chan amqp.Confirmation) {
 			s.rec.Record(s.size, now.Sub(time.Unix(0, sent)), now)
 		} else {
 			s.meter.AddError()
-			s.fail.set(fmt.Errorf("message %d nacked by the broker", cf.DeliveryTag))
+			s.fail.Set(fmt.Errorf("message %d nacked by the broker", cf.DeliveryTag))
 		}
 		s.win.release()
 	}
@@ -385,14 +282,14 @@ func (s *amqpSender) close() {
 	<-s.done
 }
 
-// runPublishers splits c.numRecords over c.producers publishers, each
+// runPublishers splits c.NumRecords over c.Producers publishers, each
 // paced to its share of the throughput, sending record n to queue n % N.
 func runPublishers(ctx context.Context, c *config, payload *perf.Payload, stamp bool, start time.Time,
 	meter *perf.Meter) (*perf.Histogram, error) {
 	var wg sync.WaitGroup
-	var fail firstError
-	recs := make([]*perf.Recorder, c.producers)
-	per, extra := c.numRecords/int64(c.producers), c.numRecords%int64(c.producers)
+	var fail perf.FirstError
+	recs := make([]*perf.Recorder, c.Producers)
+	per, extra := c.NumRecords/int64(c.Producers), c.NumRecords%int64(c.Producers)
 	first := int64(0)
 	for i := range recs {
 		n := per
@@ -404,7 +301,7 @@ func runPublishers(ctx context.Context, c *config, payload *perf.Payload, stamp 
 		go func(first, n int64, rec *perf.Recorder) {
 			defer wg.Done()
 			if err := publish(ctx, c, payload, stamp, start, first, n, rec, meter, &fail); err != nil {
-				fail.set(err)
+				fail.Set(err)
 			}
 		}(first, n, recs[i])
 		first += n
@@ -414,19 +311,19 @@ func runPublishers(ctx context.Context, c *config, payload *perf.Payload, stamp 
 	for _, r := range recs {
 		h.Merge(r.Hist)
 	}
-	return h, fail.get()
+	return h, fail.Get()
 }
 
 // publish is one publisher: records [first, first+n).
 func publish(ctx context.Context, c *config, payload *perf.Payload, stamp bool, start time.Time,
-	first, n int64, rec *perf.Recorder, meter *perf.Meter, fail *firstError) error {
+	first, n int64, rec *perf.Recorder, meter *perf.Meter, fail *perf.FirstError) error {
 	s, err := newAMQPSender(c, rec, meter, fail)
 	if err != nil {
 		return err
 	}
 	defer s.close()
 	scratch := make([]byte, payload.Size())
-	pacer := perf.NewPacer(c.throughput/float64(c.producers), start)
+	pacer := perf.NewPacer(c.Throughput/float64(c.Producers), start)
 	for i := range n {
 		if err := pacer.Wait(ctx, i); err != nil {
 			break
@@ -439,10 +336,10 @@ func publish(ctx context.Context, c *config, payload *perf.Payload, stamp bool, 
 			perf.PutSendTime(scratch, now.UnixNano())
 			body = scratch
 		}
-		if err := s.send(ctx, int(idx%int64(c.partitions)), body, now); err != nil {
+		if err := s.send(ctx, int(idx%int64(c.Partitions)), body, now); err != nil {
 			if ctx.Err() == nil {
 				meter.AddError()
-				fail.set(err)
+				fail.Set(err)
 			}
 			break
 		}
@@ -454,12 +351,12 @@ func produce(ctx context.Context, c *config, progressOut io.Writer) (*perf.Resul
 	if err := ensureQueues(c); err != nil {
 		return nil, err
 	}
-	payload, err := perf.NewPayload(c.payload, c.recordSize, 1)
+	payload, err := perf.NewPayload(c.Payload, c.RecordSize, 1)
 	if err != nil {
 		return nil, err
 	}
 	meter := new(perf.Meter)
-	progress := perf.StartProgress(progressOut, meter, c.progress, "produce")
+	progress := perf.StartProgress(progressOut, meter, c.Progress, "produce")
 	start := time.Now()
 	hist, perr := runPublishers(ctx, c, payload, false, start, meter)
 	elapsed := time.Since(start)
@@ -476,15 +373,15 @@ func produce(ctx context.Context, c *config, progressOut io.Writer) (*perf.Resul
 // subscription is the consumers of a run; stop closes them.
 type subscription struct {
 	stop func()
-	fail firstError
+	fail perf.FirstError
 }
 
-// subscribe starts consumers over the queues, dealt among c.consumers
+// subscribe starts consumers over the queues, dealt among c.Consumers
 // connections, calling onMsg (from several goroutines) for every message:
 // from the start of each queue, or with fromNow only what is published
 // from now on (a quorum queue holds nothing older in a fresh run).
 func subscribe(ctx context.Context, c *config, fromNow bool, onMsg func(body []byte)) (*subscription, error) {
-	n := min(c.consumers, c.partitions)
+	n := min(c.Consumers, c.Partitions)
 	sub := &subscription{}
 	var conns []*amqp.Connection
 	var wg sync.WaitGroup
@@ -502,7 +399,7 @@ func subscribe(ctx context.Context, c *config, fromNow bool, onMsg func(body []b
 			return nil, err
 		}
 		conns = append(conns, conn)
-		for q := i; q < c.partitions; q += n {
+		for q := i; q < c.Partitions; q += n {
 			ch, err := conn.Channel()
 			if err != nil {
 				sub.stop()
@@ -533,7 +430,7 @@ func subscribe(ctx context.Context, c *config, fromNow bool, onMsg func(body []b
 					onMsg(d.Body)
 					if unacked++; unacked >= ackEvery {
 						if err := d.Ack(true); err != nil {
-							sub.fail.set(fmt.Errorf("acknowledging on %s: %w", c.queueName(q), err))
+							sub.fail.Set(fmt.Errorf("acknowledging on %s: %w", c.queueName(q), err))
 						}
 						unacked = 0
 					}
@@ -549,11 +446,11 @@ func consume(ctx context.Context, c *config, progressOut io.Writer) (*perf.Resul
 	var total, doneAt atomic.Int64
 	done := make(chan struct{})
 	var once sync.Once
-	progress := perf.StartProgress(progressOut, meter, c.progress, "consume")
+	progress := perf.StartProgress(progressOut, meter, c.Progress, "consume")
 	start := time.Now()
 	sub, err := subscribe(ctx, c, false, func(body []byte) {
 		meter.Add(1, int64(len(body)))
-		if total.Add(1) >= c.numRecords {
+		if total.Add(1) >= c.NumRecords {
 			doneAt.CompareAndSwap(0, int64(time.Since(start)))
 			once.Do(func() { close(done) })
 		}
@@ -562,7 +459,7 @@ func consume(ctx context.Context, c *config, progressOut io.Writer) (*perf.Resul
 		progress.Stop()
 		return nil, err
 	}
-	cause := waitDone(ctx, done, meter, c.idleTimeout)
+	cause := perf.WaitIdle(ctx, done, meter, c.IdleTimeout)
 	sub.stop()
 	progress.Stop()
 	elapsed := time.Duration(doneAt.Load())
@@ -572,9 +469,9 @@ func consume(ctx context.Context, c *config, progressOut io.Writer) (*perf.Resul
 	res := &perf.Result{Mode: "consume", Records: meter.Records(), Bytes: meter.Bytes(),
 		Samples: progress.Samples(0), Config: c.echo()}
 	res.SetElapsed(elapsed)
-	if res.Records < c.numRecords {
-		res.FirstError = fmt.Sprintf("read %d of %d records: %v", res.Records, c.numRecords, cause)
-	} else if err := sub.fail.get(); err != nil {
+	if res.Records < c.NumRecords {
+		res.FirstError = fmt.Sprintf("read %d of %d records: %v", res.Records, c.NumRecords, cause)
+	} else if err := sub.fail.Get(); err != nil {
 		res.FirstError = err.Error()
 	}
 	return res, ctx.Err()
@@ -582,31 +479,11 @@ func consume(ctx context.Context, c *config, progressOut io.Writer) (*perf.Resul
 
 // waitDone waits for done, ctx, or idle without a new record; it returns
 // why it stopped waiting when that was not done.
-func waitDone(ctx context.Context, done <-chan struct{}, meter *perf.Meter, idle time.Duration) error {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	last, lastChange := meter.Records(), time.Now()
-	for {
-		select {
-		case <-done:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case now := <-t.C:
-			if cur := meter.Records(); cur != last {
-				last, lastChange = cur, now
-			} else if now.Sub(lastChange) >= idle {
-				return fmt.Errorf("no message arrived within %v", idle)
-			}
-		}
-	}
-}
-
 func endToEnd(ctx context.Context, c *config, progressOut io.Writer) (*perf.Result, error) {
 	if err := ensureQueues(c); err != nil {
 		return nil, err
 	}
-	payload, err := perf.NewPayload(c.payload, c.recordSize, 1)
+	payload, err := perf.NewPayload(c.Payload, c.RecordSize, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -639,14 +516,14 @@ func endToEnd(ctx context.Context, c *config, progressOut io.Writer) (*perf.Resu
 	if err != nil {
 		return nil, err
 	}
-	progress := perf.StartProgress(progressOut, consMeter, c.progress, "e2e")
+	progress := perf.StartProgress(progressOut, consMeter, c.Progress, "e2e")
 	start := time.Now()
 	prodHist, perr := runPublishers(ctx, c, payload, true, start, prodMeter)
 	target.Store(prodMeter.Records())
 	if seen.Load() >= target.Load() {
 		once.Do(func() { close(done) })
 	}
-	cause := waitDone(ctx, done, consMeter, c.idleTimeout)
+	cause := perf.WaitIdle(ctx, done, consMeter, c.IdleTimeout)
 	sub.stop()
 	mu.Lock()
 	consRec.Flush()
@@ -665,25 +542,6 @@ func endToEnd(ctx context.Context, c *config, progressOut io.Writer) (*perf.Resu
 		res.FirstError = fmt.Sprintf("received %d of %d confirmed messages: %v", res.Records, prodMeter.Records(), cause)
 	}
 	return res, ctx.Err()
-}
-
-type firstError struct {
-	mu  sync.Mutex
-	err error
-}
-
-func (f *firstError) set(err error) {
-	f.mu.Lock()
-	if f.err == nil {
-		f.err = err
-	}
-	f.mu.Unlock()
-}
-
-func (f *firstError) get() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.err
 }
 
 // clientVersions names the client modules this binary was built with.

@@ -43,6 +43,9 @@ func TestVersionFlag(t *testing.T) {
 	if !strings.HasPrefix(want, "sluice "+buildinfo.Version+" (commit ") {
 		t.Fatalf("sluice version printed %q", want)
 	}
+	if !strings.Contains(want, "Apache-2.0") {
+		t.Fatalf("sluice version does not name the licence: %q", want)
+	}
 	for _, arg := range []string{"--version", "-version", "-v", "-V"} {
 		var code int
 		got := captureStdout(t, func() { code = realMain([]string{arg}) })

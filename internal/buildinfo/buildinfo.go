@@ -10,6 +10,11 @@ var (
 	Commit  = ""
 )
 
+// License is the SPDX identifier of the licence Sluice is distributed under
+// (LICENSE and NOTICE at the root of the source; /usr/share/doc/sluice/copyright
+// in the packages).
+const License = "Apache-2.0"
+
 // CommitOrVCS returns Commit, or the VCS revision Go recorded when Commit is empty.
 func CommitOrVCS() string {
 	if Commit != "" {

@@ -69,7 +69,7 @@ func Consume(ctx context.Context, cfg ConsumeConfig) (*perf.Result, error) {
 	var (
 		total  atomic.Int64
 		doneAt atomic.Int64 // nanoseconds after start when NumRecords was reached
-		fail   firstError
+		fail   perf.FirstError
 		wg     sync.WaitGroup
 	)
 	progress := cfg.progress("consume", meter)
@@ -82,7 +82,7 @@ func Consume(ctx context.Context, cfg ConsumeConfig) (*perf.Result, error) {
 				fetches := cl.PollFetches(runCtx)
 				fetches.EachError(func(t string, p int32, err error) {
 					if !errors.Is(err, context.Canceled) && !errors.Is(err, kgo.ErrClientClosed) {
-						fail.set(fmt.Errorf("fetching %s/%d: %w", t, p, err))
+						fail.Set(fmt.Errorf("fetching %s/%d: %w", t, p, err))
 					}
 				})
 				var n, b int64
@@ -131,11 +131,11 @@ func Consume(ctx context.Context, cfg ConsumeConfig) (*perf.Result, error) {
 		if idleErr != nil {
 			cause = idleErr
 		}
-		if err := fail.get(); err != nil {
+		if err := fail.Get(); err != nil {
 			cause = fmt.Errorf("%w (first fetch error: %v)", cause, err)
 		}
 		res.FirstError = fmt.Sprintf("read %d of %d records: %v", res.Records, cfg.NumRecords, cause)
-	} else if err := fail.get(); err != nil {
+	} else if err := fail.Get(); err != nil {
 		res.FirstError = err.Error()
 	}
 	return res, ctx.Err()

@@ -75,8 +75,8 @@ func EndToEnd(ctx context.Context, cfg E2EConfig) (*perf.Result, error) {
 	var (
 		target    atomic.Int64 // records the consumer must see; known once producing is done
 		lastRecv  atomic.Int64 // nanoseconds after start of the latest receipt
-		fetchFail firstError
-		prodFail  firstError
+		fetchFail perf.FirstError
+		prodFail  perf.FirstError
 		consDone  sync.WaitGroup
 	)
 	target.Store(math.MaxInt64)
@@ -94,7 +94,7 @@ func EndToEnd(ctx context.Context, cfg E2EConfig) (*perf.Result, error) {
 			nowNano := now.UnixNano()
 			fetches.EachError(func(t string, p int32, err error) {
 				if !errors.Is(err, context.Canceled) && !errors.Is(err, kgo.ErrClientClosed) {
-					fetchFail.set(fmt.Errorf("fetching %s/%d: %w", t, p, err))
+					fetchFail.Set(fmt.Errorf("fetching %s/%d: %w", t, p, err))
 				}
 			})
 			got := false
@@ -145,15 +145,15 @@ func EndToEnd(ctx context.Context, cfg E2EConfig) (*perf.Result, error) {
 	}
 	res.SetElapsed(time.Duration(lastRecv.Load()))
 	switch acked := prodMeter.Records(); {
-	case prodFail.get() != nil:
-		res.FirstError = "producing: " + prodFail.get().Error()
+	case prodFail.Get() != nil:
+		res.FirstError = "producing: " + prodFail.Get().Error()
 	case res.Records < acked:
 		cause := idleErr
 		if cause == nil {
 			cause = context.Cause(runCtx)
 		}
 		res.FirstError = fmt.Sprintf("received %d of %d acknowledged records: %v", res.Records, acked, cause)
-		if err := fetchFail.get(); err != nil {
+		if err := fetchFail.Get(); err != nil {
 			res.FirstError += " (first fetch error: " + err.Error() + ")"
 		}
 	}

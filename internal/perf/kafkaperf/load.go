@@ -163,7 +163,7 @@ func Load(ctx context.Context, cfg LoadConfig) (*perf.Result, error) {
 		tracks = append(tracks, cfg.track("consume", "e2e", consMeter))
 	}
 	progress := perf.StartTracks(cfg.Progress, cfg.ProgressInterval, tracks)
-	var prodFail firstError
+	var prodFail perf.FirstError
 	start := time.Now()
 	runProducersTo(runCtx, &cfg.ProduceConfig, topics, start.Add(cfg.Duration), payload, cons != nil,
 		start, prodRecs, prodMeter, &prodFail)
@@ -194,7 +194,7 @@ func Load(ctx context.Context, cfg LoadConfig) (*perf.Result, error) {
 		Config:  cfg.echo(group, partitions),
 	}
 	res.SetElapsed(prodElapsed)
-	if err := prodFail.get(); err != nil {
+	if err := prodFail.Get(); err != nil {
 		res.FirstError = "producing: " + err.Error()
 	}
 	if cons != nil {
@@ -207,7 +207,7 @@ func Load(ctx context.Context, cfg LoadConfig) (*perf.Result, error) {
 				cause = context.Cause(runCtx)
 			}
 			res.FirstError = fmt.Sprintf("consumers received %d of %d acknowledged records: %v", side.Records, prod.Records, cause)
-			if err := cons.fail.get(); err != nil {
+			if err := cons.fail.Get(); err != nil {
 				res.FirstError += " (first fetch error: " + err.Error() + ")"
 			}
 		}
@@ -228,7 +228,7 @@ type loadConsumers struct {
 	target    atomic.Int64 // records to receive; known once producing is done
 	lastRecv  atomic.Int64 // Unix nanoseconds of the latest receipt
 	skipped   atomic.Int64 // records of earlier runs
-	fail      firstError
+	fail      perf.FirstError
 	wg        sync.WaitGroup
 	done      context.CancelCauseFunc
 }
@@ -322,7 +322,7 @@ func (lc *loadConsumers) poll(ctx context.Context, cl *kgo.Client, rec *perf.Rec
 		nowNano := now.UnixNano()
 		fetches.EachError(func(t string, p int32, err error) {
 			if !errors.Is(err, context.Canceled) && !errors.Is(err, kgo.ErrClientClosed) {
-				lc.fail.set(fmt.Errorf("fetching %s/%d: %w", t, p, err))
+				lc.fail.Set(fmt.Errorf("fetching %s/%d: %w", t, p, err))
 			}
 		})
 		var n, old int64

@@ -32,7 +32,7 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*perf.Result, error) {
 	for i := range recs {
 		recs[i] = meter.NewRecorder()
 	}
-	var fail firstError
+	var fail perf.FirstError
 
 	progress := cfg.progress("produce", meter)
 	start := time.Now()
@@ -51,7 +51,7 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*perf.Result, error) {
 		Config:  cfg.echo(),
 	}
 	res.SetElapsed(elapsed)
-	if err := fail.get(); err != nil {
+	if err := fail.Get(); err != nil {
 		res.FirstError = err.Error()
 	}
 	return res, ctx.Err()
@@ -64,7 +64,7 @@ func Produce(ctx context.Context, cfg ProduceConfig) (*perf.Result, error) {
 // e2e); otherwise values alias the shared payload pool and nothing is
 // copied.
 func runProducers(ctx context.Context, cfg *ProduceConfig, payload *perf.Payload, stamp bool,
-	start time.Time, recs []*perf.Recorder, meter *perf.Meter, fail *firstError) {
+	start time.Time, recs []*perf.Recorder, meter *perf.Meter, fail *perf.FirstError) {
 	runProducersTo(ctx, cfg, nil, time.Time{}, payload, stamp, start, recs, meter, fail)
 }
 
@@ -72,7 +72,7 @@ func runProducers(ctx context.Context, cfg *ProduceConfig, payload *perf.Payload
 // default topic when topics is empty) and, when until is not zero, sending
 // no record after until.
 func runProducersTo(ctx context.Context, cfg *ProduceConfig, topics []string, until time.Time,
-	payload *perf.Payload, stamp bool, start time.Time, recs []*perf.Recorder, meter *perf.Meter, fail *firstError) {
+	payload *perf.Payload, stamp bool, start time.Time, recs []*perf.Recorder, meter *perf.Meter, fail *perf.FirstError) {
 	var wg sync.WaitGroup
 	per := cfg.NumRecords / int64(cfg.Producers)
 	extra := cfg.NumRecords % int64(cfg.Producers)
@@ -86,7 +86,7 @@ func runProducersTo(ctx context.Context, cfg *ProduceConfig, topics []string, un
 		go func(first, n int64, rec *perf.Recorder) {
 			defer wg.Done()
 			if err := produceN(ctx, cfg, topics, until, payload, stamp, start, first, n, rec, meter); err != nil {
-				fail.set(err)
+				fail.Set(err)
 			}
 		}(first, n, recs[i])
 		first += n
@@ -115,12 +115,12 @@ func produceN(ctx context.Context, cfg *ProduceConfig, topics []string, until ti
 		}
 		return r
 	}}
-	var fail firstError
+	var fail perf.FirstError
 	promise := func(r *kgo.Record, err error) {
 		now := time.Now()
 		if err != nil {
 			meter.AddError()
-			fail.set(err)
+			fail.Set(err)
 		} else {
 			rec.Record(len(r.Key)+len(r.Value), now.Sub(r.Timestamp), now)
 		}
@@ -163,7 +163,7 @@ func produceN(ctx context.Context, cfg *ProduceConfig, topics []string, until ti
 	}
 	flushErr := cl.Flush(ctx)
 	rec.Flush()
-	if err := fail.get(); err != nil {
+	if err := fail.Get(); err != nil {
 		return err
 	}
 	if flushErr != nil {
@@ -178,24 +178,4 @@ func mergeHists(recs []*perf.Recorder) *perf.Histogram {
 		h.Merge(r.Hist)
 	}
 	return h
-}
-
-// firstError keeps the first error set by any goroutine.
-type firstError struct {
-	mu  sync.Mutex
-	err error
-}
-
-func (f *firstError) set(err error) {
-	f.mu.Lock()
-	if f.err == nil {
-		f.err = err
-	}
-	f.mu.Unlock()
-}
-
-func (f *firstError) get() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.err
 }
