@@ -136,6 +136,9 @@ type MessagesView struct {
 	// TopicNames are the cluster's topics, for the produce form's topic.
 	TopicNames []string
 	CanProduce bool
+	// Decode decodes the shown records' keys and values in the Confluent
+	// wire format (nil: no schema registry).
+	Decode ValueDecoder
 }
 
 // MessageQuery is the messages form as submitted, echoed back into it.
@@ -290,6 +293,9 @@ type RowOptions struct {
 	Header     string // the header searched
 	Needle     string // the text searched, highlighted
 	CanProduce bool   // show "copy to produce"
+	// Decode, when set, decodes keys and values in the Confluent wire
+	// format; they are shown as JSON with their schema.
+	Decode ValueDecoder
 }
 
 func (o RowOptions) needle(field string) string {
@@ -301,7 +307,7 @@ func (o RowOptions) needle(field string) string {
 
 // Rows is how the page's records are shown.
 func (v MessagesView) Rows() RowOptions {
-	return RowOptions{Topic: v.Topic, Format: v.Q.Format, Field: v.Q.Field, Header: v.Q.Header, Needle: v.Q.Text, CanProduce: v.CanProduce}
+	return RowOptions{Topic: v.Topic, Format: v.Q.Format, Field: v.Q.Field, Header: v.Q.Header, Needle: v.Q.Text, CanProduce: v.CanProduce, Decode: v.Decode}
 }
 
 // jsonOf is b as coloured JSON spans when the format is JSON and b is JSON.

@@ -28,7 +28,10 @@ type recordReader interface {
 	Metadata(ctx context.Context, maxAge time.Duration) (*kafkaview.Snapshot, error)
 }
 
-type messagesBrowse struct{ kc recordReader }
+type messagesBrowse struct {
+	kc  recordReader
+	dec RecordDecoder // nil: no schema registry
+}
 
 func (h messagesBrowse) get(c *fiber.Ctx) error {
 	name, err := param(c, "name")
@@ -40,12 +43,13 @@ func (h messagesBrowse) get(c *fiber.Ctx) error {
 		return err
 	}
 	if WantsJSON(c) {
+		pd, _ := v.Decode.(*pageDecoder)
 		if v.Err != "" {
 			return &Error{Status: fiber.StatusBadRequest, Title: "Bad request", Text: v.Err}
 		}
 		r := v.Result
 		m := fiber.Map{
-			"records": exportRecords(r.Records), "scanned": r.Scanned, "in_range": r.InRange,
+			"records": exportRecords(r.Records, pd), "scanned": r.Scanned, "in_range": r.InRange,
 			"stopped": r.Stopped, "more": r.More, "next_cursor": formatCursor(r.Next), "warnings": orEmpty(r.Warnings),
 		}
 		if r.Newest {
@@ -88,6 +92,9 @@ func (h messagesBrowse) view(c *fiber.Ctx, name string) (templates.MessagesView,
 	base := templates.MessagesURL(name)
 	vals := queryValues(mq)
 	v.TailURL = base + "/tail?" + vals.Encode()
+	pd := newPageDecoder(ctx, h.dec)
+	q.Filter.Decode = pd.searchDecode()
+	v.Decode = pd.rowDecoder()
 	done, err := startScan(c)
 	if err != nil {
 		return v, err

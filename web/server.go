@@ -101,6 +101,11 @@ type Config struct {
 	// the matched route pattern (bounded: "/topics/:name", never the raw
 	// path), the status and the duration: the console's own HTTP metrics.
 	ObserveHTTP func(method, route string, status int, d time.Duration)
+	// Decoder, when set, decodes records in the Confluent wire format for
+	// the messages page, its search, export and live tail (a
+	// *serde.Decoder over this host's schema registry). Nil: records are
+	// shown as they are.
+	Decoder RecordDecoder
 }
 
 // Defaults of Config.
