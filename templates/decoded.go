@@ -14,6 +14,7 @@ type Decoded struct {
 	Version int
 	ID      int
 	Type    string // AVRO, PROTOBUF, JSON
+	Message string // Protobuf: the message's full name
 	// Err says why bytes that look like the wire format did not decode
 	// (unknown schema id, corrupt record); the bytes are shown as they are.
 	Err string

@@ -1455,15 +1455,37 @@ func ProduceForm(v MessagesView) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = TextArea(v.ProduceForm, "value", "Value", "Sent as typed (UTF-8).", 5, templ.Attributes{"spellcheck": "false"}).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = TextArea(v.ProduceForm, "value", "Value", "Sent as typed (UTF-8), or, with a schema below, a JSON document encoded with it.", 5, templ.Attributes{"spellcheck": "false"}).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
+		}
+		if v.CanEncode {
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 112, "<fieldset class=\"encode\"><legend>Encode with a schema (optional)</legend>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = TextField(v.ProduceForm, "schema", "Subject", "text", "Encode the value (JSON) with this subject's schema in the Confluent wire format, e.g. "+v.Topic+"-value. Empty: send the value as typed.", templ.Attributes{"spellcheck": "false", "autocomplete": "off"}).Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = TextField(v.ProduceForm, "schema_version", "Version", "text", "A version number; empty for the latest.", templ.Attributes{"inputmode": "numeric", "autocomplete": "off"}).Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = TextField(v.ProduceForm, "schema_message", "Protobuf message", "text", "For a Protobuf schema with several messages: the message's name; empty for the first.", templ.Attributes{"spellcheck": "false", "autocomplete": "off"}).Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 113, "</fieldset>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
 		}
 		templ_7745c5c3_Err = TextArea(v.ProduceForm, "headers", "Headers", "One name: value per line.", 2, templ.Attributes{"spellcheck": "false"}).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 112, "<button type=\"submit\" class=\"primary\">Produce</button></form></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 114, "<button type=\"submit\" class=\"primary\">Produce</button></form></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

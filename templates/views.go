@@ -139,6 +139,9 @@ type MessagesView struct {
 	// Decode decodes the shown records' keys and values in the Confluent
 	// wire format (nil: no schema registry).
 	Decode ValueDecoder
+	// CanEncode: the produce form can encode a JSON value with a
+	// registered schema.
+	CanEncode bool
 }
 
 // MessageQuery is the messages form as submitted, echoed back into it.

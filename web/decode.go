@@ -16,6 +16,10 @@ import (
 // over this host's schema registry, which caches parsed schemas by id.
 type RecordDecoder interface {
 	Decode(ctx context.Context, b []byte) (*serde.Decoded, error)
+	// Encode encodes a JSON document with version (-1: the latest) of
+	// subject (message: the Protobuf message, "" for the first) into the
+	// wire format, for the produce form.
+	Encode(ctx context.Context, subject string, version int, doc []byte, message string) ([]byte, *serde.Registered, error)
 }
 
 // Bounds of the decoding one page, export or live-tail batch does: the
@@ -84,7 +88,7 @@ func (d *pageDecoder) DecodeValue(b []byte) *templates.Decoded {
 	d.mu.Lock()
 	d.budget -= len(dec.JSON)
 	d.mu.Unlock()
-	return &templates.Decoded{JSON: dec.JSON, Subject: dec.Subject, Version: dec.Version, ID: dec.ID, Type: string(dec.Type)}
+	return &templates.Decoded{JSON: dec.JSON, Subject: dec.Subject, Version: dec.Version, ID: dec.ID, Type: string(dec.Type), Message: dec.Message}
 }
 
 // text is b decoded to JSON for a search, nil when b is not in the wire

@@ -73,7 +73,7 @@ func (h messagesBrowse) view(c *fiber.Ctx, name string) (templates.MessagesView,
 		return templates.MessagesView{}, Unavailable(err)
 	}
 	v := templates.MessagesView{Topic: name, ProduceForm: templates.NewForm("topic", name), ShowProduce: c.Query("produce") == "1",
-		CanProduce: HasRole(c, RoleOperator)}
+		CanProduce: HasRole(c, RoleOperator), CanEncode: h.dec != nil}
 	if v.CanProduce {
 		v.TopicNames = h.topicNames(ctx)
 	}
@@ -156,11 +156,24 @@ func (h messagesBrowse) copyRecord(c *fiber.Ctx, v *templates.MessagesView, at s
 		return
 	}
 	rec := res.Records[0]
+	// A value in the wire format is copied decoded, with its schema, so
+	// the form encodes it again.
+	var dv *templates.Decoded
+	if pd := newPageDecoder(requestCtx(c), h.dec); pd != nil {
+		if dv = pd.DecodeValue(rec.Value); dv != nil && dv.Err == "" {
+			rec.Value = dv.JSON
+		}
+	}
 	if !utf8.Valid(rec.Key) || !utf8.Valid(rec.Value) {
 		v.ProduceForm.Err = "This record's key or value is not text; the form sends text only. Replay it with a Kafka client."
 		return
 	}
 	f := templates.NewForm("topic", v.Topic, "key", string(rec.Key), "value", string(rec.Value))
+	if dv != nil && dv.Err == "" {
+		f.Set("schema", dv.Subject)
+		f.Set("schema_version", strconv.Itoa(dv.Version))
+		f.Set("schema_message", dv.Message)
+	}
 	var hs []string
 	for _, hd := range rec.Headers {
 		if utf8.Valid(hd.Value) && !strings.ContainsAny(string(hd.Value), "\r\n") {

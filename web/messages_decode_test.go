@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"html"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -19,9 +21,10 @@ import (
 // Schemas of the decoding tests: an Avro order (version 1, and version 2
 // with an added field), a Protobuf order.
 const (
-	testOrderV1 = `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"string"},{"name":"total","type":"double"},{"name":"customer","type":"string"}]}`
-	testOrderV2 = `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"string"},{"name":"total","type":"double"},{"name":"customer","type":"string"},{"name":"channel","type":["null","string"],"default":null}]}`
-	testProto   = "syntax = \"proto3\";\npackage shop;\nmessage Payment {\n  string ref = 1;\n  int64 cents = 2;\n  string payer = 3;\n}\n"
+	testOrderV1    = `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"string"},{"name":"total","type":"double"},{"name":"customer","type":"string"}]}`
+	testOrderV2    = `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"string"},{"name":"total","type":"double"},{"name":"customer","type":"string"},{"name":"channel","type":["null","string"],"default":null}]}`
+	testJSONSchema = `{"type":"object","properties":{"id":{"type":"string"},"cents":{"type":"integer"}},"required":["id"]}`
+	testProto      = "syntax = \"proto3\";\npackage shop;\nmessage Payment {\n  string ref = 1;\n  int64 cents = 2;\n  string payer = 3;\n}\n"
 )
 
 // decodingServer is a test console whose messages page decodes with an
@@ -36,6 +39,7 @@ func decodingServer(t *testing.T) (*testServer, *serde.Decoder) {
 		{"orders-value", "AVRO", testOrderV1},
 		{"orders-value", "AVRO", testOrderV2},
 		{"payments-value", "PROTOBUF", testProto},
+		{"refunds-value", "JSON", testJSONSchema},
 	} {
 		if _, err := reg.Register(ctx, s.subject, schemareg.SchemaRequest{Schema: s.text, SchemaType: s.typ}); err != nil {
 			t.Fatal(err)
@@ -200,4 +204,62 @@ func TestLiveTailDecodes(t *testing.T) {
 	if strings.Contains(data, "o-drop") {
 		t.Fatalf("tail sent the record the search drops: %q", data)
 	}
+}
+
+// The produce form encodes a JSON value with a chosen subject and version.
+func TestProduceEncodesWithSchema(t *testing.T) {
+	ts, _ := decodingServer(t)
+	createTopic(t, ts, "orders", 1)
+	op := ts.signedIn(t, "op", RoleOperator)
+	page := "/topics/orders/messages"
+	expectContains(t, op.Get(page), `name="schema"`, `name="schema_version"`, "Encode with a schema")
+
+	send := func(subject, version, message, value string) (int, string) {
+		r := op.Post(page, page, url.Values{"value": {value}, "schema": {subject}, "schema_version": {version}, "schema_message": {message}})
+		return r.StatusCode, r.Text
+	}
+	for _, c := range []struct{ subject, version, value string }{
+		{"orders-value", "1", `{"id":"e-1","total":3.5,"customer":"dee"}`},
+		{"orders-value", "", `{"id":"e-2","total":4,"customer":"eve","channel":"shop"}`}, // the latest: version 2
+		{"payments-value", "", `{"ref":"e-3","cents":"99","payer":"fay"}`},
+		{"refunds-value", "1", `{"id":"e-4","cents":5}`},
+	} {
+		if st, body := send(c.subject, c.version, "", c.value); st != http.StatusSeeOther {
+			t.Fatalf("produce with %s %q: status %d: %s", c.subject, c.version, st, body)
+		}
+	}
+	// Mistakes come back on the form's fields.
+	for _, c := range []struct{ subject, version, value, want string }{
+		{"nope-value", "", `{}`, "There is no subject nope-value in the schema registry."},
+		{"orders-value", "7", `{}`, "The subject orders-value has no version 7."},
+		{"orders-value", "x", `{}`, "A version is a number from 1"},
+		{"orders-value", "1", `{"id":"e-5"}`, "Not encoded: "},
+		{"refunds-value", "1", `{"cents":5}`, "Not encoded: "}, // id is required
+	} {
+		st, body := send(c.subject, c.version, "", c.value)
+		if st != http.StatusUnprocessableEntity || !strings.Contains(body, html.EscapeString(c.want)) {
+			t.Fatalf("produce with %s %q %s: status %d, want the error %q: %s", c.subject, c.version, c.value, st, c.want, body)
+		}
+	}
+	var got struct {
+		Records []exportRecord `json:"records"`
+	}
+	op.GetJSON(page+"?from=earliest", &got)
+	want := []struct{ schema, value string }{
+		{"orders-value version 1 (id 1, AVRO)", `{"id":"e-1","total":3.5,"customer":"dee"}`},
+		{"orders-value version 2 (id 2, AVRO)", `{"id":"e-2","total":4,"customer":"eve","channel":"shop"}`},
+		{"payments-value version 1 (id 3, PROTOBUF)", `{"ref":"e-3","cents":"99","payer":"fay"}`},
+		{"refunds-value version 1 (id 4, JSON)", `{"id":"e-4","cents":5}`},
+	}
+	if len(got.Records) != len(want) {
+		t.Fatalf("records %d, want %d", len(got.Records), len(want))
+	}
+	for i, w := range want {
+		if r := got.Records[i]; r.ValueSchema.String() != w.schema || deref(r.Value) != w.value {
+			t.Errorf("record %d: %s %s, want %s %s", i, r.ValueSchema, deref(r.Value), w.schema, w.value)
+		}
+	}
+	// Copy to produce fills the decoded value and its schema.
+	r := op.Get(page + "?copy=0:2")
+	expectContains(t, r, `value="payments-value"`, `name="schema_version"`, `value="shop.Payment"`, `&#34;payer&#34;:&#34;fay&#34;`)
 }
