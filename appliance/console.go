@@ -227,6 +227,7 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 		dec := serde.NewDecoder(SchemaSource(c.a)) // the messages page decodes with this host's registry
 		dec.MaxOutput = consoleMaxDecoded
 		wcfg.Decoder = dec
+		wcfg.SchemaSubjects = c.schemaSubjects
 	}
 	wcfg.TrustedProxies = cfg.ConsoleTrustedProxies
 	wcfg.AuditRetention = time.Duration(cfg.ConsoleAuditRetentionDays) * 24 * time.Hour
@@ -581,6 +582,19 @@ func (c *consoleComponent) schemaRegistry() schemapages.Registry {
 		return r
 	}
 	return nil
+}
+
+// schemaSubjects lists this host's registry's subjects (the topic page).
+func (c *consoleComponent) schemaSubjects() []string {
+	r := SchemaRegistry(c.a)
+	if r == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range r.Subjects() {
+		out = append(out, s.Subject)
+	}
+	return out
 }
 
 // topicNames lists the cluster's topics for the schema pages' topic links.

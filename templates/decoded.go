@@ -35,7 +35,10 @@ func (o RowOptions) decoded(b []byte, null bool) *Decoded {
 	return o.Decode.DecodeValue(b)
 }
 
+// SchemaSubjectURL is a subject's page on the Schemas pages.
+func SchemaSubjectURL(subject string) string { return "/schemas/" + url.PathEscape(subject) }
+
 // SchemaVersionURL shows version v of subject on the Schemas pages.
 func SchemaVersionURL(subject string, v int) string {
-	return "/schemas/" + url.PathEscape(subject) + "?version=" + strconv.Itoa(v)
+	return SchemaSubjectURL(subject) + "?version=" + strconv.Itoa(v)
 }

@@ -109,6 +109,22 @@ type TopicView struct {
 	DeleteForm   Form
 	ShowDefaults bool
 	Groups       []string // consumer groups with commits on the topic
+	// Subjects are the schema registry subjects the topic's records use.
+	Subjects []TopicSubject
+}
+
+// TopicSubject is a schema subject a topic's records use: named after the
+// topic (TopicNameStrategy: <topic>-key, <topic>-value), or the subject of
+// a schema id seen in the topic's latest records (RecordNameStrategy and
+// others).
+type TopicSubject struct {
+	Subject string
+	Version int    // the version seen in the records; 0: the subject's latest
+	ID      int    // the schema id seen; 0: none seen
+	Type    string // AVRO, PROTOBUF, JSON when seen
+	Field   string // key, value: where it was seen or what the name says
+	ByTopic bool   // named after the topic
+	Seen    bool   // seen in the latest records
 }
 
 // MessagesView is the messages page of a topic.

@@ -46,7 +46,16 @@ func decodingServer(t *testing.T) (*testServer, *serde.Decoder) {
 		}
 	}
 	dec := serde.NewDecoder(reg)
-	ts := newTestServer(t, func(c *Config) { c.Decoder = dec })
+	ts := newTestServer(t, func(c *Config) {
+		c.Decoder = dec
+		c.SchemaSubjects = func() []string {
+			var out []string
+			for _, s := range reg.Subjects() {
+				out = append(out, s.Subject)
+			}
+			return out
+		}
+	})
 	return ts, dec
 }
 
@@ -262,4 +271,31 @@ func TestProduceEncodesWithSchema(t *testing.T) {
 	// Copy to produce fills the decoded value and its schema.
 	r := op.Get(page + "?copy=0:2")
 	expectContains(t, r, `value="payments-value"`, `name="schema_version"`, `value="shop.Payment"`, `&#34;payer&#34;:&#34;fay&#34;`)
+}
+
+// The topic page names the subjects its records use: those named after the
+// topic and those of the schema ids in its latest records.
+func TestTopicPageSubjects(t *testing.T) {
+	ts, dec := decodingServer(t)
+	createTopic(t, ts, "orders", 1)
+	createTopic(t, ts, "plain", 1)
+	cl := kgoClient(t, ts.brokers)
+	if err := cl.ProduceSync(context.Background(),
+		&kgo.Record{Topic: "orders", Value: encode(t, dec, "orders-value", 2, `{"id":"o-1","total":1,"customer":"a","channel":null}`)},
+		&kgo.Record{Topic: "orders", Value: encode(t, dec, "payments-value", -1, `{"ref":"p-1"}`)}, // another subject on the same topic
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	v := ts.signedIn(t, "v", RoleViewer)
+	r := v.Get("/topics/orders")
+	expectStatus(t, r, http.StatusOK)
+	expectContains(t, r, `id="topic-subjects"`,
+		`<a href="/schemas/orders-value?version=2">orders-value</a></td><td>value</td><td>TopicNameStrategy</td><td>version 2 (id 2, AVRO)</td>`,
+		`<a href="/schemas/payments-value?version=1">payments-value</a></td><td>value</td><td>RecordNameStrategy</td><td>version 1 (id 3, PROTOBUF)</td>`)
+	// A topic named like a subject shows it even before records are seen.
+	createTopic(t, ts, "refunds", 1)
+	expectContains(t, v.Get("/topics/refunds"), `<a href="/schemas/refunds-value">refunds-value</a></td><td>value</td><td>TopicNameStrategy</td><td><span class="dim">not seen</span>`)
+	if r := v.Get("/topics/plain"); strings.Contains(r.Text, `id="topic-subjects"`) {
+		t.Fatal("a topic without schemas lists subjects")
+	}
 }

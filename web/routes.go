@@ -63,7 +63,7 @@ func (s *Server) routes() error {
 	create := topicCreate{kc: s.kc}
 	r.Get("/topics/new", RoleOperator, create.get)
 	r.Post("/topics", RoleOperator, create.post)
-	show := topicShow{kc: s.kc, lag: s.samples}
+	show := topicShow{kc: s.kc, lag: s.samples, schemas: topicSchemas{rd: s.kc, dec: s.cfg.Decoder, subjects: s.cfg.SchemaSubjects}}
 	r.Get("/topics/:name", RoleViewer, show.get)
 	r.Post("/topics/:name/configs", RoleOperator, topicConfigs{kc: s.kc, show: show}.post)
 	r.Get("/topics/:name/configs", RoleViewer, topicConfigs{kc: s.kc, show: show}.get)

@@ -106,6 +106,10 @@ type Config struct {
 	// *serde.Decoder over this host's schema registry). Nil: records are
 	// shown as they are.
 	Decoder RecordDecoder
+	// SchemaSubjects, when set, lists the schema registry's subjects, for
+	// the topic page's TopicNameStrategy subjects (<topic>-key,
+	// <topic>-value).
+	SchemaSubjects func() []string
 }
 
 // Defaults of Config.
