@@ -22,6 +22,7 @@ import (
 	"github.com/sluice-io/sluice/lag/sampler"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/migration"
+	"github.com/sluice-io/sluice/schemareg/serde"
 	"github.com/sluice-io/sluice/web"
 	alertpages "github.com/sluice-io/sluice/web/alerts"
 	"github.com/sluice-io/sluice/web/comparisons"
@@ -283,6 +284,10 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	}
 	if cfg.SchemaRegistryListen != "" {
 		wcfg.Extra = append(wcfg.Extra, schemapages.PageGroup(c.schemaRegistry, c.topicNames))
+		dec := serde.NewDecoder(SchemaSource(c.a)) // the messages page decodes with this host's registry
+		dec.MaxOutput = consoleMaxDecoded
+		wcfg.Decoder = dec
+		wcfg.SchemaSubjects = c.schemaSubjects
 	}
 	wcfg.TrustedProxies = cfg.ConsoleTrustedProxies
 	wcfg.AuditRetention = time.Duration(cfg.ConsoleAuditRetentionDays) * 24 * time.Hour
@@ -310,6 +315,10 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	c.log.Info("console ready", "url", c.srv.URL(), "metrics", c.metricsWhere(), "alert_evaluation_interval", cfg.AlertingEvaluationInterval, "leader", c.leader.IsLeader())
 	return nil
 }
+
+// consoleMaxDecoded bounds one record's decoded JSON on the messages page
+// (the page shows 64 KiB of a value and Expand shows the rest).
+const consoleMaxDecoded = 4 << 20
 
 func (c *consoleComponent) startMetricsListener() error {
 	cfg := c.a.Config()
@@ -674,6 +683,19 @@ func (c *consoleComponent) schemaRegistry() schemapages.Registry {
 		return r
 	}
 	return nil
+}
+
+// schemaSubjects lists this host's registry's subjects (the topic page).
+func (c *consoleComponent) schemaSubjects() []string {
+	r := SchemaRegistry(c.a)
+	if r == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range r.Subjects() {
+		out = append(out, s.Subject)
+	}
+	return out
 }
 
 // topicNames lists the cluster's topics for the schema pages' topic links.

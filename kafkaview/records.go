@@ -65,20 +65,24 @@ type Filter struct {
 	// Exact compares the whole key, value or header value instead of
 	// looking for a substring.
 	Exact bool
+	// Decode, when set, turns a key or value into the text searched (the
+	// console: a record in the Confluent wire format decoded to JSON); nil
+	// from it searches the bytes as they are.
+	Decode func(b []byte) []byte
 }
 
 // Active reports whether f filters anything.
 func (f Filter) Active() bool { return f.Field != FieldNone }
 
-// Match reports whether r passes f. It does not allocate.
+// Match reports whether r passes f. It does not allocate (Decode aside).
 func (f Filter) Match(r *kgo.Record) bool {
 	switch f.Field {
 	case FieldNone:
 		return true
 	case FieldKey:
-		return f.matchBytes(r.Key)
+		return f.matchBytes(f.decoded(r.Key))
 	case FieldValue:
-		return f.matchBytes(r.Value)
+		return f.matchBytes(f.decoded(r.Value))
 	case FieldHeader:
 		for i := range r.Headers {
 			if r.Headers[i].Key != f.Header {
@@ -90,6 +94,15 @@ func (f Filter) Match(r *kgo.Record) bool {
 		}
 	}
 	return false
+}
+
+func (f Filter) decoded(b []byte) []byte {
+	if f.Decode != nil {
+		if d := f.Decode(b); d != nil {
+			return d
+		}
+	}
+	return b
 }
 
 func (f Filter) matchBytes(b []byte) bool {

@@ -111,6 +111,22 @@ type TopicView struct {
 	DeleteForm   Form
 	ShowDefaults bool
 	Groups       []string // consumer groups with commits on the topic
+	// Subjects are the schema registry subjects the topic's records use.
+	Subjects []TopicSubject
+}
+
+// TopicSubject is a schema subject a topic's records use: named after the
+// topic (TopicNameStrategy: <topic>-key, <topic>-value), or the subject of
+// a schema id seen in the topic's latest records (RecordNameStrategy and
+// others).
+type TopicSubject struct {
+	Subject string
+	Version int    // the version seen in the records; 0: the subject's latest
+	ID      int    // the schema id seen; 0: none seen
+	Type    string // AVRO, PROTOBUF, JSON when seen
+	Field   string // key, value: where it was seen or what the name says
+	ByTopic bool   // named after the topic
+	Seen    bool   // seen in the latest records
 }
 
 // MessagesView is the messages page of a topic.
@@ -138,6 +154,12 @@ type MessagesView struct {
 	// TopicNames are the cluster's topics, for the produce form's topic.
 	TopicNames []string
 	CanProduce bool
+	// Decode decodes the shown records' keys and values in the Confluent
+	// wire format (nil: no schema registry).
+	Decode ValueDecoder
+	// CanEncode: the produce form can encode a JSON value with a
+	// registered schema.
+	CanEncode bool
 }
 
 // MessageQuery is the messages form as submitted, echoed back into it.
@@ -292,6 +314,9 @@ type RowOptions struct {
 	Header     string // the header searched
 	Needle     string // the text searched, highlighted
 	CanProduce bool   // show "copy to produce"
+	// Decode, when set, decodes keys and values in the Confluent wire
+	// format; they are shown as JSON with their schema.
+	Decode ValueDecoder
 }
 
 func (o RowOptions) needle(field string) string {
@@ -303,7 +328,7 @@ func (o RowOptions) needle(field string) string {
 
 // Rows is how the page's records are shown.
 func (v MessagesView) Rows() RowOptions {
-	return RowOptions{Topic: v.Topic, Format: v.Q.Format, Field: v.Q.Field, Header: v.Q.Header, Needle: v.Q.Text, CanProduce: v.CanProduce}
+	return RowOptions{Topic: v.Topic, Format: v.Q.Format, Field: v.Q.Field, Header: v.Q.Header, Needle: v.Q.Text, CanProduce: v.CanProduce, Decode: v.Decode}
 }
 
 // jsonOf is b as coloured JSON spans when the format is JSON and b is JSON.

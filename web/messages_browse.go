@@ -28,7 +28,10 @@ type recordReader interface {
 	Metadata(ctx context.Context, maxAge time.Duration) (*kafkaview.Snapshot, error)
 }
 
-type messagesBrowse struct{ kc recordReader }
+type messagesBrowse struct {
+	kc  recordReader
+	dec RecordDecoder // nil: no schema registry
+}
 
 func (h messagesBrowse) get(c *fiber.Ctx) error {
 	name, err := param(c, "name")
@@ -40,12 +43,13 @@ func (h messagesBrowse) get(c *fiber.Ctx) error {
 		return err
 	}
 	if WantsJSON(c) {
+		pd, _ := v.Decode.(*pageDecoder)
 		if v.Err != "" {
 			return &Error{Status: fiber.StatusBadRequest, Title: "Bad request", Text: v.Err}
 		}
 		r := v.Result
 		m := fiber.Map{
-			"records": exportRecords(r.Records), "scanned": r.Scanned, "in_range": r.InRange,
+			"records": exportRecords(r.Records, pd), "scanned": r.Scanned, "in_range": r.InRange,
 			"stopped": r.Stopped, "more": r.More, "next_cursor": formatCursor(r.Next), "warnings": orEmpty(r.Warnings),
 		}
 		if r.Newest {
@@ -69,7 +73,7 @@ func (h messagesBrowse) view(c *fiber.Ctx, name string) (templates.MessagesView,
 		return templates.MessagesView{}, Unavailable(err)
 	}
 	v := templates.MessagesView{Topic: name, ProduceForm: templates.NewForm("topic", name), ShowProduce: c.Query("produce") == "1",
-		CanProduce: HasRole(c, RoleOperator)}
+		CanProduce: HasRole(c, RoleOperator), CanEncode: h.dec != nil}
 	if v.CanProduce {
 		v.TopicNames = h.topicNames(ctx)
 	}
@@ -88,6 +92,9 @@ func (h messagesBrowse) view(c *fiber.Ctx, name string) (templates.MessagesView,
 	base := templates.MessagesURL(name)
 	vals := queryValues(mq)
 	v.TailURL = base + "/tail?" + vals.Encode()
+	pd := newPageDecoder(ctx, h.dec)
+	q.Filter.Decode = pd.searchDecode()
+	v.Decode = pd.rowDecoder()
 	done, err := startScan(c)
 	if err != nil {
 		return v, err
@@ -149,11 +156,24 @@ func (h messagesBrowse) copyRecord(c *fiber.Ctx, v *templates.MessagesView, at s
 		return
 	}
 	rec := res.Records[0]
+	// A value in the wire format is copied decoded, with its schema, so
+	// the form encodes it again.
+	var dv *templates.Decoded
+	if pd := newPageDecoder(requestCtx(c), h.dec); pd != nil {
+		if dv = pd.DecodeValue(rec.Value); dv != nil && dv.Err == "" {
+			rec.Value = dv.JSON
+		}
+	}
 	if !utf8.Valid(rec.Key) || !utf8.Valid(rec.Value) {
 		v.ProduceForm.Err = "This record's key or value is not text; the form sends text only. Replay it with a Kafka client."
 		return
 	}
 	f := templates.NewForm("topic", v.Topic, "key", string(rec.Key), "value", string(rec.Value))
+	if dv != nil && dv.Err == "" {
+		f.Set("schema", dv.Subject)
+		f.Set("schema_version", strconv.Itoa(dv.Version))
+		f.Set("schema_message", dv.Message)
+	}
 	var hs []string
 	for _, hd := range rec.Headers {
 		if utf8.Valid(hd.Value) && !strings.ContainsAny(string(hd.Value), "\r\n") {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/sluice-io/sluice/kafkaview"
+	"github.com/sluice-io/sluice/schemareg/serde"
 	"github.com/sluice-io/sluice/templates"
 )
 
@@ -55,7 +57,7 @@ func (h messagesProduce) post(c *fiber.Ctx) error {
 		return err
 	}
 	f := templates.NewForm()
-	for _, k := range []string{"topic", "partition", "key", "value", "headers"} {
+	for _, k := range []string{"topic", "partition", "key", "value", "headers", "schema", "schema_version", "schema_message"} {
 		f.Set(k, strings.Clone(c.FormValue(k)))
 	}
 	f.Set("topic", strings.TrimSpace(f.Get("topic")))
@@ -67,7 +69,7 @@ func (h messagesProduce) post(c *fiber.Ctx) error {
 	fragment := Fragment(c, "produce")
 	var v templates.MessagesView
 	if fragment {
-		v = templates.MessagesView{Topic: name, CanProduce: true, TopicNames: h.browse.topicNames(requestCtx(c))}
+		v = templates.MessagesView{Topic: name, CanProduce: true, CanEncode: h.browse.dec != nil, TopicNames: h.browse.topicNames(requestCtx(c))}
 	} else if v, err = h.browse.view(c, name); err != nil {
 		return err
 	}
@@ -110,6 +112,10 @@ func (h messagesProduce) post(c *fiber.Ctx) error {
 		f.Fail("value", "The form takes values up to 1 MiB; use a Kafka client for larger records.")
 	}
 	nr.Value = []byte(strings.ReplaceAll(f.Get("value"), "\r\n", "\n"))
+	encodedWith := ""
+	if subject := strings.TrimSpace(f.Get("schema")); subject != "" && f.OK() {
+		encodedWith, nr.Value = h.encode(c, &f, subject, nr.Value)
+	}
 	hs, herr := parseHeaders(f.Get("headers"))
 	if herr != nil {
 		f.Fail("headers", herr.Error())
@@ -123,6 +129,9 @@ func (h messagesProduce) post(c *fiber.Ctx) error {
 	}
 	rec, err := h.kc.Produce(requestCtx(c), nr)
 	detail := fmt.Sprintf("key=%q bytes=%d headers=%d", truncate(f.Get("key"), 100), len(nr.Value), len(hs))
+	if encodedWith != "" {
+		detail += " schema=" + strconv.Quote(encodedWith)
+	}
 	if dest != name {
 		detail += " from=" + name
 	}
@@ -143,6 +152,40 @@ func (h messagesProduce) post(c *fiber.Ctx) error {
 	}
 	Flash(c, "ok", fmt.Sprintf("Written to %s partition %d at offset %d.", dest, rec.Partition, rec.Offset))
 	return SeeOther(c, templates.RecordURL(dest, rec.Partition, rec.Offset, templates.FormatText))
+}
+
+// encode encodes the form's value (a JSON document) with the subject and
+// version the form names, into the Confluent wire format. A mistake is
+// reported on the form's field; the schema used is returned as
+// "subject version N (id I)".
+func (h messagesProduce) encode(c *fiber.Ctx, f *templates.Form, subject string, value []byte) (string, []byte) {
+	if h.browse.dec == nil {
+		f.Fail("schema", "This console has no schema registry to encode with.")
+		return "", value
+	}
+	version := -1
+	if s := strings.TrimSpace(f.Get("schema_version")); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			f.Fail("schema_version", "A version is a number from 1; leave empty for the latest.")
+			return "", value
+		}
+		version = n
+	}
+	b, reg, err := h.browse.dec.Encode(requestCtx(c), subject, version, value, strings.TrimSpace(f.Get("schema_message")))
+	switch {
+	case errors.Is(err, serde.ErrNotFound):
+		if version < 0 {
+			f.Fail("schema", "There is no subject "+subject+" in the schema registry.")
+		} else {
+			f.Fail("schema_version", fmt.Sprintf("The subject %s has no version %d.", subject, version))
+		}
+		return "", value
+	case err != nil:
+		f.Fail("value", "Not encoded: "+err.Error())
+		return "", value
+	}
+	return fmt.Sprintf("%s version %d (id %d)", reg.Subject, reg.Version, reg.ID), b
 }
 
 func truncate(s string, n int) string {

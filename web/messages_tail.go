@@ -29,6 +29,7 @@ type recordTailer interface {
 type messagesTail struct {
 	kc   recordTailer
 	base context.Context // the server's lifetime
+	dec  RecordDecoder   // nil: no schema registry
 }
 
 const tailRate = 50
@@ -70,8 +71,11 @@ func (h messagesTail) get(c *fiber.Ctx) error {
 			return
 		}
 		var buf bytes.Buffer
-		err := h.kc.Tail(ctx, name, q.Partition, q.Filter, tailRate, func(recs []kafkaview.Record, dropped int64) error {
+		filter := q.Filter
+		filter.Decode = newPageDecoder(ctx, h.dec).searchDecode()
+		err := h.kc.Tail(ctx, name, q.Partition, filter, tailRate, func(recs []kafkaview.Record, dropped int64) error {
 			if len(recs) > 0 {
+				opts.Decode = newPageDecoder(ctx, h.dec).rowDecoder() // each batch has its own budget
 				// Newest first, as the page prepends.
 				for i, j := 0, len(recs)-1; i < j; i, j = i+1, j-1 {
 					recs[i], recs[j] = recs[j], recs[i]

@@ -63,18 +63,18 @@ func (s *Server) routes() error {
 	create := topicCreate{kc: s.kc}
 	r.Get("/topics/new", RoleOperator, create.get)
 	r.Post("/topics", RoleOperator, create.post)
-	show := topicShow{kc: s.kc, lag: s.samples}
+	show := topicShow{kc: s.kc, lag: s.samples, schemas: topicSchemas{rd: s.kc, dec: s.cfg.Decoder, subjects: s.cfg.SchemaSubjects}}
 	r.Get("/topics/:name", RoleViewer, show.get)
 	r.Post("/topics/:name/configs", RoleOperator, topicConfigs{kc: s.kc, show: show}.post)
 	r.Get("/topics/:name/configs", RoleViewer, topicConfigs{kc: s.kc, show: show}.get)
 	r.Post("/topics/:name/partitions", RoleOperator, topicPartitions{kc: s.kc, show: show}.post)
 	r.Post("/topics/:name/delete", RoleOperator, topicDelete{kc: s.kc, show: show}.post)
 
-	browse := messagesBrowse{kc: s.kc}
+	browse := messagesBrowse{kc: s.kc, dec: s.cfg.Decoder}
 	r.Get("/topics/:name/messages", RoleViewer, browse.get)
 	r.Post("/topics/:name/messages", RoleOperator, messagesProduce{kc: s.kc, browse: browse}.post)
-	r.Get("/topics/:name/messages/export", RoleViewer, messagesExport{kc: s.kc}.get)
-	r.Get("/topics/:name/messages/tail", RoleViewer, messagesTail{kc: s.kc, base: s.ctx}.get)
+	r.Get("/topics/:name/messages/export", RoleViewer, messagesExport{kc: s.kc, dec: s.cfg.Decoder}.get)
+	r.Get("/topics/:name/messages/tail", RoleViewer, messagesTail{kc: s.kc, base: s.ctx, dec: s.cfg.Decoder}.get)
 
 	r.Get("/groups", RoleViewer, groupsList{lag: s.kc, trends: s.store, status: s.groupStatus()}.get)
 	gshow := groupShow{kc: s.kc, history: s.store, interval: s.cfg.LagSampleInterval, rates: s.samples, audit: s.store,

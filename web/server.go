@@ -111,6 +111,15 @@ type Config struct {
 	// replicated state: the admin page /console/status shows it, and every
 	// page shows a banner while the state topic is unreachable.
 	ReplicaStatus func() ConsoleStatus
+	// Decoder, when set, decodes records in the Confluent wire format for
+	// the messages page, its search, export and live tail (a
+	// *serde.Decoder over this host's schema registry). Nil: records are
+	// shown as they are.
+	Decoder RecordDecoder
+	// SchemaSubjects, when set, lists the schema registry's subjects, for
+	// the topic page's TopicNameStrategy subjects (<topic>-key,
+	// <topic>-value).
+	SchemaSubjects func() []string
 }
 
 // ConsoleStatus is what /console/status shows.

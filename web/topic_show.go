@@ -21,8 +21,9 @@ type topicDescriber interface {
 }
 
 type topicShow struct {
-	kc  topicDescriber
-	lag recentLag
+	kc      topicDescriber
+	lag     recentLag
+	schemas topicSchemas
 }
 
 func (h topicShow) get(c *fiber.Ctx) error {
@@ -51,6 +52,7 @@ func (h topicShow) view(c *fiber.Ctx, name string) (templates.TopicView, error) 
 		return templates.TopicView{}, Unavailable(err)
 	}
 	v := templates.TopicView{Detail: d, ConfigForm: templates.NewForm(), PartForm: templates.NewForm(), DeleteForm: templates.NewForm()}
+	v.Subjects = h.schemas.of(requestCtx(c), name)
 	if h.lag != nil {
 		if groups, _, ok := h.lag.LatestLag(10 * time.Minute); ok {
 			for _, g := range groups {
