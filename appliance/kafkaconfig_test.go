@@ -47,7 +47,7 @@ func TestStartWithKafkaServerProperties(t *testing.T) {
 			warns = append(warns, l)
 		}
 	}
-	if len(warns) != 1 || !strings.Contains(warns[0], "num.network.threads") || !strings.Contains(warns[0], "transaction.state.log.min.isr") {
+	if len(warns) != 1 || !strings.Contains(warns[0], "num.network.threads") || !strings.Contains(warns[0], "socket.send.buffer.bytes") {
 		t.Fatalf("want one warning naming the ignored keys, got:\n%s", log.String())
 	}
 }

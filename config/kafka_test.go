@@ -18,12 +18,17 @@ func TestKafkaStockServerProperties(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Kafka 3.9's server.properties refused: %v", err)
 	}
+	if c.TransactionStateLogReplicationFactor != 1 || c.TransactionStateLogMinISR != 1 {
+		t.Errorf("the file's transaction.state.log.* keys not applied: %d %d", c.TransactionStateLogReplicationFactor, c.TransactionStateLogMinISR)
+	}
 	if c.BrokerID != 0 || c.ZookeeperConnect != "localhost:2181" || c.LogDirs[0] != "/tmp/kafka-logs" ||
 		c.LogRetentionMs != 168*3600*1000 || c.GroupInitialRebalanceDelayMs != 0 || c.OffsetsTopicReplicationFactor != 1 {
 		t.Errorf("Sluice's keys of the file not applied: %+v", c)
 	}
+	// The file's transaction.state.log.* keys are Sluice's own since
+	// transactions: applied, not ignored.
 	ignored := []string{"num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-		"num.recovery.threads.per.data.dir", "transaction.state.log.replication.factor", "transaction.state.log.min.isr"}
+		"num.recovery.threads.per.data.dir"}
 	w := c.Warnings()
 	if len(w) != 1 {
 		t.Fatalf("want one warning, got %q", w)

@@ -63,8 +63,9 @@ func comparisonRecords(t *testing.T, cl *kgo.Client, left, right string, base ti
 // no second trigger for the incident and gets the resolve when the lag
 // clears; the comparison, resumed from its replicated checkpoint, ends
 // with the counts of an uninterrupted run over the same records; and the
-// lag chart of a surviving host has no gap longer than two sample
-// intervals.
+// lag chart of a surviving host misses at most one sample: no gap longer
+// than two sample intervals, give or take the half interval a round's own
+// duration moves its timestamp by.
 func TestConsoleFailover(t *testing.T) {
 	testutil.Heavy(t, "ZooKeeper and three sluice serve processes")
 	c := healthy(t)
@@ -302,8 +303,12 @@ func TestConsoleFailover(t *testing.T) {
 	if first, last := time.UnixMilli(ats[0]), time.UnixMilli(ats[len(ats)-1]); first.After(killed) || last.Before(killed.Add(took)) {
 		t.Fatalf("the samples (%v to %v) do not span the failover (%v + %v)", first, last, killed, took)
 	}
-	if gap > 2*interval {
-		t.Fatalf("the lag chart on host %d has a gap of %v, more than two sample intervals", observer, gap)
+	// A sample is stamped when its round ends, and a round that reads a
+	// cluster which just lost a broker takes longer: at most one missed
+	// round is a gap of two intervals plus that jitter, two missed ones
+	// three intervals.
+	if gap > 2*interval+interval/2 {
+		t.Fatalf("the lag chart on host %d has a gap of %v: more than one sample missing", observer, gap)
 	}
 
 }
