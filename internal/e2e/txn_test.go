@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -55,15 +54,27 @@ func readAll(t *testing.T, ctx context.Context, n *node, topic string, committed
 		iso = kgo.ReadCommitted()
 	}
 	adm := n.Admin()
-	var ends kadm.ListedOffsets
-	var err error
-	if committed {
-		ends, err = adm.ListCommittedOffsets(ctx, topic)
-	} else {
-		ends, err = adm.ListEndOffsets(ctx, topic)
-	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil || ends.Error() != nil {
 		t.Fatalf("list offsets: %v %v", err, ends.Error())
+	}
+	if committed {
+		// EndTxn answers once the commit is decided; the markers follow
+		// (as in Kafka), and the last stable offset reaches the log's end
+		// once they are written.
+		testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+			stable, err := adm.ListCommittedOffsets(ctx, topic)
+			if err != nil || stable.Error() != nil {
+				return fmt.Errorf("list offsets: %v %v", err, stable.Error())
+			}
+			for _, o := range ends[topic] {
+				if so, _ := stable.Lookup(topic, o.Partition); so.Offset != o.Offset {
+					return fmt.Errorf("partition %d: last stable offset %d, log end %d", o.Partition, so.Offset, o.Offset)
+				}
+			}
+			ends = stable
+			return nil
+		})
 	}
 	// Control records are kept so that the position passes the markers
 	// (an aborted transaction's last offset is its marker); they are not
