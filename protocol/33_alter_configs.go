@@ -62,21 +62,9 @@ func handleAlterConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 		case rr.ResourceType == resourceBroker && !s.allowedCluster(r, security.OpAlterConfigs):
 			err = errClusterAuthorization
 		case rr.ResourceType == resourceTopic:
-			set := map[string]string{}
-			for _, c := range rr.Configs {
-				if c.Value != nil {
-					set[c.Name] = *c.Value
-				}
-			}
-			err = s.cfg.Broker.AlterTopicConfigs(ctx, rr.ResourceName, set, req.ValidateOnly)
+			err = s.cfg.Broker.AlterTopicConfigs(ctx, rr.ResourceName, configSet(rr.Configs), req.ValidateOnly)
 		case rr.ResourceType == resourceBroker:
-			set := map[string]string{}
-			for _, c := range rr.Configs {
-				if c.Value != nil {
-					set[c.Name] = *c.Value
-				}
-			}
-			err = s.cfg.Broker.AlterBrokerConfigs(ctx, rr.ResourceName, set, req.ValidateOnly)
+			err = s.cfg.Broker.AlterBrokerConfigs(ctx, rr.ResourceName, configSet(rr.Configs), req.ValidateOnly)
 		default:
 			err = &broker.Error{Code: kerr.InvalidRequest, Msg: "unsupported resource type " + strconv.Itoa(int(rr.ResourceType))}
 		}
@@ -87,4 +75,16 @@ func handleAlterConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return resp, nil
+}
+
+// configSet is a resource's configs as the broker takes them: the values
+// set (a null value leaves its key out, as Kafka's AlterConfigs).
+func configSet(cs []kmsg.AlterConfigsRequestResourceConfig) map[string]string {
+	set := make(map[string]string, len(cs))
+	for _, c := range cs {
+		if c.Value != nil {
+			set[c.Name] = *c.Value
+		}
+	}
+	return set
 }

@@ -34,7 +34,7 @@ type groupReset struct {
 var resetFields = []string{"topic", "partition", "mode", "ts", "offset"}
 
 func (h groupReset) post(c *fiber.Ctx) error {
-	name, err := param(c, "name")
+	name, err := PathParam(c, "name")
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func (h groupReset) post(c *fiber.Ctx) error {
 
 // formError shows the group page again with the reset form's errors.
 func (h groupReset) formError(c *fiber.Ctx, f templates.Form) error {
-	name, _ := param(c, "name")
+	name, _ := PathParam(c, "name")
 	gv, err := h.show.view(c, name)
 	if err != nil {
 		return err

@@ -64,7 +64,7 @@ func rangeDuration(r string) (time.Duration, bool) {
 }
 
 func (h groupShow) get(c *fiber.Ctx) error {
-	name, err := param(c, "name")
+	name, err := PathParam(c, "name")
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ type messagesBrowse struct {
 }
 
 func (h messagesBrowse) get(c *fiber.Ctx) error {
-	name, err := param(c, "name")
+	name, err := PathParam(c, "name")
 	if err != nil {
 		return err
 	}

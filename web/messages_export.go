@@ -105,7 +105,7 @@ func encodeBytes(b []byte, null bool) (*string, string) {
 }
 
 func (h messagesExport) get(c *fiber.Ctx) error {
-	name, err := param(c, "name")
+	name, err := PathParam(c, "name")
 	if err != nil {
 		return err
 	}

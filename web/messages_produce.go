@@ -52,7 +52,7 @@ func parseHeaders(s string) ([]kafkaview.Header, error) {
 }
 
 func (h messagesProduce) post(c *fiber.Ctx) error {
-	name, err := param(c, "name")
+	name, err := PathParam(c, "name")
 	if err != nil {
 		return err
 	}

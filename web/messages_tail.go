@@ -35,7 +35,7 @@ type messagesTail struct {
 const tailRate = 50
 
 func (h messagesTail) get(c *fiber.Ctx) error {
-	name, err := param(c, "name")
+	name, err := PathParam(c, "name")
 	if err != nil {
 		return err
 	}

@@ -140,9 +140,10 @@ func (s *Server) healthz(c *fiber.Ctx) error {
 	return c.SendString("ok")
 }
 
-// param returns the path parameter name, URL-decoded (group names may hold
-// any character; links escape them with url.PathEscape).
-func param(c *fiber.Ctx, name string) (string, error) {
+// PathParam returns the path parameter name, URL-decoded (group names and
+// schema subjects may hold any character; links escape them with
+// url.PathEscape). Page groups use it too.
+func PathParam(c *fiber.Ctx, name string) (string, error) {
 	v, err := url.PathUnescape(c.Params(name))
 	if err != nil {
 		return "", BadRequest("malformed " + name + " in the address")

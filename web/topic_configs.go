@@ -27,7 +27,7 @@ type topicConfigs struct {
 }
 
 func (h topicConfigs) post(c *fiber.Ctx) error {
-	name, err := param(c, "name")
+	name, err := PathParam(c, "name")
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func (h topicConfigs) post(c *fiber.Ctx) error {
 // GET /topics/:name/configs: the configs are on the topic's page (a reload
 // after a refused change lands there, not on a 404).
 func (h topicConfigs) get(c *fiber.Ctx) error {
-	name, err := param(c, "name")
+	name, err := PathParam(c, "name")
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ type topicPartitions struct {
 }
 
 func (h topicPartitions) post(c *fiber.Ctx) error {
-	name, err := param(c, "name")
+	name, err := PathParam(c, "name")
 	if err != nil {
 		return err
 	}

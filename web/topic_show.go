@@ -27,7 +27,7 @@ type topicShow struct {
 }
 
 func (h topicShow) get(c *fiber.Ctx) error {
-	name, err := param(c, "name")
+	name, err := PathParam(c, "name")
 	if err != nil {
 		return err
 	}

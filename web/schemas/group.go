@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -134,11 +133,11 @@ func (h handler) list(c *fiber.Ctx) error {
 }
 
 func subjectParam(c *fiber.Ctx) (string, error) {
-	s, err := url.PathUnescape(c.Params("subject"))
-	if err != nil || s == "" {
-		return "", web.BadRequest("malformed subject in the address")
+	s, err := web.PathParam(c, "subject")
+	if err == nil && s == "" {
+		err = web.BadRequest("malformed subject in the address")
 	}
-	return strings.Clone(s), nil
+	return s, err
 }
 
 // view builds a subject's page: version shows that version (default the
