@@ -144,6 +144,7 @@ func TestReplicaSharesUsers(t *testing.T) {
 	if _, err := b.c.CreateUser(ctx, "alice", RoleViewer, "other-password"); !errors.Is(err, ErrUserExists) {
 		t.Fatalf("second alice on host 2: %v", err)
 	}
+	a.sync() // host 1 applies host 2's change of the row (the sign-in)
 	v, err := RowVersion(ctx, a.db, "users", u.ID)
 	if err != nil || v.Version == 0 || v.By != "alice" || v.Host != "2" {
 		t.Fatalf("version after the sign-in on host 2: %+v %v", v, err)

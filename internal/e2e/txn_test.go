@@ -63,11 +63,15 @@ func readAll(t *testing.T, ctx context.Context, n *node, topic string, committed
 		// (as in Kafka), and the last stable offset reaches the log's end
 		// once they are written.
 		testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+			logEnds, err := adm.ListEndOffsets(ctx, topic)
+			if err != nil || logEnds.Error() != nil {
+				return fmt.Errorf("list offsets: %v %v", err, logEnds.Error())
+			}
 			stable, err := adm.ListCommittedOffsets(ctx, topic)
 			if err != nil || stable.Error() != nil {
 				return fmt.Errorf("list offsets: %v %v", err, stable.Error())
 			}
-			for _, o := range ends[topic] {
+			for _, o := range logEnds[topic] {
 				if so, _ := stable.Lookup(topic, o.Partition); so.Offset != o.Offset {
 					return fmt.Errorf("partition %d: last stable offset %d, log end %d", o.Partition, so.Offset, o.Offset)
 				}
