@@ -430,7 +430,10 @@ func (m *Manager) status(st Stored) Status {
 	m.mu.Lock()
 	r := m.runs[st.ID]
 	m.mu.Unlock()
-	if r != nil && r.gen == st.Generation {
+	// Only a running comparison's numbers come from its engine: once the
+	// store says finished (or paused, or failed) its last checkpoint is the
+	// final word, even while the goroutine that wrote it is still leaving.
+	if r != nil && r.gen == st.Generation && st.State == StateRunning {
 		if cmp := r.comparison(); cmp != nil {
 			if snap := cmp.Snapshot(); !snap.Taken.IsZero() {
 				s.Snapshot, s.Live = snap, true

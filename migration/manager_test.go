@@ -55,6 +55,9 @@ func TestManagerLifecycle(t *testing.T) {
 		return st
 	}
 	st := waitState(id, StateFinished)
+	if st.Live || st.SavedAt.IsZero() {
+		t.Fatalf("a finished comparison shows live numbers (%v) or no saved ones (%v)", st.Live, st.SavedAt)
+	}
 	if outcome(st.Snapshot.Counters) != g.want || st.CreatedBy != "op" || st.Name != "orders" {
 		t.Fatalf("finished status %+v", st)
 	}
