@@ -316,7 +316,7 @@ func TestRuleAndNotifierValidation(t *testing.T) {
 	if err != nil || pd.URL != DefaultPagerDutyURL {
 		t.Errorf("PagerDuty default URL: %+v %v", pd, err)
 	}
-	if len(Kinds()) != 10 {
+	if len(Kinds()) != 16 {
 		t.Errorf("%d kinds", len(Kinds()))
 	}
 	var one int

@@ -101,6 +101,9 @@ type evaluator struct {
 	lastChange map[string]time.Time
 	armed      map[string]bool
 
+	// the broker metrics' counters and gauges between rounds
+	metrics *metricMemory
+
 	rounds int
 }
 
@@ -112,6 +115,7 @@ func newEvaluator(s *Service) *evaluator {
 		prevIn:     map[string]int64{},
 		lastChange: map[string]time.Time{},
 		armed:      map[string]bool{},
+		metrics:    newMetricMemory(),
 	}
 }
 
@@ -121,10 +125,12 @@ type inputs struct {
 	health      Health
 	disk        []LogDir
 	comparisons []Comparison
+	hosts       []HostMetrics // broker metrics, per host
 	errs        map[string]error
 
 	partStatus map[windowKey]Status // group_status: Burrow status per group partition
 	stopped    map[string]int       // produce_stopped: 1 stopped, 0 producing, -1 unknown
+	metrics    []hostRound          // broker metrics with their rates
 }
 
 // EvaluateNow runs one evaluation round now (the loop calls it every
@@ -234,6 +240,18 @@ func (e *evaluator) round(ctx context.Context) error {
 	for src, err := range in.errs {
 		failed = append(failed, src)
 		srcErrs[src] = err.Error()
+	}
+	// A host whose metrics could not be read fails its own subjects only;
+	// it is reported as a failure of the source, by host.
+	hostFailed := false
+	for _, h := range in.hosts {
+		if h.Err != nil {
+			hostFailed = true
+			srcErrs[fmt.Sprintf("%s (broker %d)", sourceBrokerMetrics, h.Broker)] = h.Err.Error()
+		}
+	}
+	if hostFailed && in.errs[sourceBrokerMetrics] == nil {
+		failed = append(failed, sourceBrokerMetrics)
 	}
 	sort.Strings(failed)
 	s.metrics.Evaluated(took, failed...)
@@ -379,6 +397,10 @@ func (e *evaluator) gather(ctx context.Context, need map[string]bool) inputs {
 		in.comparisons, err = src.Comparisons.Comparisons(ctx)
 		return
 	})
+	call(sourceBrokerMetrics, src.BrokerMetrics != nil, func(ctx context.Context) (err error) {
+		in.hosts, err = src.BrokerMetrics.BrokerMetrics(ctx)
+		return
+	})
 	return in
 }
 
@@ -435,6 +457,9 @@ func (e *evaluator) derive(in *inputs, rules []Rule, byRule map[int64]map[string
 		if !readOnly {
 			e.windows.endRound()
 		}
+	}
+	if in.hosts != nil && in.errs[sourceBrokerMetrics] == nil {
+		in.metrics = e.metrics.derive(in.hosts, now, readOnly)
 	}
 	if (produce || readOnly) && in.errs[sourceHealth] == nil {
 		in.stopped = map[string]int{}
@@ -802,7 +827,7 @@ func (e *evaluator) links(r Rule, page, text string) []Link {
 func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, now time.Time) map[string]*observation {
 	m := newMatcher(r.Scope)
 	obs := map[string]*observation{}
-	add := func(subject string, holds bool, value, summary string, extra func() (map[string]any, map[string]string, []Link)) {
+	add := func(subject string, holds bool, value, summary string, extra extraFunc) {
 		o := &observation{subject: subject, holds: holds, value: value, summary: truncateRunes(r.Name+": "+summary, maxSummary)}
 		if holds && extra != nil {
 			o.details, o.labels, o.links = extra()
@@ -984,6 +1009,8 @@ func (e *evaluator) observe(r Rule, in *inputs, states map[string]*alertState, n
 						e.labels(r, "broker", id, "log_dir", d.Path), e.links(r, "/brokers/"+id, "Broker "+id)
 				})
 		}
+	case KindAuthFailures, KindAuthzDenials, KindClientThrottled, KindHangingTxn, KindReassignStuck, KindSchemaIncompatible:
+		e.observeMetrics(r, in, m, states, now, obs, add)
 	case KindComparison:
 		for _, c := range in.comparisons {
 			if !m.name(c.Name) {

@@ -29,6 +29,14 @@ const (
 	KindDiskFreeBytes     Kind = "disk_free_bytes"    // a log dir's free bytes below Threshold
 	KindDiskFreePercent   Kind = "disk_free_percent"  // a log dir's free space below Threshold percent
 	KindComparison        Kind = "comparison"         // a migration comparison's mismatched+missing records above Threshold
+
+	// Kinds on the brokers' own metrics (MetricsSource).
+	KindAuthFailures       Kind = "auth_failures"       // a broker's failed authentications per minute above Threshold
+	KindAuthzDenials       Kind = "authz_denials"       // a broker's authorization denials per minute above Threshold
+	KindClientThrottled    Kind = "client_throttled"    // a client (user+client_id) throttled more than Threshold seconds per second
+	KindHangingTxn         Kind = "hanging_transaction" // a transaction open longer than Threshold seconds
+	KindReassignStuck      Kind = "reassignment_stuck"  // a reassignment whose bytes remaining did not move for Threshold seconds
+	KindSchemaIncompatible Kind = "schema_incompatible" // schema compatibility check failures per minute above Threshold
 )
 
 // KindInfo describes a kind for the console's rule form.
@@ -43,21 +51,30 @@ type KindInfo struct {
 	Threshold string
 	// TopicScope is true when Scope.Topic may be set.
 	TopicScope bool
-	// Source is the input the kind needs: "lag", "health", "disk", "comparisons".
+	// ListenerScope is true when Scope.Listener may be set.
+	ListenerScope bool
+	// Source is the input the kind needs: "lag", "health", "disk",
+	// "comparisons", "broker_metrics".
 	Source string
 }
 
 var kinds = []KindInfo{
-	{KindLagRecords, "Consumer lag (records)", "A group's total lag over the scoped partitions is above the threshold.", "group", "records", true, sourceLag},
-	{KindLagSeconds, "Consumer lag (time)", "A group's largest time lag over the scoped partitions is above the threshold.", "group", "seconds", true, sourceLag},
-	{KindGroupStatus, "Consumer group status", "Burrow-style evaluation of a window of commits per partition: WARN when lag never falls, ERR when a partition is STOP, STALL or REWIND.", "group", "", true, sourceLag},
-	{KindUnderReplicated, "Under-replicated partitions", "A topic has more partitions whose ISR is smaller than their replica set than the threshold (0: any).", "topic", "partitions", true, sourceHealth},
-	{KindOfflinePartitions, "Offline partitions", "A topic has more partitions without a live leader than the threshold (0: any).", "topic", "partitions", true, sourceHealth},
-	{KindBrokerDown, "Broker down", "A broker of the cluster is not reachable.", "broker", "", false, sourceHealth},
-	{KindProduceStopped, "Produce stopped", "A topic that was receiving records has received none (its produce rate dropped to zero).", "topic", "", true, sourceHealth},
-	{KindDiskFreeBytes, "Log dir free space (bytes)", "A log directory has fewer free bytes than the threshold.", "logdir", "bytes", false, sourceDisk},
-	{KindDiskFreePercent, "Log dir free space (percent)", "A log directory has less free space than the threshold percentage.", "logdir", "percent", false, sourceDisk},
-	{KindComparison, "Migration comparison differences", "A comparison found more mismatched plus missing records than the threshold (0: any).", "comparison", "records", false, sourceComparisons},
+	{KindLagRecords, "Consumer lag (records)", "A group's total lag over the scoped partitions is above the threshold.", "group", "records", true, false, sourceLag},
+	{KindLagSeconds, "Consumer lag (time)", "A group's largest time lag over the scoped partitions is above the threshold.", "group", "seconds", true, false, sourceLag},
+	{KindGroupStatus, "Consumer group status", "Burrow-style evaluation of a window of commits per partition: WARN when lag never falls, ERR when a partition is STOP, STALL or REWIND.", "group", "", true, false, sourceLag},
+	{KindUnderReplicated, "Under-replicated partitions", "A topic has more partitions whose ISR is smaller than their replica set than the threshold (0: any).", "topic", "partitions", true, false, sourceHealth},
+	{KindOfflinePartitions, "Offline partitions", "A topic has more partitions without a live leader than the threshold (0: any).", "topic", "partitions", true, false, sourceHealth},
+	{KindBrokerDown, "Broker down", "A broker of the cluster is not reachable.", "broker", "", false, false, sourceHealth},
+	{KindProduceStopped, "Produce stopped", "A topic that was receiving records has received none (its produce rate dropped to zero).", "topic", "", true, false, sourceHealth},
+	{KindDiskFreeBytes, "Log dir free space (bytes)", "A log directory has fewer free bytes than the threshold.", "logdir", "bytes", false, false, sourceDisk},
+	{KindDiskFreePercent, "Log dir free space (percent)", "A log directory has less free space than the threshold percentage.", "logdir", "percent", false, false, sourceDisk},
+	{KindComparison, "Migration comparison differences", "A comparison found more mismatched plus missing records than the threshold (0: any).", "comparison", "records", false, false, sourceComparisons},
+	{KindAuthFailures, "Authentication failures", "A broker refuses more logins per minute than the threshold (wrong or unknown credentials, failed TLS handshakes; 0: any), on one listener or all.", "broker", "failures per minute", false, true, sourceBrokerMetrics},
+	{KindAuthzDenials, "Authorization denials", "A broker denies more requests per minute than the threshold because an ACL does not allow them (0: any).", "broker", "denials per minute", false, false, sourceBrokerMetrics},
+	{KindClientThrottled, "Client throttled", "A client (user and client id) is throttled by its quotas for more than the threshold of each second on some broker (1: all the time); with For, throttled for longer than that.", "client", "seconds throttled per second", false, false, sourceBrokerMetrics},
+	{KindHangingTxn, "Hanging transaction", "The oldest transaction a broker coordinates has been open longer than the threshold (a producer gone, or a transaction its coordinator lost track of).", "broker", "seconds", false, false, sourceBrokerMetrics},
+	{KindReassignStuck, "Reassignment stuck", "A broker has partition moves with bytes left to copy, and that number has not changed for the threshold.", "broker", "seconds without progress", false, false, sourceBrokerMetrics},
+	{KindSchemaIncompatible, "Schema compatibility failures", "The schema registry refuses more schemas per minute than the threshold as incompatible (registrations and explicit checks, every host; 0: any).", "registry", "failures per minute", false, false, sourceBrokerMetrics},
 }
 
 // Kinds lists every rule kind, in the order a form should offer them.
@@ -97,6 +114,9 @@ type Scope struct {
 	Pattern string `json:"pattern"`
 	// Topic limits lag and topic rules to one topic.
 	Topic string `json:"topic"`
+	// Listener limits an authentication failures rule to one listener
+	// (its name, e.g. SASL_SSL or EXTERNAL). Empty: every listener.
+	Listener string `json:"listener,omitempty"`
 }
 
 // Rule is one alert rule.
@@ -140,7 +160,7 @@ func (r Rule) MarshalJSON() ([]byte, error) {
 }
 
 // ValidationError lists what is wrong with a rule or notifier, by form field
-// name (name, kind, severity, for, clear_for, scope_pattern, scope_topic,
+// name (name, kind, severity, for, clear_for, scope_pattern, scope_topic, scope_listener,
 // threshold, min_status, notifiers; for notifiers: name, type, url, secret).
 type ValidationError struct {
 	Fields map[string]string
@@ -190,6 +210,8 @@ func (r *Rule) Normalize() {
 	r.Description = strings.TrimSpace(r.Description)
 	r.Scope.Pattern = strings.TrimSpace(r.Scope.Pattern)
 	r.Scope.Topic = strings.TrimSpace(r.Scope.Topic)
+	// Kafka's listener names are case-insensitive (ListenerName.normalised).
+	r.Scope.Listener = strings.ToUpper(strings.TrimSpace(r.Scope.Listener))
 	if r.Severity == "" {
 		r.Severity = SeverityWarning
 	}
@@ -241,6 +263,13 @@ func (r *Rule) Validate() error {
 			v.add("scope_topic", err.Error())
 		}
 	}
+	if r.Scope.Listener != "" {
+		if ok && !ki.ListenerScope {
+			v.add("scope_listener", fmt.Sprintf("a %s rule cannot be limited to a listener", r.Kind))
+		} else if !listenerName.MatchString(r.Scope.Listener) {
+			v.add("scope_listener", "not a listener name (letters, digits, '_' and '-', at most 100)")
+		}
+	}
 	t := r.Threshold
 	if math.IsNaN(t) || math.IsInf(t, 0) {
 		v.add("threshold", "must be a number")
@@ -250,9 +279,17 @@ func (r *Rule) Validate() error {
 			if t < 0 || t != math.Trunc(t) {
 				v.add("threshold", "must be a whole number, 0 or more")
 			}
-		case KindLagSeconds:
+		case KindLagSeconds, KindHangingTxn, KindReassignStuck:
 			if t <= 0 {
 				v.add("threshold", "must be more than 0 seconds")
+			}
+		case KindAuthFailures, KindAuthzDenials, KindSchemaIncompatible:
+			if t < 0 {
+				v.add("threshold", "must be 0 or more per minute")
+			}
+		case KindClientThrottled:
+			if t <= 0 {
+				v.add("threshold", "must be more than 0 seconds per second (1: throttled all the time)")
 			}
 		case KindDiskFreeBytes:
 			if t <= 0 {
@@ -284,6 +321,9 @@ func (r *Rule) Validate() error {
 	}
 	return v.orNil()
 }
+
+// listenerName is what Kafka accepts as a listener name in listeners.
+var listenerName = regexp.MustCompile(`^[A-Z0-9_-]{1,100}$`)
 
 func validTopic(t string) error {
 	if config.ValidateTopicName(t) != nil {

@@ -41,6 +41,9 @@ type Sources struct {
 	Health      HealthSource
 	Disk        DiskSource
 	Comparisons ComparisonSource
+	// BrokerMetrics reads every host's broker metrics (ScrapeMetrics in a
+	// cluster, GatherMetrics on a single node).
+	BrokerMetrics MetricsSource
 }
 
 // Config configures a Service.

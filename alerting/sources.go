@@ -18,10 +18,11 @@ import (
 // below work against any Kafka cluster and host.
 
 const (
-	sourceLag         = "lag"
-	sourceHealth      = "health"
-	sourceDisk        = "disk"
-	sourceComparisons = "comparisons"
+	sourceLag           = "lag"
+	sourceHealth        = "health"
+	sourceDisk          = "disk"
+	sourceComparisons   = "comparisons"
+	sourceBrokerMetrics = "broker_metrics"
 )
 
 // LagSource reports every consumer group's lag.

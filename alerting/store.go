@@ -144,6 +144,8 @@ var migrations = []string{
 	ALTER TABLE alert_history ADD COLUMN actor TEXT NOT NULL DEFAULT '';
 	ALTER TABLE alert_deliveries ADD COLUMN request TEXT NOT NULL DEFAULT '';
 	ALTER TABLE alert_deliveries ADD COLUMN retry_of INTEGER NOT NULL DEFAULT 0;`,
+	// 4: the listener an authentication failures rule is limited to.
+	`ALTER TABLE alert_rules ADD COLUMN scope_listener TEXT NOT NULL DEFAULT '';`,
 }
 
 // The alerting tables shared by every host of a cluster (see
@@ -192,7 +194,7 @@ func isUnique(err error) bool {
 
 // ---- rules ----
 
-const ruleCols = `id, name, description, kind, enabled, severity, for_ms, clear_for_ms, scope_pattern, scope_topic, threshold, min_status, created_at, updated_at`
+const ruleCols = `id, name, description, kind, enabled, severity, for_ms, clear_for_ms, scope_pattern, scope_topic, threshold, min_status, created_at, updated_at, scope_listener`
 
 func scanRule(row consoledb.Scanner) (Rule, error) {
 	var r Rule
@@ -200,7 +202,7 @@ func scanRule(row consoledb.Scanner) (Rule, error) {
 	var forMS, clearMS, created, updated int64
 	var minStatus int
 	err := row.Scan(&r.ID, &r.Name, &r.Description, &r.Kind, &enabled, &r.Severity, &forMS, &clearMS,
-		&r.Scope.Pattern, &r.Scope.Topic, &r.Threshold, &minStatus, &created, &updated)
+		&r.Scope.Pattern, &r.Scope.Topic, &r.Threshold, &minStatus, &created, &updated, &r.Scope.Listener)
 	r.Enabled = enabled != 0
 	r.For = time.Duration(forMS) * time.Millisecond
 	r.ClearFor = time.Duration(clearMS) * time.Millisecond
@@ -274,9 +276,9 @@ func (s *Service) CreateRule(ctx context.Context, r Rule) (Rule, error) {
 	now := s.now()
 	err := s.db.Change(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO alert_rules(name, description, kind, enabled, severity, for_ms, clear_for_ms,
-			scope_pattern, scope_topic, threshold, min_status, created_at, updated_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+			scope_pattern, scope_topic, threshold, min_status, created_at, updated_at, scope_listener) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 			r.Name, r.Description, r.Kind, b2i(r.Enabled), r.Severity, r.For.Milliseconds(), r.ClearFor.Milliseconds(),
-			r.Scope.Pattern, r.Scope.Topic, r.Threshold, int(r.MinStatus), ms(now), ms(now))
+			r.Scope.Pattern, r.Scope.Topic, r.Threshold, int(r.MinStatus), ms(now), ms(now), r.Scope.Listener)
 		if isUnique(err) {
 			return &ValidationError{Fields: map[string]string{"name": "a rule with this name exists"}}
 		}
@@ -341,9 +343,9 @@ func (s *Service) UpdateRule(ctx context.Context, r Rule) (Rule, error) {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE alert_rules SET name=?, description=?, kind=?, enabled=?, severity=?, for_ms=?, clear_for_ms=?,
-			scope_pattern=?, scope_topic=?, threshold=?, min_status=?, updated_at=? WHERE id=?`,
+			scope_pattern=?, scope_topic=?, threshold=?, min_status=?, updated_at=?, scope_listener=? WHERE id=?`,
 			r.Name, r.Description, r.Kind, b2i(r.Enabled), r.Severity, r.For.Milliseconds(), r.ClearFor.Milliseconds(),
-			r.Scope.Pattern, r.Scope.Topic, r.Threshold, int(r.MinStatus), ms(now), r.ID)
+			r.Scope.Pattern, r.Scope.Topic, r.Threshold, int(r.MinStatus), ms(now), r.Scope.Listener, r.ID)
 		if isUnique(err) {
 			return &ValidationError{Fields: map[string]string{"name": "a rule with this name exists"}}
 		}
