@@ -27,6 +27,7 @@ import (
 	alertpages "github.com/sluice-io/sluice/web/alerts"
 	"github.com/sluice-io/sluice/web/comparisons"
 	schemapages "github.com/sluice-io/sluice/web/schemas"
+	"github.com/sluice-io/sluice/zkcoord"
 )
 
 // The console component: the web console (console.listen) with the alert
@@ -94,6 +95,9 @@ type consoleComponent struct {
 	mgr     *migration.Manager
 	srv     *web.Server
 	msrv    *metrics.Server // standalone metrics listener (metrics.listen)
+	// metricsAd keeps /metrics_endpoints/<id> in a cluster (nil on a
+	// single node): where the evaluating console scrapes this host.
+	metricsAd *zkcoord.Leadership
 
 	migrationCollector prometheus.Collector // registered on reg; removed at Close
 
@@ -128,8 +132,12 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	}()
 	cfg := c.a.Config()
 	if cfg.ConsoleListen == "" {
-		// No console: only the metrics endpoint (this broker's metrics).
-		return c.startMetricsListener()
+		// No console: only the metrics endpoint (this broker's metrics),
+		// advertised to the console that evaluates the alert rules.
+		if err := c.startMetricsListener(); err != nil {
+			return err
+		}
+		return c.advertiseMetrics()
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
@@ -225,6 +233,8 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 			Health:      alerting.HealthFunc(c.healthSource),
 			Disk:        alerting.DiskFunc(c.diskSource),
 			Comparisons: alerting.ComparisonFunc(c.comparisonSource),
+
+			BrokerMetrics: c.brokerMetricsSource(),
 		},
 		BaseURL: alertBaseURL(cfg),
 		Cluster: c.a.ClusterID(),
@@ -306,6 +316,9 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	if err := c.srv.Start(ctx); err != nil {
 		return err
 	}
+	if err := c.advertiseMetrics(); err != nil {
+		return err
+	}
 	c.wg.Add(5)
 	go func() { defer c.wg.Done(); c.lagHist.Run(bg) }()
 	go func() { defer c.wg.Done(); c.sampler.Run(bg) }()
@@ -348,6 +361,11 @@ func (c *consoleComponent) Close() error {
 		c.cancel()
 	}
 	c.wg.Wait()
+	if c.metricsAd != nil {
+		if err := c.metricsAd.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("metrics endpoint znode: %w", err))
+		}
+	}
 	if c.srv != nil {
 		if err := c.srv.Close(); err != nil {
 			errs = append(errs, err)

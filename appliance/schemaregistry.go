@@ -237,20 +237,7 @@ func consoleAuth(users *consoledb.Console) schemareg.Authenticator {
 // listener's host, or for a wildcard listener the host of the broker's
 // first advertised listener.
 func (c *schemaRegistryComponent) advertisedURL(scheme string, port int) string {
-	cfg := c.a.Config()
-	host, _, _ := net.SplitHostPort(cfg.SchemaRegistryListen)
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		host = ""
-		ports := map[string]int{}
-		for _, l := range cfg.AdvertisedEndpoints(ports) {
-			host = l.Host
-			break
-		}
-		if host == "" {
-			host, _ = os.Hostname()
-		}
-	}
-	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(port))
+	return scheme + "://" + net.JoinHostPort(reachableHost(c.a, c.a.Config().SchemaRegistryListen), strconv.Itoa(port))
 }
 
 // Close stops serving (in-flight requests finish, up to 10s), then the

@@ -82,7 +82,7 @@ func noAuthHint(err error) error {
 var kafkaRoots = []string{"/admin", "/brokers", "/cluster", "/config", "/controller", "/controller_epoch",
 	"/isr_change_notification", "/latest_producer_id_block", "/log_dir_event_notification", "/delegation_token",
 	"/kafka-acl", "/kafka-acl-changes", "/kafka-acl-extended", "/kafka-acl-extended-changes",
-	stateChangesPath, ConsoleLeaderPath, "/schema_registry_leader"}
+	stateChangesPath, ConsoleLeaderPath, "/schema_registry_leader", MetricsEndpointsPath}
 
 // secureExisting gives the znodes made before zookeeper.set.acl was
 // turned on the ACLs they would have had (as Kafka's
