@@ -404,6 +404,8 @@ func (s *Service) PreviewRule(ctx context.Context, r Rule) (RulePreview, error) 
 	switch {
 	case r.Kind == KindGroupStatus && noWindows:
 		pv.Note = "Group statuses need a few evaluation rounds of commits; until then every group reads OK."
+	case ki.Source == sourceBrokerMetrics && ki.Kind != KindHangingTxn:
+		pv.Note = "Rates and progress are measured between evaluation rounds: a host the evaluator has read only once reads “not measured yet”, and a reassignment counts as stuck only after it was seen unchanged for the threshold."
 	case r.Kind == KindProduceStopped:
 		pv.Note = "A topic counts as stopped only after the evaluator has seen it receive records; a topic seen for the first time reads “not measured yet”."
 	}

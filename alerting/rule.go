@@ -45,7 +45,8 @@ type KindInfo struct {
 	Title       string
 	Description string
 	// Subject is what one alert of the kind is about: "group", "topic",
-	// "broker", "logdir" or "comparison". Scope.Pattern matches its name.
+	// "broker", "logdir", "comparison", "client" (USER/CLIENT_ID) or
+	// "registry" (the schema registry). Scope.Pattern matches its name.
 	Subject string
 	// Threshold names the threshold's unit; empty when the kind has none.
 	Threshold string

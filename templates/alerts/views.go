@@ -193,6 +193,8 @@ func SubjectURL(subject string) string {
 		return templates.TopicURL(name)
 	case "broker", "logdir":
 		return "/brokers"
+	case "registry":
+		return "/schemas"
 	}
 	return ""
 }
@@ -206,7 +208,7 @@ func SubjectName(subject string) string {
 }
 
 // SubjectType is the subject's type (group, topic, broker, logdir,
-// comparison).
+// comparison, client, registry).
 func SubjectType(subject string) string {
 	typ, _, _ := strings.Cut(subject, ":")
 	return typ
@@ -283,6 +285,12 @@ func ThresholdText(r alerting.Rule) string {
 		return "free < " + FormatNumber(r.Threshold) + " %"
 	case alerting.KindLagSeconds:
 		return "> " + templates.Dur(time.Duration(r.Threshold*float64(time.Second)))
+	case alerting.KindHangingTxn:
+		return "open > " + templates.Dur(time.Duration(r.Threshold*float64(time.Second)))
+	case alerting.KindReassignStuck:
+		return "no progress for " + templates.Dur(time.Duration(r.Threshold*float64(time.Second)))
+	case alerting.KindClientThrottled:
+		return "throttled > " + FormatNumber(r.Threshold) + " s per second"
 	}
 	return "> " + FormatNumber(r.Threshold) + " " + ki.Threshold
 }
@@ -304,8 +312,14 @@ func ScopeText(r alerting.Rule) string {
 	if r.Scope.Topic != "" {
 		parts = append(parts, "topic "+r.Scope.Topic)
 	}
+	if r.Scope.Listener != "" {
+		parts = append(parts, "listener "+r.Scope.Listener)
+	}
 	if len(parts) == 0 {
 		ki, _ := kindInfo(r.Kind)
+		if ki.Subject == "registry" {
+			return "the schema registry (every host)"
+		}
 		return "every " + nonEmpty(ki.Subject, "subject")
 	}
 	return strings.Join(parts, ", ")
@@ -418,7 +432,7 @@ func thresholdHint() string {
 			parts = append(parts, ki.Title+": "+ki.Threshold)
 		}
 	}
-	return "Unit by kind — " + strings.Join(parts, "; ") + ". Sizes may carry a unit (10GiB, 500MB). Kinds without a threshold ignore it."
+	return "Unit by kind — " + strings.Join(parts, "; ") + ". Sizes may carry a unit (10GiB, 500MB), and thresholds in seconds a duration (10m). Kinds without a threshold ignore it."
 }
 
 func secretHint(n alerting.Notifier, isNew bool) string {
@@ -529,6 +543,18 @@ func SilenceURL(ruleID int64, subject string) string {
 func KindUnit(k alerting.Kind) string {
 	ki, _ := kindInfo(k)
 	return ki.Threshold
+}
+
+// listenerKinds lists the kinds (space-separated, for data-kinds) that may
+// be limited to a listener.
+func listenerKinds() string {
+	var out []string
+	for _, ki := range alerting.Kinds() {
+		if ki.ListenerScope {
+			out = append(out, string(ki.Kind))
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // kindsWith lists the kinds (space-separated, for data-kinds) that have a

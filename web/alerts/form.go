@@ -23,7 +23,7 @@ import (
 // engine's own Validate, and the engine's refusal on store (a name taken, a
 // notifier deleted meanwhile) is mapped back onto the form the same way.
 
-var ruleFields = []string{"name", "description", "kind", "severity", "threshold", "min_status", "for", "clear_for", "scope_pattern", "scope_topic", "enabled"}
+var ruleFields = []string{"name", "description", "kind", "severity", "threshold", "min_status", "for", "clear_for", "scope_pattern", "scope_topic", "scope_listener", "enabled"}
 
 type notifierLister interface {
 	Notifiers(ctx context.Context) ([]alerting.Notifier, error)
@@ -42,7 +42,7 @@ func formOf(r alerting.Rule) (templates.Form, map[int64]bool) {
 	f := templates.NewForm(
 		"name", r.Name, "description", r.Description, "kind", string(r.Kind), "severity", string(r.Severity),
 		"for", formatDuration(r.For), "clear_for", formatDuration(r.ClearFor),
-		"scope_pattern", r.Scope.Pattern, "scope_topic", r.Scope.Topic, "min_status", "WARN")
+		"scope_pattern", r.Scope.Pattern, "scope_topic", r.Scope.Topic, "scope_listener", r.Scope.Listener, "min_status", "WARN")
 	if ki, ok := kindOf(r.Kind); ok && ki.Threshold != "" {
 		f.Set("threshold", strconv.FormatFloat(r.Threshold, 'f', -1, 64))
 	}
@@ -97,6 +97,11 @@ func (h ruleForm) parse(c *fiber.Ctx) (alerting.Rule, templates.Form, map[int64]
 		f.Fail("clear_for", err.Error())
 	}
 	ki, known := kindOf(r.Kind)
+	// Only the kinds that may be limited to a listener read the field, so
+	// switching the kind does not leave a stale value in the way.
+	if known && ki.ListenerScope {
+		r.Scope.Listener = f.Get("scope_listener")
+	}
 	if known && ki.Threshold != "" {
 		if r.Threshold, err = parseThreshold(r.Kind, f.Get("threshold")); err != nil {
 			f.Fail("threshold", err.Error())
@@ -192,7 +197,8 @@ var sizeUnits = map[string]float64{
 func parseThreshold(k alerting.Kind, s string) (float64, error) {
 	if s == "" {
 		switch k {
-		case alerting.KindUnderReplicated, alerting.KindOfflinePartitions, alerting.KindComparison:
+		case alerting.KindUnderReplicated, alerting.KindOfflinePartitions, alerting.KindComparison,
+			alerting.KindAuthFailures, alerting.KindAuthzDenials, alerting.KindSchemaIncompatible:
 			return 0, nil // 0: any
 		}
 		return 0, errors.New("required for this kind")
@@ -211,7 +217,7 @@ func parseThreshold(k alerting.Kind, s string) (float64, error) {
 			}
 		}
 		return 0, fmt.Errorf("%q is not a size: write bytes, or e.g. 10GiB or 500MB", s)
-	case alerting.KindLagSeconds:
+	case alerting.KindLagSeconds, alerting.KindHangingTxn, alerting.KindReassignStuck:
 		if d, err := time.ParseDuration(plain); err == nil {
 			return d.Seconds(), nil
 		}
@@ -241,6 +247,9 @@ func describeRule(r alerting.Rule) string {
 	}
 	if r.Scope.Topic != "" {
 		d += " topic=" + r.Scope.Topic
+	}
+	if r.Scope.Listener != "" {
+		d += " listener=" + r.Scope.Listener
 	}
 	ids := make([]string, len(r.NotifierIDs))
 	for i, id := range r.NotifierIDs {
