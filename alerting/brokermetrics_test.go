@@ -161,8 +161,8 @@ func TestBrokerMetricKinds(t *testing.T) {
 
 	type state struct {
 		authOK, authOther, denials, throttle1, throttle2, incompat1, incompat2 float64
-		oldest, remaining                                                       float64
-		down2                                                                   bool
+		oldest, remaining                                                      float64
+		down2                                                                  bool
 	}
 	hosts := func(s state) []HostMetrics {
 		h1 := HostMetrics{Broker: 1, Addr: "http://b1/metrics", Start: 1, Samples: []Sample{
