@@ -409,6 +409,11 @@ func (s *Service) PreviewRule(ctx context.Context, r Rule) (RulePreview, error) 
 	case r.Kind == KindProduceStopped:
 		pv.Note = "A topic counts as stopped only after the evaluator has seen it receive records; a topic seen for the first time reads “not measured yet”."
 	}
+	for _, h := range in.hosts {
+		if h.Err != nil {
+			pv.Note = strings.TrimSpace(pv.Note + " " + fmt.Sprintf("Broker %d is left out: %v.", h.Broker, h.Err))
+		}
+	}
 	for _, o := range obs {
 		if o.unknown {
 			continue

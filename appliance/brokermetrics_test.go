@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/sluice-io/sluice/alerting"
 	"github.com/sluice-io/sluice/internal/testutil"
+	"github.com/sluice-io/sluice/internal/zktest"
 )
 
 // hookReceiver stands in for a webhook consumer (Alertmanager's payload).
@@ -136,4 +138,45 @@ func TestAuthFailureBurstAlerts(t *testing.T) {
 	if n := len(hook.withStatus("firing")); n != 1 {
 		t.Errorf("%d firing messages for one burst", n)
 	}
+}
+
+// In a cluster every host advertises where it serves its metrics (here one
+// host with a console, one with only metrics.listen), and the console that
+// evaluates reads both; a host that stops is left out with a reason, not
+// taken as quiet.
+func TestBrokerMetricsAcrossHosts(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper")
+	srv := zktest.Start(t, zktest.Options{})
+	connect := srv.Addr() + "/sluice"
+	app1 := startAppliance(t, "zookeeper.connect="+connect, "broker.id=1", "console.listen="+testutil.FreeAddr(t),
+		"alerting.evaluation.interval.ms=200", "offsets.topic.num.partitions=1", "console.topic.replication.factor=1")
+	app2 := startAppliance(t, "zookeeper.connect="+connect, "broker.id=2", "console.listen=", "metrics.listen="+testutil.FreeAddr(t),
+		"offsets.topic.num.partitions=1")
+	c := consoleOf(t, app1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rule := alerting.Rule{Name: "logins", Kind: alerting.KindAuthFailures, Threshold: 10}
+	testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		pv, err := c.alerts.PreviewRule(ctx, rule)
+		if err != nil {
+			return err
+		}
+		if pv.SourceError != "" || len(pv.Subjects) != 2 || pv.Subjects[0].Subject != "broker:1" || pv.Subjects[1].Subject != "broker:2" {
+			return fmt.Errorf("preview %+v", pv)
+		}
+		return nil
+	})
+	if err := app2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		pv, err := c.alerts.PreviewRule(ctx, rule)
+		if err != nil {
+			return err
+		}
+		if len(pv.Subjects) != 1 || pv.Subjects[0].Subject != "broker:1" || !strings.Contains(pv.Note, "Broker 2 is left out") {
+			return fmt.Errorf("preview %+v", pv)
+		}
+		return nil
+	})
 }
