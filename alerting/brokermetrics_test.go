@@ -318,26 +318,43 @@ func TestScrapeMetrics(t *testing.T) {
 	}
 	mu.Unlock()
 
-	// Through the evaluator: the down host's alert stays as it is.
+	// Through the evaluator, with two hosts up: both fire on a burst.
+	reg2 := prometheus.NewRegistry()
+	fails2 := prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricAuthFailures, Help: "h"}, []string{"broker", "listener", "mechanism"})
+	reg2.MustRegister(fails2)
+	fails2.WithLabelValues("5", "SASL_SSL", "PLAIN").Add(1)
+	up2 := httptest.NewServer(promhttp.HandlerFor(reg2, promhttp.HandlerOpts{}))
+	defer up2.Close()
+	eps = []Endpoint{{Broker: 1, URL: up.URL + "/metrics"}, {Broker: 5, URL: up2.URL + "/metrics"}}
 	env := newTestService(t, func(c *Config) { c.Now = clk.Now; c.Sources.BrokerMetrics = src; c.Interval = time.Minute })
 	env.rule(t, Rule{Name: "logins", Kind: KindAuthFailures, Threshold: 0})
 	env.evaluate(t) // first read: not measured
 	clk.Add(time.Minute)
 	fails.WithLabelValues("1", "SASL_SSL", "PLAIN").Add(3)
-	eps = []Endpoint{{Broker: 1, URL: up.URL + "/metrics"}}
+	fails2.WithLabelValues("5", "SASL_SSL", "PLAIN").Add(3)
 	env.evaluate(t)
-	if got := firingSet(t, env); got != "logins broker:1" {
+	if got := firingSet(t, env); got != "logins broker:1; logins broker:5" {
 		t.Fatalf("firing %q", got)
 	}
-	// Broker 1 stops advertising (its process stopped): its alert stays,
-	// and the source says why.
-	eps = nil
+	// Host 5 goes down (still advertised) and host 1's failures stop:
+	// host 1's alert resolves, host 5's stays, and the status says why.
+	up2.Close()
 	clk.Add(time.Minute)
 	env.evaluate(t)
-	if got := firingSet(t, env); got != "logins broker:1" {
+	if got := firingSet(t, env); got != "logins broker:5" {
+		t.Errorf("after host 5 went down: firing %q, want host 5's alert kept and host 1's resolved", got)
+	}
+	if e := env.svc.Status().SourceErrors["broker_metrics (broker 5)"]; !strings.Contains(e, "broker 5 metrics at "+up2.URL) {
+		t.Errorf("status: %q", e)
+	}
+	// Host 5 stops advertising too (its process stopped): still kept.
+	eps = eps[:1]
+	clk.Add(time.Minute)
+	env.evaluate(t)
+	if got := firingSet(t, env); got != "logins broker:5" {
 		t.Errorf("a host that went away resolved its alert: firing %q", got)
 	}
-	if e := env.svc.Status().SourceErrors["broker_metrics (broker 1)"]; !strings.Contains(e, "no longer advertises") {
+	if e := env.svc.Status().SourceErrors["broker_metrics (broker 5)"]; !strings.Contains(e, "no longer advertises") {
 		t.Errorf("status: %q", e)
 	}
 
