@@ -5,8 +5,9 @@
 // the console's SQLite database (package consoledb, component "alerting").
 // An evaluator, run by the one console that does background work, reads its
 // inputs through small interfaces (LagSource, HealthSource, DiskSource,
-// ComparisonSource) every Interval, moves each rule+subject alert through
-// pending, firing and resolved, damps flapping, and hands notifications to
+// ComparisonSource, and MetricsSource for every host's broker metrics)
+// every Interval, moves each rule+subject alert through pending, firing
+// and resolved, damps flapping, and hands notifications to
 // one delivery queue per notifier: PagerDuty Events API v2 (trigger and
 // resolve with one dedup_key per rule and subject) or a webhook carrying
 // Alertmanager's version 4 payload. Deliveries are retried with exponential
