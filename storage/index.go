@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync/atomic"
 
+	"github.com/sluice-io/sluice/storage/vfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,6 +28,7 @@ const (
 // unmapping happen under the owning segment's mu held for writing; readers
 // hold it for reading while they look at data.
 type index struct {
+	fs        vfs.FS
 	path      string
 	base      int64
 	entrySize int
@@ -38,9 +40,9 @@ type index struct {
 
 // createIndex creates (or truncates) an index file preallocated to maxBytes
 // and maps it read-write.
-func createIndex(path string, base int64, entrySize, maxBytes int) (*index, error) {
-	ix := &index{path: path, base: base, entrySize: entrySize}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+func createIndex(fsys vfs.FS, path string, base int64, entrySize, maxBytes int) (*index, error) {
+	ix := &index{fs: fsys, path: path, base: base, entrySize: entrySize}
+	f, err := fsys.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -55,8 +57,8 @@ func createIndex(path string, base int64, entrySize, maxBytes int) (*index, erro
 // the used prefix of the file (a crash may leave a preallocated tail of
 // zeros, which holds no entry since every real entry has a non-zero
 // position or relative offset).
-func openIndex(path string, base int64, entrySize int) (*index, error) {
-	ix := &index{path: path, base: base, entrySize: entrySize}
+func openIndex(fsys vfs.FS, path string, base int64, entrySize int) (*index, error) {
+	ix := &index{fs: fsys, path: path, base: base, entrySize: entrySize}
 	if err := ix.mapFile(false, -1); err != nil {
 		return nil, err
 	}
@@ -83,7 +85,7 @@ func (ix *index) mapFile(writable bool, size int) error {
 	if writable {
 		flag = os.O_RDWR
 	}
-	f, err := os.OpenFile(ix.path, flag, 0)
+	f, err := ix.fs.OpenFile(ix.path, flag, 0)
 	if err != nil {
 		return err
 	}
@@ -157,7 +159,7 @@ func (ix *index) trim() error {
 	if !wasWritable {
 		return nil
 	}
-	return os.Truncate(ix.path, int64(ix.n.Load())*int64(ix.entrySize))
+	return ix.fs.Truncate(ix.path, int64(ix.n.Load())*int64(ix.entrySize))
 }
 
 // sync writes dirty pages of a writable mapping to disk.
@@ -166,7 +168,7 @@ func (ix *index) sync() error {
 		if !syncEnabled.Load() {
 			return nil
 		}
-		return unix.Msync(ix.data, unix.MS_SYNC)
+		return ix.fs.SyncMapping(ix.path, ix.data)
 	}
 	return nil
 }

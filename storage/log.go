@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"os"
 	"slices"
 	"sort"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 // env is what a Log needs from its Manager.
@@ -27,6 +27,9 @@ type env struct {
 	// maxDecompressed bounds what a compressed producer batch may expand
 	// to (ManagerConfig.MaxDecompressedBatchBytes).
 	maxDecompressed int64
+	// fs is the filesystem every file of the log goes through
+	// (ManagerConfig.FS).
+	fs vfs.FS
 }
 
 func (e *env) nowMs() int64 { return e.now().UnixMilli() }
@@ -709,7 +712,7 @@ func (l *Log) rollLocked(cfg *logConfig, base int64, now int64) (*segment, error
 		if err := old.remove(); err != nil {
 			return nil, err
 		}
-		s, err := createSegment(l.dir, base, &cfg.LogConfig, now)
+		s, err := createSegment(l.env.fs, l.dir, base, &cfg.LogConfig, now)
 		if err != nil {
 			return nil, fmt.Errorf("%s: roll: %w", l.tp, err)
 		}
@@ -724,7 +727,7 @@ func (l *Log) rollLocked(cfg *logConfig, base int64, now int64) (*segment, error
 	if err := l.producers.writeSnapshot(base); err != nil {
 		l.env.logger.Warn("producer state snapshot", "partition", l.tp.String(), "err", err)
 	}
-	s, err := createSegment(l.dir, base, &cfg.LogConfig, now)
+	s, err := createSegment(l.env.fs, l.dir, base, &cfg.LogConfig, now)
 	if err != nil {
 		return nil, fmt.Errorf("%s: roll: %w", l.tp, err)
 	}
@@ -1168,7 +1171,4 @@ func (s *segment) hasOpenResources() bool {
 	return s.file != nil || s.oi.mapped || s.ti.mapped
 }
 
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
+func fileExists(fsys vfs.FS, p string) bool { return vfs.Exists(fsys, p) }
