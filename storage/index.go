@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -36,6 +37,9 @@ type index struct {
 	mapped    bool
 	writable  bool
 	n         atomic.Int32 // valid entries
+	// unsynced: the file was written through a mapping since unmapped
+	// without an msync (trim at roll and recovery); sync fsyncs it.
+	unsynced atomic.Bool
 }
 
 // createIndex creates (or truncates) an index file preallocated to maxBytes
@@ -159,17 +163,40 @@ func (ix *index) trim() error {
 	if !wasWritable {
 		return nil
 	}
+	ix.unsynced.Store(true)
 	return ix.fs.Truncate(ix.path, int64(ix.n.Load())*int64(ix.entrySize))
 }
 
-// sync writes dirty pages of a writable mapping to disk.
+// sync writes dirty pages of a writable mapping to disk, or fsyncs the file
+// of an index trimmed since its last sync (a rolled segment's indexes are
+// flushed with its log, as Kafka's LogSegment.flush does: without it a
+// crash may leave a flushed segment with an empty index).
 func (ix *index) sync() error {
+	if !syncEnabled.Load() {
+		return nil
+	}
 	if ix.writable && ix.data != nil {
-		if !syncEnabled.Load() {
-			return nil
-		}
 		return ix.fs.SyncMapping(ix.path, ix.data)
 	}
+	if !ix.unsynced.Load() {
+		return nil
+	}
+	f, err := ix.fs.OpenFile(ix.path, os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		ix.unsynced.Store(false) // removed meanwhile
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", ix.path, err)
+	}
+	ix.unsynced.Store(false)
 	return nil
 }
 

@@ -501,6 +501,9 @@ func (l *Log) recoverSegment(p logLoad, s *segment, last bool) (truncated bool, 
 		if err := errors.Join(s.oi.trim(), s.ti.trim()); err != nil {
 			return truncated, err
 		}
+		if err := errors.Join(s.oi.sync(), s.ti.sync()); err != nil {
+			return truncated, err
+		}
 	}
 	if err := fsyncFile(f); err != nil {
 		return truncated, fmt.Errorf("fsync %s: %w", path, err)
