@@ -127,8 +127,8 @@ func TestFaultAppendEIO(t *testing.T) {
 	remove := fsys.Inject(errorfs.Fault{Ops: errorfs.OpWrite, Match: errorfs.Suffix(logSuffix), Err: syscall.EIO})
 	for i := 0; i < 3; i++ {
 		_, err := l.AppendAsLeader(faultBatch(t, 100+i, now), 0)
-		if !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), faultTP.String()) || !strings.Contains(err.Error(), logSuffix) {
-			t.Fatalf("append on a failing disk: %v, want EIO naming the partition and the file", err)
+		if !errors.Is(err, ErrStorage) || !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), faultTP.String()) || !strings.Contains(err.Error(), logSuffix) {
+			t.Fatalf("append on a failing disk: %v, want ErrStorage and EIO naming the partition and the file", err)
 		}
 	}
 	lg.check(t, l)
@@ -155,8 +155,8 @@ func TestFaultAppendENOSPC(t *testing.T) {
 	}
 	remove := fsys.Inject(errorfs.Fault{Ops: errorfs.OpWrite, Match: errorfs.Suffix(logSuffix), Err: syscall.ENOSPC, Partial: 50})
 	for i := 0; i < 2; i++ {
-		if _, err := l.AppendAsLeader(faultBatch(t, 100+i, now), 0); !errors.Is(err, syscall.ENOSPC) {
-			t.Fatalf("append on a full disk: %v, want ENOSPC", err)
+		if _, err := l.AppendAsLeader(faultBatch(t, 100+i, now), 0); !errors.Is(err, ErrStorage) || !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("append on a full disk: %v, want ErrStorage and ENOSPC", err)
 		}
 		act := l.active()
 		st, err := os.Stat(act.path(logSuffix))
@@ -181,6 +181,61 @@ func TestFaultAppendENOSPC(t *testing.T) {
 	lg.check(t, l)
 }
 
+// TestFaultRollENOSPC: a full disk refuses the files of a new segment; the
+// append that needed the roll fails (ErrStorage), the log is unchanged, and
+// once space is back the roll and the append go through.
+func TestFaultRollENOSPC(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		f    errorfs.Fault
+	}{
+		{"log", errorfs.Fault{Ops: errorfs.OpOpen, Match: errorfs.Suffix(logSuffix), Err: syscall.ENOSPC}},
+		{"index", errorfs.Fault{Ops: errorfs.OpTruncate, Match: errorfs.Suffix(indexSuffix), Err: syscall.ENOSPC}},
+		{"txnindex", errorfs.Fault{Ops: errorfs.OpOpen, Match: errorfs.Suffix(txnIndexSuffix), Err: syscall.ENOSPC}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fsys := errorfs.New(nil)
+			dir := t.TempDir()
+			m, l := openFaultLog(t, dir, fsys, faultLogConfig())
+			defer func() { m.Close() }()
+			lg := newFaultLedger()
+			now := time.Now().UnixMilli()
+			lg.appendOK(t, l, 0, now)
+			for l.NumSegments() == 1 {
+				lg.appendOK(t, l, int(lg.end/2), now)
+			}
+			segs := l.NumSegments()
+			remove := fsys.Inject(c.f)
+			failed := 0
+			for i := 0; i < 8 && failed == 0; i++ { // up to the next roll
+				if _, err := l.AppendAsLeader(faultBatch(t, 100+i, now), 0); err != nil {
+					if !errors.Is(err, ErrStorage) || !errors.Is(err, syscall.ENOSPC) {
+						t.Fatalf("append needing a roll on a full disk: %v, want ErrStorage and ENOSPC", err)
+					}
+					failed++
+					continue
+				}
+				lg.values[lg.end] = fmt.Sprintf("b%03d-r0-%s", 100+i, strings.Repeat("x", 40))
+				lg.values[lg.end+1] = fmt.Sprintf("b%03d-r1", 100+i)
+				lg.end += 2
+			}
+			if failed == 0 || fsys.Fired() == 0 {
+				t.Fatal("no append needed a roll")
+			}
+			lg.check(t, l)
+			remove()
+			lg.appendOK(t, l, 200, now)
+			if l.NumSegments() <= segs {
+				t.Fatalf("%d segments after the disk came back, want more than %d", l.NumSegments(), segs)
+			}
+			lg.check(t, l)
+			m.Close()
+			m, l = openFaultLog(t, dir, fsys, faultLogConfig())
+			lg.check(t, l)
+		})
+	}
+}
+
 // TestFaultSyncEIO: when the fsync of an append fails, the producer gets the
 // error (the append is not acknowledged) and the recovery point stays; a
 // crash then loses that batch and nothing acknowledged. Without a crash, the
@@ -198,8 +253,8 @@ func TestFaultSyncEIO(t *testing.T) {
 				lg.appendOK(t, l, i, now+int64(i))
 			}
 			remove := fsys.Inject(errorfs.Fault{Ops: errorfs.OpSync, Match: errorfs.Suffix(logSuffix), Err: syscall.EIO, Times: 1})
-			if _, err := l.AppendAsLeader(faultBatch(t, 3, now+3), 0); !errors.Is(err, syscall.EIO) {
-				t.Fatalf("append whose fsync fails: %v, want EIO", err)
+			if _, err := l.AppendAsLeader(faultBatch(t, 3, now+3), 0); !errors.Is(err, ErrStorage) || !errors.Is(err, syscall.EIO) {
+				t.Fatalf("append whose fsync fails: %v, want ErrStorage and EIO", err)
 			}
 			remove()
 			if l.RecoveryPoint() != lg.end {

@@ -714,7 +714,7 @@ func (l *Log) rollLocked(cfg *logConfig, base int64, now int64) (*segment, error
 		}
 		s, err := createSegment(l.env.fs, l.dir, base, &cfg.LogConfig, now)
 		if err != nil {
-			return nil, fmt.Errorf("%s: roll: %w", l.tp, err)
+			return nil, fmt.Errorf("%s: roll: %w: %w", l.tp, ErrStorage, err)
 		}
 		segs := l.segments()
 		ns := append(append([]*segment(nil), segs[:len(segs)-1]...), s)
@@ -722,14 +722,14 @@ func (l *Log) rollLocked(cfg *logConfig, base int64, now int64) (*segment, error
 		return s, nil
 	}
 	if err := old.deactivate(); err != nil {
-		return nil, fmt.Errorf("%s: roll: trim indexes of %d: %w", l.tp, old.base, err)
+		return nil, fmt.Errorf("%s: roll: trim indexes of %d: %w: %w", l.tp, old.base, ErrStorage, err)
 	}
 	if err := l.producers.writeSnapshot(base); err != nil {
 		l.env.logger.Warn("producer state snapshot", "partition", l.tp.String(), "err", err)
 	}
 	s, err := createSegment(l.env.fs, l.dir, base, &cfg.LogConfig, now)
 	if err != nil {
-		return nil, fmt.Errorf("%s: roll: %w", l.tp, err)
+		return nil, fmt.Errorf("%s: roll: %w: %w", l.tp, ErrStorage, err)
 	}
 	segs := l.segments()
 	ns := make([]*segment, len(segs), len(segs)+1)
@@ -866,7 +866,7 @@ func (l *Log) flushSegments(from, to int64) error {
 			break
 		}
 		if err := s.flush(); err != nil {
-			return fmt.Errorf("%s: %w", l.tp, err)
+			return fmt.Errorf("%s: %w: %w", l.tp, ErrStorage, err)
 		}
 	}
 	return nil

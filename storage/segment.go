@@ -452,7 +452,7 @@ func (s *segment) appendBatches(buf []byte, intervalBytes int64) error {
 		s.unmapLogLocked()
 		f.Truncate(pos)
 		s.mu.Unlock()
-		return fmt.Errorf("append to %s: %w", f.Name(), err)
+		return fmt.Errorf("append to %s: %w: %w", f.Name(), ErrStorage, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
