@@ -71,8 +71,8 @@ type Fault struct {
 	// Partial, for writes: this many bytes of the write reach the file
 	// before the error (a disk filling up in the middle of a write).
 	Partial int
-	// Torn, for writes: Partial bytes of the write reach the disk and the
-	// filesystem crashes (Crash) in the middle of it.
+	// Torn, for writes: Partial bytes of the write (none when 0) reach the
+	// disk and the filesystem crashes (Crash) in the middle of it.
 	Torn bool
 }
 
@@ -458,15 +458,17 @@ func (f *file) write(p []byte, off int64) (int, error) {
 		}
 		return f.f.WriteAt(p, off)
 	}
-	if ft == nil || ft.Partial <= 0 {
+	if ft == nil || ft.Partial <= 0 && !ft.Torn {
 		return 0, pathErr("write", f.name, err)
 	}
-	k := min(ft.Partial, len(p))
+	k := max(min(ft.Partial, len(p)), 0)
 	var n int
 	var werr error
-	if off < 0 {
+	switch {
+	case k == 0:
+	case off < 0:
 		n, werr = f.f.Write(p[:k])
-	} else {
+	default:
 		n, werr = f.f.WriteAt(p[:k], off)
 	}
 	if werr != nil {
