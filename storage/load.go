@@ -479,7 +479,7 @@ func (l *Log) recoverSegment(p logLoad, s *segment, last bool) (truncated bool, 
 		pos := sc.pos
 		if pos == 0 && size > record.OffMagic {
 			var m [record.OffMagic + 1]byte
-			if _, err := f.ReadAt(m[:], 0); err == nil && (m[record.OffMagic] == 0 || m[record.OffMagic] == 1) {
+			if _, err := readAt(f, m[:], 0); err == nil && (m[record.OffMagic] == 0 || m[record.OffMagic] == 1) {
 				return false, fmt.Errorf("%s: holds message format v%d (magic %d at position 0), not record batch v2; convert or move it away", path, m[record.OffMagic], m[record.OffMagic])
 			}
 		}

@@ -332,7 +332,7 @@ func readHeader(f vfs.File, pos, size int64, hb []byte, h *record.BatchHeader) e
 	if size-pos < record.BatchHeaderSize {
 		return io.ErrUnexpectedEOF
 	}
-	if _, err := f.ReadAt(hb[:record.BatchHeaderSize], pos); err != nil {
+	if _, err := readAt(f, hb[:record.BatchHeaderSize], pos); err != nil {
 		return err
 	}
 	record.DecodeHeader(hb, h)
@@ -340,6 +340,24 @@ func readHeader(f vfs.File, pos, size int64, hb []byte, h *record.BatchHeader) e
 		return fmt.Errorf("%w: no batch at position %d of %s (magic %d, %d bytes)", record.ErrCorruptBatch, pos, f.Name(), h.Magic, h.Size())
 	}
 	return nil
+}
+
+// readAt is f.ReadAt that keeps b on the caller's stack: a buffer passed to
+// a method of an interface escapes to the heap (the compiler cannot see the
+// callee), so the *os.File of the default FS is called directly, and any
+// other File reads into a copy.
+func readAt(f vfs.File, b []byte, off int64) (int, error) {
+	if of, ok := vfs.OSFile(f); ok {
+		return of.ReadAt(b, off)
+	}
+	return readAtCopy(f, b, off)
+}
+
+func readAtCopy(f vfs.File, b []byte, off int64) (int, error) {
+	tmp := make([]byte, len(b))
+	n, err := f.ReadAt(tmp, off)
+	copy(b, tmp[:n])
+	return n, err
 }
 
 // translate finds the first batch whose last offset is >= target, among
