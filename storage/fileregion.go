@@ -6,8 +6,9 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/sluice-io/sluice/storage/vfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 // FileRegion is a run of whole batches inside one segment file.

@@ -8,8 +8,9 @@ import (
 	"sort"
 	"sync/atomic"
 
-	"github.com/sluice-io/sluice/storage/vfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 // Index entry sizes, as in Kafka's OffsetIndex and TimeIndex.
