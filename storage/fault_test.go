@@ -455,6 +455,12 @@ func TestFaultCrashAfterRoll(t *testing.T) {
 		after.values[info.FirstOffset+1] = fmt.Sprintf("b%03d-r1", i)
 		after.end = info.LastOffset + 1
 	}
+	// A consumer in the gap goes on at the first batch after it.
+	ri, err := l.Read(survived, 1<<20, l.LogEndOffset(), true)
+	if err != nil || ri.FirstOffset != leo {
+		t.Fatalf("Read(%d) in the gap: first offset %d, %v; want %d", survived, ri.FirstOffset, err, leo)
+	}
+	ri.Release()
 	got := readAllRecords(t, l, leo)
 	if len(got) != int(after.end-leo) {
 		t.Fatalf("read %d records appended after the crash, want %d", len(got), after.end-leo)
