@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/record"
 	"github.com/sluice-io/sluice/storage"
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 // newTestBroker runs broker 1 over a standalone coordinator and a storage
@@ -28,12 +29,18 @@ func newTestBroker(t *testing.T, follower bool) (*Broker, *cluster.Standalone) {
 // registered too (live, no process: the test plays it).
 func startBroker(t *testing.T, cfg Config, follower bool) (*Broker, *cluster.Standalone) {
 	t.Helper()
+	return startBrokerOn(t, cfg, follower, nil)
+}
+
+// startBrokerOn is startBroker with the logs on fsys (nil: the disk).
+func startBrokerOn(t *testing.T, cfg Config, follower bool, fsys vfs.FS) (*Broker, *cluster.Standalone) {
+	t.Helper()
 	ctx := context.Background()
 	co, err := cluster.OpenStandalone(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs, err := storage.OpenManager(storage.ManagerConfig{Dirs: []string{t.TempDir()}})
+	logs, err := storage.OpenManager(storage.ManagerConfig{Dirs: []string{t.TempDir()}, FS: fsys})
 	if err != nil {
 		t.Fatal(err)
 	}

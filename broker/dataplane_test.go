@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/record"
 	"github.com/sluice-io/sluice/record/recordtest"
+	"github.com/sluice-io/sluice/storage/vfs/errorfs"
 )
 
 // hook counts BeforeWait calls.
@@ -112,6 +115,38 @@ func TestProduceRefusals(t *testing.T) {
 				t.Fatalf("log end %d -> %d", end, p.LogEndOffset())
 			}
 		})
+	}
+}
+
+// TestProduceStorageError: a disk that fails or fills up answers the
+// producer KAFKA_STORAGE_ERROR (which clients retry) with the cause, the
+// partition keeps what was acknowledged, and once the disk takes writes
+// again the retried batch is appended at the next offset.
+func TestProduceStorageError(t *testing.T) {
+	fsys := errorfs.New(nil)
+	b, co := startBrokerOn(t, Config{}, false, fsys)
+	addTopic(t, b, co, "t", []int32{1}, cluster.PartitionState{Leader: 1, LeaderEpoch: 0, ISR: []int32{1}}, nil)
+	if got := produceOne(t, b, "t", batchOf(t, 2)); got.Err != nil || got.BaseOffset != 0 {
+		t.Fatalf("produce: %v at %d", got.Err, got.BaseOffset)
+	}
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EIO} {
+		remove := fsys.Inject(errorfs.Fault{Ops: errorfs.OpWrite, Match: errorfs.Suffix(".log"), Err: errno})
+		got := produceOne(t, b, "t", batchOf(t, 1))
+		code, msg := ErrorCode(got.Err)
+		if code != kerr.KafkaStorageError.Code || !strings.Contains(msg, errno.Error()) || !kerr.IsRetriable(kerr.ErrorForCode(code)) {
+			t.Fatalf("produce on a failing disk (%v): code %d %q, want KAFKA_STORAGE_ERROR with the cause", errno, code, msg)
+		}
+		if got.BaseOffset != -1 {
+			t.Fatalf("a failed produce has an offset: %+v", got)
+		}
+		p, _ := b.LeaderPartition("t", 0)
+		if p.LogEndOffset() != 2 {
+			t.Fatalf("log end %d after a failed append, want 2", p.LogEndOffset())
+		}
+		remove()
+	}
+	if got := produceOne(t, b, "t", batchOf(t, 1)); got.Err != nil || got.BaseOffset != 2 {
+		t.Fatalf("produce once the disk works: %v at %d, want offset 2", got.Err, got.BaseOffset)
 	}
 }
 

@@ -59,6 +59,7 @@ var errorTable = []struct {
 	{storage.ErrTransactionCoordinatorFenced, kerr.TransactionCoordinatorFenced},
 	{storage.ErrLogClosed, kerr.NotLeaderForPartition},
 	{storage.ErrLogDeleted, kerr.NotLeaderForPartition},
+	{storage.ErrStorage, kerr.KafkaStorageError},
 	// Waits that ended, and a metadata store out of reach (transient:
 	// clients retry).
 	{context.Canceled, kerr.RequestTimedOut},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -33,6 +34,7 @@ func TestErrorCode(t *testing.T) {
 		{storage.ErrUnknownProducerID, kerr.UnknownProducerID},
 		{storage.ErrLogClosed, kerr.NotLeaderForPartition},
 		{storage.ErrLogDeleted, kerr.NotLeaderForPartition},
+		{fmt.Errorf("append to 0.log: %w: %w", storage.ErrStorage, syscall.ENOSPC), kerr.KafkaStorageError},
 		{context.Canceled, kerr.RequestTimedOut},
 		{context.DeadlineExceeded, kerr.RequestTimedOut},
 		{cluster.ErrUnavailable, kerr.RequestTimedOut},

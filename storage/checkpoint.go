@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 // Kafka's checkpoint files are text: a version line ("0"), a count line, then
@@ -30,8 +32,8 @@ const (
 
 // readCheckpointLines reads a checkpoint and returns its entry lines split
 // into fields, each with want fields. A missing file is (nil, nil).
-func readCheckpointLines(path string, want int) ([][]string, error) {
-	data, err := os.ReadFile(path)
+func readCheckpointLines(fsys vfs.FS, path string, want int) ([][]string, error) {
+	data, err := vfs.ReadFile(fsys, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -81,8 +83,8 @@ func readCheckpointLines(path string, want int) ([][]string, error) {
 }
 
 // readOffsetCheckpoint reads a log directory's "<topic> <partition> <offset>" file.
-func readOffsetCheckpoint(path string) (map[TopicPartition]int64, error) {
-	lines, err := readCheckpointLines(path, 3)
+func readOffsetCheckpoint(fsys vfs.FS, path string) (map[TopicPartition]int64, error) {
+	lines, err := readCheckpointLines(fsys, path, 3)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +101,7 @@ func readOffsetCheckpoint(path string) (map[TopicPartition]int64, error) {
 }
 
 // writeOffsetCheckpoint writes entries sorted by topic and partition.
-func writeOffsetCheckpoint(path string, m map[TopicPartition]int64) error {
+func writeOffsetCheckpoint(fsys vfs.FS, path string, m map[TopicPartition]int64) error {
 	tps := make([]TopicPartition, 0, len(m))
 	for tp := range m {
 		tps = append(tps, tp)
@@ -115,14 +117,14 @@ func writeOffsetCheckpoint(path string, m map[TopicPartition]int64) error {
 	for _, tp := range tps {
 		fmt.Fprintf(&b, "%s %d %d\n", tp.Topic, tp.Partition, m[tp])
 	}
-	return writeFileAtomic(path, b.Bytes())
+	return writeFileAtomic(fsys, path, b.Bytes())
 }
 
 // writeFileAtomic writes data to path.tmp, fsyncs it, renames it over path
 // and fsyncs the directory: a crash leaves either the old or the new file.
-func writeFileAtomic(path string, data []byte) error {
+func writeFileAtomic(fsys vfs.FS, path string, data []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
@@ -137,14 +139,14 @@ func writeFileAtomic(path string, data []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := fsys.Rename(tmp, path); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return syncDir(fsys, filepath.Dir(path))
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+func syncDir(fsys vfs.FS, dir string) error {
+	d, err := vfs.Open(fsys, dir)
 	if err != nil {
 		return err
 	}
@@ -163,7 +165,7 @@ var syncEnabled atomic.Bool
 
 func init() { syncEnabled.Store(true) }
 
-func fsyncFile(f *os.File) error {
+func fsyncFile(f vfs.File) error {
 	if !syncEnabled.Load() {
 		return nil
 	}

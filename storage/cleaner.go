@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -274,14 +273,14 @@ type lastRecord struct {
 func (c *cleaner) cleanGroup(group []*segment, next int64) (size, removed int64, err error) {
 	l := c.l
 	base := group[0].base
-	ns, err := createSegmentExt(l.dir, base, cleanedSuffix, &c.cfg.LogConfig, c.now)
+	ns, err := createSegmentExt(l.env.fs, l.dir, base, cleanedSuffix, &c.cfg.LogConfig, c.now)
 	if err != nil {
 		return 0, 0, fmt.Errorf("%s: cleaner: %w", l.tp, err)
 	}
 	fail := func(err error) (int64, int64, error) {
 		ns.close()
 		for _, suf := range segmentFileSuffixes {
-			os.Remove(ns.path(suf))
+			l.env.fs.Remove(ns.path(suf))
 		}
 		return 0, 0, fmt.Errorf("%s: cleaner: %w", l.tp, err)
 	}
@@ -336,13 +335,13 @@ func (c *cleaner) cleanGroup(group []*segment, next int64) (size, removed int64,
 		return filepath.Join(l.dir, offsetFileName(base, suf)+swapSuffix)
 	}
 	for _, suf := range segmentFileSuffixes {
-		if err := os.Rename(ns.path(suf), swapName(suf)); err != nil {
+		if err := l.env.fs.Rename(ns.path(suf), swapName(suf)); err != nil {
 			return fail(err)
 		}
 	}
 	hook("swap")
 	ns.setExt(swapSuffix)
-	if err := syncDir(l.dir); err != nil {
+	if err := syncDir(l.env.fs, l.dir); err != nil {
 		return fail(err)
 	}
 
@@ -379,14 +378,14 @@ func (c *cleaner) cleanGroup(group []*segment, next int64) (size, removed int64,
 	}
 	hook("retired")
 	for _, suf := range segmentFileSuffixes {
-		final := (&segment{dir: l.dir, base: base}).path(suf)
-		if err := os.Rename(ns.path(suf), final); err != nil {
+		final := (&segment{fs: l.env.fs, dir: l.dir, base: base}).path(suf)
+		if err := l.env.fs.Rename(ns.path(suf), final); err != nil {
 			return 0, 0, fmt.Errorf("%s: cleaner: %w", l.tp, err)
 		}
 		hook("renamed" + suf)
 	}
 	ns.setExt("")
-	if err := syncDir(l.dir); err != nil {
+	if err := syncDir(l.env.fs, l.dir); err != nil {
 		return 0, 0, err
 	}
 	nsegs := make([]*segment, 0, len(segs)-len(group)+1)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-io/sluice/record"
 	"github.com/sluice-io/sluice/record/recordtest"
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 type modelEntry struct {
@@ -216,7 +217,7 @@ func TestCompactionCrashSafety(t *testing.T) {
 		m := openTestManager(t, d, clock)
 		defer m.Close()
 		l, _ := m.Log(tp)
-		if fileExists(p) {
+		if fileExists(vfs.Default, p) {
 			t.Fatal(".cleaned file not removed")
 		}
 		// Uncompacted but complete: every key's newest record is there.
@@ -240,7 +241,7 @@ func TestCompactionCrashSafety(t *testing.T) {
 		defer m.Close()
 		l, _ := m.Log(tp)
 		got, _ := os.ReadFile(filepath.Join(d, tp.String(), filepath.Base(cleaned[0])))
-		if !bytes.Equal(got, out0) || fileExists(p) {
+		if !bytes.Equal(got, out0) || fileExists(vfs.Default, p) {
 			t.Fatal("swap not completed")
 		}
 		// Reads are the union of the swapped-in segment and the untouched

@@ -45,6 +45,14 @@
 // log with the producer state. Compaction stops at the last stable offset
 // and drops aborted data (cleaner.go).
 //
+// # Filesystem
+//
+// Every file operation goes through a vfs.FS (ManagerConfig.FS; package
+// vfs): the operating system's by default, whose files are the *os.File
+// itself, so appends, the memory maps and sendfile are as without a seam.
+// Tests put package errorfs there to inject I/O errors, full disks, torn
+// writes and crashes. An append the disk fails wraps ErrStorage.
+//
 // Lock order: Manager.mu, then Log.cleanMu, then Log.mu, then segment.mu
 // (txnIndex.mu is taken alone).
 package storage

@@ -31,4 +31,8 @@ var (
 	ErrLogClosed = errors.New("log closed")
 	// ErrLogDeleted: the log was deleted.
 	ErrLogDeleted = errors.New("log deleted")
+	// ErrStorage: the disk failed an append: a write, an fsync, or the
+	// files of a roll (EIO, ENOSPC, ...; the cause is wrapped too), Kafka's
+	// KafkaStorageException (KAFKA_STORAGE_ERROR, which clients retry).
+	ErrStorage = errors.New("storage error")
 )

@@ -7,11 +7,13 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 // FileRegion is a run of whole batches inside one segment file.
 type FileRegion struct {
-	File     *os.File
+	File     vfs.File
 	Pos, Len int64
 }
 
@@ -25,7 +27,8 @@ const maxSendfileChunk = 1 << 30
 // any number of readers may send from the same *os.File at once. (Go's own
 // TCPConn.ReadFrom also uses sendfile but from the file's current offset,
 // which concurrent fetches would race on.) Other writers (TLS, buffers) get
-// a plain copy through io.SectionReader.
+// a plain copy through io.SectionReader, and so does a File that is not an
+// *os.File (a test's fault-injecting filesystem, vfs.OSFile).
 func (r *FileRegion) WriteTo(w io.Writer) (int64, error) {
 	if r.Len <= 0 {
 		return 0, nil
@@ -49,7 +52,11 @@ func (r *FileRegion) sendfile(dst syscall.Conn) (written int64, handled bool, er
 	if err != nil {
 		return 0, false, nil
 	}
-	src, err := r.File.SyscallConn()
+	of, ok := vfs.OSFile(r.File)
+	if !ok {
+		return 0, false, nil
+	}
+	src, err := of.SyscallConn()
 	if err != nil {
 		return 0, false, nil
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-io/sluice/record"
 	"github.com/sluice-io/sluice/record/recordtest"
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 // FuzzIndex reads arbitrary bytes as offset and time index files: loading
@@ -24,7 +25,7 @@ func FuzzIndex(f *testing.F) {
 			if err := os.WriteFile(p, data, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			ix, err := openIndex(p, 100, es)
+			ix, err := openIndex(vfs.Default, p, 100, es)
 			if err != nil {
 				continue
 			}
@@ -64,7 +65,7 @@ func FuzzRecoverSegment(f *testing.F) {
 		// openLog directly (no manager, no background goroutines): the
 		// same load and recovery, at a fuzzing pace.
 		l, err := openLog(logLoad{dir: pdir, tp: TopicPartition{"f", 0}, cfg: lc,
-			env:           &env{logger: testLogger(t), now: time.Now},
+			env:           &env{logger: testLogger(t), now: time.Now, fs: vfs.Default},
 			recoveryPoint: -1, logStart: -1, hw: -1, firstDirty: -1})
 		if err != nil {
 			return // refused (old format): nothing was changed

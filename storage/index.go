@@ -2,12 +2,15 @@ package storage
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 // Index entry sizes, as in Kafka's OffsetIndex and TimeIndex.
@@ -27,6 +30,7 @@ const (
 // unmapping happen under the owning segment's mu held for writing; readers
 // hold it for reading while they look at data.
 type index struct {
+	fs        vfs.FS
 	path      string
 	base      int64
 	entrySize int
@@ -34,13 +38,16 @@ type index struct {
 	mapped    bool
 	writable  bool
 	n         atomic.Int32 // valid entries
+	// unsynced: the file was written through a mapping since unmapped
+	// without an msync (trim at roll and recovery); sync fsyncs it.
+	unsynced atomic.Bool
 }
 
 // createIndex creates (or truncates) an index file preallocated to maxBytes
 // and maps it read-write.
-func createIndex(path string, base int64, entrySize, maxBytes int) (*index, error) {
-	ix := &index{path: path, base: base, entrySize: entrySize}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+func createIndex(fsys vfs.FS, path string, base int64, entrySize, maxBytes int) (*index, error) {
+	ix := &index{fs: fsys, path: path, base: base, entrySize: entrySize}
+	f, err := fsys.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -55,8 +62,8 @@ func createIndex(path string, base int64, entrySize, maxBytes int) (*index, erro
 // the used prefix of the file (a crash may leave a preallocated tail of
 // zeros, which holds no entry since every real entry has a non-zero
 // position or relative offset).
-func openIndex(path string, base int64, entrySize int) (*index, error) {
-	ix := &index{path: path, base: base, entrySize: entrySize}
+func openIndex(fsys vfs.FS, path string, base int64, entrySize int) (*index, error) {
+	ix := &index{fs: fsys, path: path, base: base, entrySize: entrySize}
 	if err := ix.mapFile(false, -1); err != nil {
 		return nil, err
 	}
@@ -83,7 +90,7 @@ func (ix *index) mapFile(writable bool, size int) error {
 	if writable {
 		flag = os.O_RDWR
 	}
-	f, err := os.OpenFile(ix.path, flag, 0)
+	f, err := ix.fs.OpenFile(ix.path, flag, 0)
 	if err != nil {
 		return err
 	}
@@ -157,17 +164,40 @@ func (ix *index) trim() error {
 	if !wasWritable {
 		return nil
 	}
-	return os.Truncate(ix.path, int64(ix.n.Load())*int64(ix.entrySize))
+	ix.unsynced.Store(true)
+	return ix.fs.Truncate(ix.path, int64(ix.n.Load())*int64(ix.entrySize))
 }
 
-// sync writes dirty pages of a writable mapping to disk.
+// sync writes dirty pages of a writable mapping to disk, or fsyncs the file
+// of an index trimmed since its last sync (a rolled segment's indexes are
+// flushed with its log, as Kafka's LogSegment.flush does: without it a
+// crash may leave a flushed segment with an empty index).
 func (ix *index) sync() error {
-	if ix.writable && ix.data != nil {
-		if !syncEnabled.Load() {
-			return nil
-		}
-		return unix.Msync(ix.data, unix.MS_SYNC)
+	if !syncEnabled.Load() {
+		return nil
 	}
+	if ix.writable && ix.data != nil {
+		return ix.fs.SyncMapping(ix.path, ix.data)
+	}
+	if !ix.unsynced.Load() {
+		return nil
+	}
+	f, err := ix.fs.OpenFile(ix.path, os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		ix.unsynced.Store(false) // removed meanwhile
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", ix.path, err)
+	}
+	ix.unsynced.Store(false)
 	return nil
 }
 

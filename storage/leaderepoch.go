@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"sync"
+
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 // leaderEpochCache maps leader epochs to their start offsets (KIP-101),
@@ -13,6 +15,7 @@ import (
 // "0", the count, then "<epoch> <startOffset>" lines.
 type leaderEpochCache struct {
 	mu      sync.RWMutex
+	fs      vfs.FS
 	path    string
 	entries []epochEntry // increasing epochs and start offsets
 }
@@ -22,9 +25,9 @@ type epochEntry struct {
 	start int64
 }
 
-func loadLeaderEpochCache(dir string) (*leaderEpochCache, error) {
-	c := &leaderEpochCache{path: dir + "/" + leaderEpochCheckpoint}
-	lines, err := readCheckpointLines(c.path, 2)
+func loadLeaderEpochCache(fsys vfs.FS, dir string) (*leaderEpochCache, error) {
+	c := &leaderEpochCache{fs: fsys, path: dir + "/" + leaderEpochCheckpoint}
+	lines, err := readCheckpointLines(fsys, c.path, 2)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +48,7 @@ func (c *leaderEpochCache) writeLocked() error {
 	for _, e := range c.entries {
 		fmt.Fprintf(&b, "%d %d\n", e.epoch, e.start)
 	}
-	return writeFileAtomic(c.path, b.Bytes())
+	return writeFileAtomic(c.fs, c.path, b.Bytes())
 }
 
 // assign records that epoch starts at start. Entries that conflict (an epoch
@@ -159,8 +162,8 @@ func (c *leaderEpochCache) snapshot() []epochEntry {
 	return append([]epochEntry(nil), c.entries...)
 }
 
-func removeIfExists(path string) error {
-	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+func removeIfExists(fsys vfs.FS, path string) error {
+	if err := fsys.Remove(path); err != nil && !os.IsNotExist(err) {
 		return err
 	}
 	return nil

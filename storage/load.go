@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 // logLoad carries what the manager knows about a log from its checkpoints.
@@ -32,15 +33,15 @@ type logLoad struct {
 // openLog loads (and if needed recovers) the log in p.dir, creating the
 // directory and a first segment when it does not exist.
 func openLog(p logLoad) (*Log, error) {
-	if err := os.MkdirAll(p.dir, 0o755); err != nil {
+	if err := p.env.fs.MkdirAll(p.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", p.dir, err)
 	}
-	l := &Log{tp: p.tp, dir: p.dir, env: p.env, producers: newProducerStates(p.dir)}
+	l := &Log{tp: p.tp, dir: p.dir, env: p.env, producers: newProducerStates(p.env.fs, p.dir)}
 	l.cfg.Store(p.cfg)
 	l.firstDirty.Store(p.firstDirty)
 	l.touch()
 	var err error
-	if l.epochs, err = loadLeaderEpochCache(p.dir); err != nil {
+	if l.epochs, err = loadLeaderEpochCache(p.env.fs, p.dir); err != nil {
 		return nil, err
 	}
 	segs, err := l.loadSegments(p)
@@ -171,7 +172,7 @@ func (l *Log) replayProducers(from, to int64, rebuild bool) error {
 // point (all of them after an unclean shutdown without a checkpoint), and
 // returns the segments with the last one active.
 func (l *Log) loadSegments(p logLoad) ([]*segment, error) {
-	ents, err := os.ReadDir(p.dir)
+	ents, err := p.env.fs.ReadDir(p.dir)
 	if err != nil {
 		return nil, fmt.Errorf("read log directory: %w", err)
 	}
@@ -188,7 +189,7 @@ func (l *Log) loadSegments(p logLoad) ([]*segment, error) {
 		case strings.HasSuffix(name, ".tmp"), strings.HasSuffix(name, cleanedSuffix), strings.HasSuffix(name, deletedSuffix):
 			// Unfinished checkpoint writes, cleaner output that was never
 			// swapped in, and files already deleted from the log.
-			if err := os.Remove(path); err != nil {
+			if err := p.env.fs.Remove(path); err != nil {
 				return nil, fmt.Errorf("remove leftover %s: %w", path, err)
 			}
 		case strings.HasSuffix(name, swapSuffix):
@@ -224,13 +225,13 @@ func (l *Log) loadSegments(p logLoad) ([]*segment, error) {
 		name := e.Name()
 		for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			if b, ok := parseOffsetFileName(name, suf); ok && !containsInt64(bases, b) {
-				os.Remove(filepath.Join(p.dir, name))
+				p.env.fs.Remove(filepath.Join(p.dir, name))
 			}
 		}
 	}
 	if len(bases) == 0 {
 		start := max(p.logStart, 0)
-		s, err := createSegment(p.dir, start, &p.cfg.LogConfig, p.env.nowMs())
+		s, err := createSegment(p.env.fs, p.dir, start, &p.cfg.LogConfig, p.env.nowMs())
 		if err != nil {
 			return nil, fmt.Errorf("create first segment: %w", err)
 		}
@@ -247,11 +248,11 @@ func (l *Log) loadSegments(p logLoad) ([]*segment, error) {
 	segs := make([]*segment, 0, len(bases))
 	for i, base := range bases {
 		last := i == len(bases)-1
-		s := &segment{dir: p.dir, base: base}
-		s.txn = newTxnIndex(s.path(txnIndexSuffix), base)
+		s := &segment{fs: p.env.fs, dir: p.dir, base: base}
+		s.txn = newTxnIndex(s.fs, s.path(txnIndexSuffix), base)
 		s.maxTS.Store(-1)
 		s.offsetOfMaxTS.Store(base)
-		st, err := os.Stat(s.path(logSuffix))
+		st, err := p.env.fs.Stat(s.path(logSuffix))
 		if err != nil {
 			return nil, fmt.Errorf("segment: %w", err)
 		}
@@ -312,15 +313,15 @@ func containsInt64(s []int64, v int64) bool {
 // setAside renames a segment's log out of the way (kept for an operator,
 // never deleted) and removes its derived index files.
 func (l *Log) setAside(p logLoad, base int64) {
-	s := &segment{dir: p.dir, base: base}
+	s := &segment{fs: p.env.fs, dir: p.dir, base: base}
 	from, to := s.path(logSuffix), s.path(logSuffix)+corruptSuffix
-	if err := os.Rename(from, to); err != nil {
+	if err := p.env.fs.Rename(from, to); err != nil {
 		p.env.logger.Error("cannot set aside segment after a corrupt batch", "file", from, "err", err)
 		return
 	}
-	os.Remove(s.path(indexSuffix))
-	os.Remove(s.path(timeIndexSuffix))
-	os.Remove(s.path(txnIndexSuffix))
+	p.env.fs.Remove(s.path(indexSuffix))
+	p.env.fs.Remove(s.path(timeIndexSuffix))
+	p.env.fs.Remove(s.path(txnIndexSuffix))
 	p.env.logger.Error("segment follows a corrupt batch and was set aside; it is no longer part of the log",
 		"partition", p.tp.String(), "file", to)
 }
@@ -329,10 +330,10 @@ func (l *Log) setAside(p logLoad, base int64) {
 // finds the segment's next offset and max timestamp from them.
 func (s *segment) loadIndexes(p logLoad) error {
 	var err error
-	if s.oi, err = openIndex(s.path(indexSuffix), s.base, offsetIndexEntry); err != nil {
+	if s.oi, err = openIndex(s.fs, s.path(indexSuffix), s.base, offsetIndexEntry); err != nil {
 		return err
 	}
-	if s.ti, err = openIndex(s.path(timeIndexSuffix), s.base, timeIndexEntry); err != nil {
+	if s.ti, err = openIndex(s.fs, s.path(timeIndexSuffix), s.base, timeIndexEntry); err != nil {
 		s.oi.unmap()
 		return err
 	}
@@ -366,7 +367,7 @@ func (s *segment) loadIndexes(p logLoad) error {
 		s.offsetOfMaxTS.Store(o)
 	}
 	// Walk the headers after the last indexed batch to find the end.
-	f, err := os.Open(s.path(logSuffix))
+	f, err := vfs.Open(s.fs, s.path(logSuffix))
 	if err != nil {
 		return err
 	}
@@ -430,17 +431,17 @@ func (s *segment) loadRollState() error {
 // error: it is not touched.
 func (l *Log) recoverSegment(p logLoad, s *segment, last bool) (truncated bool, err error) {
 	path := s.path(logSuffix)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := p.env.fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return false, fmt.Errorf("recover segment: %w", err)
 	}
 	s.file = f
 	s.active = true // indexes writable while rebuilding
 	s.maxIdx = p.cfg.maxIdx
-	if s.oi, err = createIndex(s.path(indexSuffix), s.base, offsetIndexEntry, s.maxIdx); err != nil {
+	if s.oi, err = createIndex(s.fs, s.path(indexSuffix), s.base, offsetIndexEntry, s.maxIdx); err != nil {
 		return false, fmt.Errorf("rebuild index: %w", err)
 	}
-	if s.ti, err = createIndex(s.path(timeIndexSuffix), s.base, timeIndexEntry, s.maxIdx); err != nil {
+	if s.ti, err = createIndex(s.fs, s.path(timeIndexSuffix), s.base, timeIndexEntry, s.maxIdx); err != nil {
 		return false, fmt.Errorf("rebuild index: %w", err)
 	}
 	size := s.size.Load()
@@ -478,11 +479,11 @@ func (l *Log) recoverSegment(p logLoad, s *segment, last bool) (truncated bool, 
 		pos := sc.pos
 		if pos == 0 && size > record.OffMagic {
 			var m [record.OffMagic + 1]byte
-			if _, err := f.ReadAt(m[:], 0); err == nil && (m[record.OffMagic] == 0 || m[record.OffMagic] == 1) {
+			if _, err := readAt(f, m[:], 0); err == nil && (m[record.OffMagic] == 0 || m[record.OffMagic] == 1) {
 				return false, fmt.Errorf("%s: holds message format v%d (magic %d at position 0), not record batch v2; convert or move it away", path, m[record.OffMagic], m[record.OffMagic])
 			}
 		}
-		if err := saveTail(f, pos, size); err != nil {
+		if err := saveTail(p.env.fs, f, pos, size); err != nil {
 			return false, fmt.Errorf("save the corrupt tail of %s before truncating: %w", path, err)
 		}
 		p.env.logger.Warn("truncating a torn or corrupt batch found by recovery",
@@ -500,6 +501,9 @@ func (l *Log) recoverSegment(p logLoad, s *segment, last bool) (truncated bool, 
 		if err := errors.Join(s.oi.trim(), s.ti.trim()); err != nil {
 			return truncated, err
 		}
+		if err := errors.Join(s.oi.sync(), s.ti.sync()); err != nil {
+			return truncated, err
+		}
 	}
 	if err := fsyncFile(f); err != nil {
 		return truncated, fmt.Errorf("fsync %s: %w", path, err)
@@ -511,7 +515,7 @@ func (l *Log) recoverSegment(p logLoad, s *segment, last bool) (truncated bool, 
 // zeros (a file extended by the filesystem but never written) or it is a
 // single torn batch: a valid v2 header whose batch runs past the end of the
 // file, which can never be completed.
-func saveTail(f *os.File, pos, size int64) error {
+func saveTail(fsys vfs.FS, f vfs.File, pos, size int64) error {
 	if size <= pos {
 		return nil
 	}
@@ -533,7 +537,7 @@ func saveTail(f *os.File, pos, size int64) error {
 		return nil
 	}
 	name := fmt.Sprintf("%s.%d%s", f.Name(), pos, corruptSuffix)
-	return writeFileAtomic(name, tail)
+	return writeFileAtomic(fsys, name, tail)
 }
 
 // completeSwaps finishes a compaction interrupted by a crash. A .swap file
@@ -552,16 +556,16 @@ func (l *Log) completeSwaps(p logLoad, swaps []string, bases []int64) ([]int64, 
 			return nil, fmt.Errorf("%s: not a segment name", filepath.Join(p.dir, name))
 		}
 		swapPath := filepath.Join(p.dir, name)
-		next, err := scanNextOffset(swapPath, base)
+		next, err := scanNextOffset(p.env.fs, swapPath, base)
 		if err != nil {
 			return nil, fmt.Errorf("cleaned segment %s: %w", swapPath, err)
 		}
 		kept := bases[:0]
 		for _, b := range bases {
 			if b >= base && b < next {
-				s := &segment{dir: p.dir, base: b}
+				s := &segment{fs: p.env.fs, dir: p.dir, base: b}
 				for _, suf := range segmentFileSuffixes {
-					if err := removeIfExists(s.path(suf)); err != nil {
+					if err := removeIfExists(p.env.fs, s.path(suf)); err != nil {
 						return nil, err
 					}
 				}
@@ -570,13 +574,13 @@ func (l *Log) completeSwaps(p logLoad, swaps []string, bases []int64) ([]int64, 
 			kept = append(kept, b)
 		}
 		bases = kept
-		if err := os.Rename(swapPath, filepath.Join(p.dir, final)); err != nil {
+		if err := p.env.fs.Rename(swapPath, filepath.Join(p.dir, final)); err != nil {
 			return nil, err
 		}
 		for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			ip := filepath.Join(p.dir, offsetFileName(base, suf))
-			if fileExists(ip + swapSuffix) {
-				if err := os.Rename(ip+swapSuffix, ip); err != nil {
+			if fileExists(p.env.fs, ip+swapSuffix) {
+				if err := p.env.fs.Rename(ip+swapSuffix, ip); err != nil {
 					return nil, err
 				}
 			}
@@ -585,19 +589,19 @@ func (l *Log) completeSwaps(p logLoad, swaps []string, bases []int64) ([]int64, 
 		p.env.logger.Info("completed an interrupted compaction swap", "file", filepath.Join(p.dir, final))
 	}
 	// Index swap files whose log swap was already renamed.
-	ents, _ := os.ReadDir(p.dir)
+	ents, _ := p.env.fs.ReadDir(p.dir)
 	for _, e := range ents {
 		if n := e.Name(); strings.HasSuffix(n, swapSuffix) {
 			final := filepath.Join(p.dir, strings.TrimSuffix(n, swapSuffix))
-			os.Rename(filepath.Join(p.dir, n), final)
+			p.env.fs.Rename(filepath.Join(p.dir, n), final)
 		}
 	}
-	return bases, syncDir(p.dir)
+	return bases, syncDir(p.env.fs, p.dir)
 }
 
 // scanNextOffset returns the offset after the last batch of a segment file.
-func scanNextOffset(path string, base int64) (int64, error) {
-	f, err := os.Open(path)
+func scanNextOffset(fsys vfs.FS, path string, base int64) (int64, error) {
+	f, err := vfs.Open(fsys, path)
 	if err != nil {
 		return 0, err
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"os"
 	"slices"
 	"sort"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 // env is what a Log needs from its Manager.
@@ -27,6 +27,9 @@ type env struct {
 	// maxDecompressed bounds what a compressed producer batch may expand
 	// to (ManagerConfig.MaxDecompressedBatchBytes).
 	maxDecompressed int64
+	// fs is the filesystem every file of the log goes through
+	// (ManagerConfig.FS).
+	fs vfs.FS
 }
 
 func (e *env) nowMs() int64 { return e.now().UnixMilli() }
@@ -709,9 +712,9 @@ func (l *Log) rollLocked(cfg *logConfig, base int64, now int64) (*segment, error
 		if err := old.remove(); err != nil {
 			return nil, err
 		}
-		s, err := createSegment(l.dir, base, &cfg.LogConfig, now)
+		s, err := createSegment(l.env.fs, l.dir, base, &cfg.LogConfig, now)
 		if err != nil {
-			return nil, fmt.Errorf("%s: roll: %w", l.tp, err)
+			return nil, fmt.Errorf("%s: roll: %w: %w", l.tp, ErrStorage, err)
 		}
 		segs := l.segments()
 		ns := append(append([]*segment(nil), segs[:len(segs)-1]...), s)
@@ -719,14 +722,14 @@ func (l *Log) rollLocked(cfg *logConfig, base int64, now int64) (*segment, error
 		return s, nil
 	}
 	if err := old.deactivate(); err != nil {
-		return nil, fmt.Errorf("%s: roll: trim indexes of %d: %w", l.tp, old.base, err)
+		return nil, fmt.Errorf("%s: roll: trim indexes of %d: %w: %w", l.tp, old.base, ErrStorage, err)
 	}
 	if err := l.producers.writeSnapshot(base); err != nil {
 		l.env.logger.Warn("producer state snapshot", "partition", l.tp.String(), "err", err)
 	}
-	s, err := createSegment(l.dir, base, &cfg.LogConfig, now)
+	s, err := createSegment(l.env.fs, l.dir, base, &cfg.LogConfig, now)
 	if err != nil {
-		return nil, fmt.Errorf("%s: roll: %w", l.tp, err)
+		return nil, fmt.Errorf("%s: roll: %w: %w", l.tp, ErrStorage, err)
 	}
 	segs := l.segments()
 	ns := make([]*segment, len(segs), len(segs)+1)
@@ -863,7 +866,7 @@ func (l *Log) flushSegments(from, to int64) error {
 			break
 		}
 		if err := s.flush(); err != nil {
-			return fmt.Errorf("%s: %w", l.tp, err)
+			return fmt.Errorf("%s: %w: %w", l.tp, ErrStorage, err)
 		}
 	}
 	return nil
@@ -1168,7 +1171,4 @@ func (s *segment) hasOpenResources() bool {
 	return s.file != nil || s.oi.mapped || s.ti.mapped
 }
 
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
+func fileExists(fsys vfs.FS, p string) bool { return vfs.Exists(fsys, p) }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 // ManagerConfig configures the log manager (broker-level settings).
@@ -49,6 +50,10 @@ type ManagerConfig struct {
 	// (message.decompressed.max.bytes); a larger one is refused with
 	// ErrInvalidRecord. 0 = DefaultMaxDecompressedBatchBytes.
 	MaxDecompressedBatchBytes int64
+	// FS is the filesystem the logs live on; nil = vfs.Default (the
+	// operating system's). Tests put a fault-injecting one here
+	// (package errorfs).
+	FS vfs.FS
 }
 
 func (c *ManagerConfig) setDefaults() {
@@ -73,6 +78,9 @@ func (c *ManagerConfig) setDefaults() {
 	if c.DefaultConfig == nil {
 		c.DefaultConfig = func(string) LogConfig { return DefaultLogConfig() }
 	}
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
 	if c.MaxDecompressedBatchBytes <= 0 {
 		c.MaxDecompressedBatchBytes = record.DefaultMaxDecompressedBatchBytes
 	}
@@ -90,7 +98,7 @@ type Manager struct {
 	dirOf map[TopicPartition]string // log dir holding each log
 	// creating holds the logs CreateLogs is creating (outside mu).
 	creating map[TopicPartition]*pendingLog
-	locks    []*os.File
+	locks    []vfs.File
 	closed   bool
 
 	ctx     context.Context
@@ -112,7 +120,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, logs: make(map[TopicPartition]*Log), dirOf: make(map[TopicPartition]string),
 		creating: make(map[TopicPartition]*pendingLog), rolledC: make(chan *Log, 1024)}
-	m.env = &env{logger: cfg.Logger, now: cfg.Now, rolled: m.noteRolled, maxDecompressed: cfg.MaxDecompressedBatchBytes}
+	m.env = &env{logger: cfg.Logger, now: cfg.Now, rolled: m.noteRolled, maxDecompressed: cfg.MaxDecompressedBatchBytes, fs: cfg.FS}
 	seen := map[string]bool{}
 	for _, d := range cfg.Dirs {
 		abs, err := filepath.Abs(d)
@@ -154,10 +162,10 @@ func (m *Manager) closeLogs() {
 
 // openDir locks one log directory and loads its logs.
 func (m *Manager) openDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := m.cfg.FS.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("log dir: %w", err)
 	}
-	lf, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR, 0o644)
+	lf, err := m.cfg.FS.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return fmt.Errorf("log dir: %w", err)
 	}
@@ -167,13 +175,13 @@ func (m *Manager) openDir(dir string) error {
 	}
 	m.locks = append(m.locks, lf)
 
-	ents, err := os.ReadDir(dir)
+	ents, err := m.cfg.FS.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("log dir: %w", err)
 	}
-	clean := fileExists(filepath.Join(dir, cleanShutdownFile))
+	clean := fileExists(m.cfg.FS, filepath.Join(dir, cleanShutdownFile))
 	ckpt := func(name string) (map[TopicPartition]int64, error) {
-		c, err := readOffsetCheckpoint(filepath.Join(dir, name))
+		c, err := readOffsetCheckpoint(m.cfg.FS, filepath.Join(dir, name))
 		if err != nil {
 			return nil, fmt.Errorf("log dir %s: %w", dir, err)
 		}
@@ -213,7 +221,7 @@ func (m *Manager) openDir(dir string) error {
 				cleanShutdownFile, lockFile, "meta.properties":
 			default:
 				if strings.HasSuffix(name, ".tmp") {
-					os.Remove(path) // an interrupted checkpoint write
+					m.cfg.FS.Remove(path) // an interrupted checkpoint write
 				}
 			}
 			continue
@@ -224,7 +232,7 @@ func (m *Manager) openDir(dir string) error {
 		if strings.HasSuffix(name, "-delete") {
 			// A log whose deletion was interrupted: finish it.
 			m.cfg.Logger.Info("removing a deleted log", "dir", path)
-			if err := os.RemoveAll(path); err != nil {
+			if err := m.cfg.FS.RemoveAll(path); err != nil {
 				return fmt.Errorf("remove deleted log: %w", err)
 			}
 			continue
@@ -266,10 +274,10 @@ func (m *Manager) openDir(dir string) error {
 			"log_start", l.LogStartOffset(), "log_end", l.LogEndOffset(), "took", time.Since(start))
 	}
 	// From now on a crash must trigger recovery.
-	if err := removeIfExists(filepath.Join(dir, cleanShutdownFile)); err != nil {
+	if err := removeIfExists(m.cfg.FS, filepath.Join(dir, cleanShutdownFile)); err != nil {
 		return fmt.Errorf("log dir: %w", err)
 	}
-	return syncDir(dir)
+	return syncDir(m.cfg.FS, dir)
 }
 
 // Logs returns every log, sorted by topic and partition.
@@ -409,7 +417,7 @@ func (m *Manager) CreateLogs(tps []TopicPartition, cfgs []LogConfig) (logs []*Lo
 		dirErr := map[string]error{}
 		for k, n := range fresh {
 			if _, done := dirErr[n.dir]; !done && created[k] != nil {
-				dirErr[n.dir] = syncDir(n.dir)
+				dirErr[n.dir] = syncDir(m.cfg.FS, n.dir)
 			}
 		}
 		m.mu.Lock()
@@ -477,7 +485,7 @@ func (m *Manager) DeleteLog(tp TopicPartition) error {
 		m.cfg.Logger.Warn("closing deleted log", "partition", tp.String(), "err", err)
 	}
 	target := filepath.Join(filepath.Dir(l.dir), deleteDirName(tp))
-	if err := os.Rename(l.dir, target); err != nil {
+	if err := m.cfg.FS.Rename(l.dir, target); err != nil {
 		m.wg.Done()
 		return fmt.Errorf("delete log %s: %w", tp, err)
 	}
@@ -487,10 +495,10 @@ func (m *Manager) DeleteLog(tp TopicPartition) error {
 		delete(m.dirOf, tp)
 	}
 	m.mu.Unlock()
-	syncDir(filepath.Dir(l.dir))
+	syncDir(m.cfg.FS, filepath.Dir(l.dir))
 	go func() {
 		defer m.wg.Done()
-		if err := os.RemoveAll(target); err != nil {
+		if err := m.cfg.FS.RemoveAll(target); err != nil {
 			m.cfg.Logger.Error("remove deleted log", "dir", target, "err", err)
 		}
 	}()
@@ -537,7 +545,7 @@ func (m *Manager) Close() error {
 	}
 	if len(errs) == 0 {
 		for _, d := range m.cfg.Dirs {
-			if err := writeFileAtomic(filepath.Join(d, cleanShutdownFile), nil); err != nil {
+			if err := writeFileAtomic(m.cfg.FS, filepath.Join(d, cleanShutdownFile), nil); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -568,12 +576,12 @@ func (m *Manager) writeCheckpoints(recovery, hw bool) error {
 	for d, pd := range dirs {
 		if recovery {
 			errs = append(errs,
-				writeOffsetCheckpoint(filepath.Join(d, recoveryPointCheckpoint), pd.rp),
-				writeOffsetCheckpoint(filepath.Join(d, logStartCheckpoint), pd.ls),
-				writeOffsetCheckpoint(filepath.Join(d, cleanerCheckpoint), pd.dirty))
+				writeOffsetCheckpoint(m.cfg.FS, filepath.Join(d, recoveryPointCheckpoint), pd.rp),
+				writeOffsetCheckpoint(m.cfg.FS, filepath.Join(d, logStartCheckpoint), pd.ls),
+				writeOffsetCheckpoint(m.cfg.FS, filepath.Join(d, cleanerCheckpoint), pd.dirty))
 		}
 		if hw {
-			errs = append(errs, writeOffsetCheckpoint(filepath.Join(d, replicationCheckpoint), pd.hw))
+			errs = append(errs, writeOffsetCheckpoint(m.cfg.FS, filepath.Join(d, replicationCheckpoint), pd.hw))
 		}
 	}
 	return errors.Join(errs...)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 func producerBatch(t *testing.T, pid int64, epoch int16, seq int32, n int) []byte {
@@ -119,7 +120,7 @@ func TestIdempotentProducer(t *testing.T) {
 // it: version 1, CRC-32C, 46-byte entries.
 func TestProducerSnapshotFormat(t *testing.T) {
 	dir := t.TempDir()
-	ps := newProducerStates(dir)
+	ps := newProducerStates(vfs.Default, dir)
 	h := record.BatchHeader{ProducerID: 5, ProducerEpoch: 2, BaseSequence: 10, LastOffsetDelta: 4, BaseOffset: 100, MaxTimestamp: 1234}
 	ps.update(&h)
 	if err := ps.writeSnapshot(105); err != nil {
@@ -129,7 +130,7 @@ func TestProducerSnapshotFormat(t *testing.T) {
 	if len(b) != snapshotHeader+snapshotEntrySize || b[1] != 1 {
 		t.Fatalf("snapshot %x", b)
 	}
-	ps2 := newProducerStates(dir)
+	ps2 := newProducerStates(vfs.Default, dir)
 	if off := ps2.loadLatest(200, func(string, error) {}); off != 105 {
 		t.Fatalf("loaded %d", off)
 	}
@@ -139,7 +140,7 @@ func TestProducerSnapshotFormat(t *testing.T) {
 	}
 	b[len(b)-1] ^= 1
 	os.WriteFile(filepath.Join(dir, "00000000000000000105.snapshot"), b, 0o644)
-	if off := newProducerStates(dir).loadLatest(200, func(string, error) {}); off != -1 {
+	if off := newProducerStates(vfs.Default, dir).loadLatest(200, func(string, error) {}); off != -1 {
 		t.Fatal("corrupt snapshot accepted")
 	}
 }

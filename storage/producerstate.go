@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 // producerBatchesRemembered is how many recent batches of each producer are
@@ -109,6 +109,7 @@ type completedTxn struct {
 // producerStates holds every producer of a log, the transactions open on
 // it and those ended but not yet replicated. Writer only (Log.mu).
 type producerStates struct {
+	fs        vfs.FS
 	dir       string
 	producers map[int64]*producerState
 	// open are the open transactions, by first offset (ascending).
@@ -118,8 +119,8 @@ type producerStates struct {
 	unreplicated []doneTxn
 }
 
-func newProducerStates(dir string) *producerStates {
-	return &producerStates{dir: dir, producers: make(map[int64]*producerState)}
+func newProducerStates(fsys vfs.FS, dir string) *producerStates {
+	return &producerStates{fs: fsys, dir: dir, producers: make(map[int64]*producerState)}
 }
 
 // pendingProducer tracks a producer's state across the batches of one
@@ -440,12 +441,12 @@ func (ps *producerStates) writeSnapshot(offset int64) error {
 	binary.BigEndian.PutUint16(b, snapshotVersion)
 	binary.BigEndian.PutUint32(b[6:], uint32(count))
 	binary.BigEndian.PutUint32(b[2:], crc32.Checksum(b[6:], crc32c))
-	return writeFileAtomic(ps.snapshotPath(offset), b)
+	return writeFileAtomic(ps.fs, ps.snapshotPath(offset), b)
 }
 
 // readSnapshot replaces the state with the snapshot's.
 func (ps *producerStates) readSnapshot(path string) error {
-	b, err := os.ReadFile(path)
+	b, err := vfs.ReadFile(ps.fs, path)
 	if err != nil {
 		return err
 	}
@@ -496,7 +497,7 @@ func (ps *producerStates) readSnapshot(path string) error {
 
 // snapshotOffsets lists the snapshot files of the directory, ascending.
 func (ps *producerStates) snapshotOffsets() []int64 {
-	ents, _ := os.ReadDir(ps.dir)
+	ents, _ := ps.fs.ReadDir(ps.dir)
 	var offs []int64
 	for _, e := range ents {
 		if o, ok := parseOffsetFileName(e.Name(), snapshotSuffix); ok {
@@ -511,7 +512,7 @@ func (ps *producerStates) snapshotOffsets() []int64 {
 func (ps *producerStates) deleteSnapshots(below, above int64) {
 	for _, o := range ps.snapshotOffsets() {
 		if o > above || o < below {
-			os.Remove(ps.snapshotPath(o))
+			ps.fs.Remove(ps.snapshotPath(o))
 		}
 	}
 }
@@ -528,7 +529,7 @@ func (ps *producerStates) loadLatest(offset int64, warn func(string, error)) int
 		if err := ps.readSnapshot(ps.snapshotPath(offs[i])); err != nil {
 			warn(ps.snapshotPath(offs[i]), err)
 			if strings.Contains(err.Error(), "crc") || strings.Contains(err.Error(), "bytes") {
-				os.Rename(ps.snapshotPath(offs[i]), ps.snapshotPath(offs[i])+corruptSuffix)
+				ps.fs.Rename(ps.snapshotPath(offs[i]), ps.snapshotPath(offs[i])+corruptSuffix)
 			}
 			continue
 		}

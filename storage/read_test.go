@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-io/sluice/record"
 	"github.com/sluice-io/sluice/record/recordtest"
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 func TestReadBoundaries(t *testing.T) {
@@ -194,7 +195,7 @@ func TestIdleFilesAndHeldRegions(t *testing.T) {
 	if n, _ := logs[0].DeleteOldSegments(); n == 0 {
 		t.Fatal("nothing deleted")
 	}
-	if fileExists(filepath.Join(logs[0].Dir(), offsetFileName(0, logSuffix))) {
+	if fileExists(vfs.Default, filepath.Join(logs[0].Dir(), offsetFileName(0, logSuffix))) {
 		t.Fatal("deleted segment still on disk")
 	}
 	var buf bytes.Buffer
@@ -361,7 +362,7 @@ func TestCleanShutdownAndCheckpoints(t *testing.T) {
 	if l.LogEndOffset() != 12 {
 		t.Fatalf("clean restart log end %d", l.LogEndOffset())
 	}
-	if fileExists(filepath.Join(dir, cleanShutdownFile)) {
+	if fileExists(vfs.Default, filepath.Join(dir, cleanShutdownFile)) {
 		t.Fatal("clean shutdown marker not removed after start")
 	}
 	m.Close()

@@ -236,7 +236,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	for _, s := range segs {
 		errs = append(errs, s.remove())
 	}
-	s, err := createSegment(l.dir, offset, &l.cfg.Load().LogConfig, l.env.nowMs())
+	s, err := createSegment(l.env.fs, l.dir, offset, &l.cfg.Load().LogConfig, l.env.nowMs())
 	if err != nil {
 		return fmt.Errorf("%s: %w", l.tp, errors.Join(append(errs, err)...))
 	}

@@ -4,16 +4,16 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 // batchScanner reads the batches of a segment file sequentially through a
 // buffer, for recovery, compaction and producer-state rebuilds. It stops at
 // the end or at the first batch that is torn or invalid, and says why.
 type batchScanner struct {
-	f        *os.File
+	f        vfs.File
 	pos, end int64
 	buf      []byte
 	bufStart int64 // file position of buf[0]
@@ -27,7 +27,7 @@ type batchScanner struct {
 
 const scanBufSize = 1 << 20
 
-func newBatchScanner(f *os.File, start, end int64, validate bool) *batchScanner {
+func newBatchScanner(f vfs.File, start, end int64, validate bool) *batchScanner {
 	return &batchScanner{f: f, pos: start, end: end, validate: validate, bufStart: start}
 }
 

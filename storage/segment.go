@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 const (
@@ -55,12 +56,13 @@ var errSegmentGone = errors.New("segment deleted")
 // max timestamp are atomics so readers see a consistent committed end
 // without taking any lock.
 type segment struct {
+	fs   vfs.FS
 	dir  string
 	base int64
 	ext  string // appended to every file name: "" or ".cleaned" while the cleaner writes
 
 	mu      sync.RWMutex
-	file    *os.File // nil while closed (idle)
+	file    vfs.File // nil while closed (idle)
 	refs    int      // readers holding file (FileRegions, scans)
 	deleted bool
 	active  bool // the log's last segment: indexes mapped read-write
@@ -97,33 +99,33 @@ func (s *segment) path(suffix string) string {
 }
 
 // createSegment creates an empty active segment.
-func createSegment(dir string, base int64, cfg *LogConfig, nowMs int64) (*segment, error) {
-	return createSegmentExt(dir, base, "", cfg, nowMs)
+func createSegment(fsys vfs.FS, dir string, base int64, cfg *LogConfig, nowMs int64) (*segment, error) {
+	return createSegmentExt(fsys, dir, base, "", cfg, nowMs)
 }
 
-func createSegmentExt(dir string, base int64, ext string, cfg *LogConfig, nowMs int64) (*segment, error) {
-	s := &segment{dir: dir, base: base, ext: ext, active: true}
+func createSegmentExt(fsys vfs.FS, dir string, base int64, ext string, cfg *LogConfig, nowMs int64) (*segment, error) {
+	s := &segment{fs: fsys, dir: dir, base: base, ext: ext, active: true}
 	s.next.Store(base)
 	s.maxTS.Store(-1)
 	s.offsetOfMaxTS.Store(base)
 	s.rollTS = nowMs
-	f, err := os.OpenFile(s.path(logSuffix), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenFile(s.path(logSuffix), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	s.file = f
 	s.mapLen = cfg.SegmentBytes
 	s.maxIdx = max(int(cfg.SegmentIndexBytes), minSegmentIndexBytes)
-	if s.oi, err = createIndex(s.path(indexSuffix), base, offsetIndexEntry, s.maxIdx); err != nil {
+	if s.oi, err = createIndex(fsys, s.path(indexSuffix), base, offsetIndexEntry, s.maxIdx); err != nil {
 		f.Close()
 		return nil, err
 	}
-	if s.ti, err = createIndex(s.path(timeIndexSuffix), base, timeIndexEntry, s.maxIdx); err != nil {
+	if s.ti, err = createIndex(fsys, s.path(timeIndexSuffix), base, timeIndexEntry, s.maxIdx); err != nil {
 		f.Close()
 		s.oi.unmap()
 		return nil, err
 	}
-	s.txn = newTxnIndex(s.path(txnIndexSuffix), base)
+	s.txn = newTxnIndex(fsys, s.path(txnIndexSuffix), base)
 	if err := s.txn.create(); err != nil {
 		f.Close()
 		s.oi.unmap()
@@ -148,7 +150,7 @@ func (s *segment) openFileLocked() error {
 	if s.file != nil {
 		return nil
 	}
-	f, err := os.OpenFile(s.path(logSuffix), os.O_RDWR, 0)
+	f, err := s.fs.OpenFile(s.path(logSuffix), os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("open segment: %w", err)
 	}
@@ -158,7 +160,7 @@ func (s *segment) openFileLocked() error {
 
 // acquire opens the file if needed and takes a reference the caller must
 // release. The file is never closed while a reference is held.
-func (s *segment) acquire() (*os.File, error) {
+func (s *segment) acquire() (vfs.File, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.openFileLocked(); err != nil {
@@ -314,7 +316,7 @@ func (s *segment) unmapLogLocked() {
 
 // header decodes the batch header at pos from the mapping when it covers
 // it, else with a pread.
-func header(f *os.File, data []byte, pos, size int64, hb []byte, h *record.BatchHeader) error {
+func header(f vfs.File, data []byte, pos, size int64, hb []byte, h *record.BatchHeader) error {
 	if pos+record.BatchHeaderSize <= int64(len(data)) && pos+record.BatchHeaderSize <= size {
 		record.DecodeHeader(data[pos:], h)
 		if h.Magic != 2 || h.Size() < record.BatchHeaderSize || int64(h.Size()) > size-pos {
@@ -326,11 +328,11 @@ func header(f *os.File, data []byte, pos, size int64, hb []byte, h *record.Batch
 }
 
 // readHeader reads the batch header at pos (hb holds BatchHeaderSize bytes).
-func readHeader(f *os.File, pos, size int64, hb []byte, h *record.BatchHeader) error {
+func readHeader(f vfs.File, pos, size int64, hb []byte, h *record.BatchHeader) error {
 	if size-pos < record.BatchHeaderSize {
 		return io.ErrUnexpectedEOF
 	}
-	if _, err := f.ReadAt(hb[:record.BatchHeaderSize], pos); err != nil {
+	if _, err := readAt(f, hb[:record.BatchHeaderSize], pos); err != nil {
 		return err
 	}
 	record.DecodeHeader(hb, h)
@@ -340,9 +342,27 @@ func readHeader(f *os.File, pos, size int64, hb []byte, h *record.BatchHeader) e
 	return nil
 }
 
+// readAt is f.ReadAt that keeps b on the caller's stack: a buffer passed to
+// a method of an interface escapes to the heap (the compiler cannot see the
+// callee), so the *os.File of the default FS is called directly, and any
+// other File reads into a copy.
+func readAt(f vfs.File, b []byte, off int64) (int, error) {
+	if of, ok := vfs.OSFile(f); ok {
+		return of.ReadAt(b, off)
+	}
+	return readAtCopy(f, b, off)
+}
+
+func readAtCopy(f vfs.File, b []byte, off int64) (int, error) {
+	tmp := make([]byte, len(b))
+	n, err := f.ReadAt(tmp, off)
+	copy(b, tmp[:n])
+	return n, err
+}
+
 // translate finds the first batch whose last offset is >= target, among
 // the committed bytes [0, size). found is false when there is none.
-func (s *segment) translate(f *os.File, target, size int64, hb []byte, h *record.BatchHeader) (pos int64, found bool, err error) {
+func (s *segment) translate(f vfs.File, target, size int64, hb []byte, h *record.BatchHeader) (pos int64, found bool, err error) {
 	werr := s.withMaps(func(oi, _ *index, data []byte) {
 		pos, found, err = translateIn(f, data, oi, target, size, hb, h)
 	})
@@ -353,7 +373,7 @@ func (s *segment) translate(f *os.File, target, size int64, hb []byte, h *record
 	return pos, found, err
 }
 
-func translateIn(f *os.File, data []byte, oi *index, target, size int64, hb []byte, h *record.BatchHeader) (int64, bool, error) {
+func translateIn(f vfs.File, data []byte, oi *index, target, size int64, hb []byte, h *record.BatchHeader) (int64, bool, error) {
 	_, pos := oi.lookupOffset(target, size)
 	for pos < size {
 		if err := header(f, data, pos, size, hb, h); err != nil {
@@ -371,7 +391,7 @@ func translateIn(f *os.File, data []byte, oi *index, target, size int64, hb []by
 // startOffset: at most maxBytes (at least one batch when minOneBatch), no
 // batch whose last offset is >= maxOffset. found is false when the segment
 // holds no batch ending at or after startOffset.
-func (s *segment) read(f *os.File, startOffset int64, maxBytes int64, maxOffset int64, minOneBatch bool, hb []byte) (pos, n, first, next int64, found bool, err error) {
+func (s *segment) read(f vfs.File, startOffset int64, maxBytes int64, maxOffset int64, minOneBatch bool, hb []byte) (pos, n, first, next int64, found bool, err error) {
 	size := s.size.Load()
 	werr := s.withMaps(func(oi, _ *index, data []byte) {
 		pos, n, first, next, found, err = readIn(f, data, oi, size, startOffset, maxBytes, maxOffset, minOneBatch, hb)
@@ -388,7 +408,7 @@ func (s *segment) read(f *os.File, startOffset int64, maxBytes int64, maxOffset 
 // offset of its last batch plus one, or, where the index jump skipped that
 // batch's header, the base offset of the batch after the region (the same
 // in a log without gaps).
-func readIn(f *os.File, data []byte, oi *index, size, startOffset, maxBytes, maxOffset int64, minOneBatch bool, hb []byte) (pos, n, first, next int64, found bool, err error) {
+func readIn(f vfs.File, data []byte, oi *index, size, startOffset, maxBytes, maxOffset int64, minOneBatch bool, hb []byte) (pos, n, first, next int64, found bool, err error) {
 	var h record.BatchHeader
 	start, found, err := translateIn(f, data, oi, startOffset, size, hb, &h)
 	if err != nil || !found {
@@ -450,7 +470,7 @@ func (s *segment) appendBatches(buf []byte, intervalBytes int64) error {
 		s.unmapLogLocked()
 		f.Truncate(pos)
 		s.mu.Unlock()
-		return fmt.Errorf("append to %s: %w", f.Name(), err)
+		return fmt.Errorf("append to %s: %w: %w", f.Name(), ErrStorage, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -643,7 +663,7 @@ func (s *segment) remove() error {
 	s.mu.Unlock()
 	var errs []error
 	for _, suf := range segmentFileSuffixes {
-		if err := os.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := s.fs.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
@@ -656,7 +676,7 @@ func (s *segment) largestTimestamp() int64 {
 	if ts := s.maxTS.Load(); ts >= 0 {
 		return ts
 	}
-	if st, err := os.Stat(s.path(logSuffix)); err == nil {
+	if st, err := s.fs.Stat(s.path(logSuffix)); err == nil {
 		return st.ModTime().UnixMilli()
 	}
 	return -1
@@ -677,7 +697,7 @@ func (s *segment) retire() error {
 	}
 	s.mu.Unlock()
 	for _, suf := range segmentFileSuffixes {
-		if err := os.Rename(s.path(suf), s.path(suf)+deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := s.fs.Rename(s.path(suf), s.path(suf)+deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}
@@ -686,7 +706,7 @@ func (s *segment) retire() error {
 
 func (s *segment) removeRetired() {
 	for _, suf := range segmentFileSuffixes {
-		os.Remove(s.path(suf) + deletedSuffix)
+		s.fs.Remove(s.path(suf) + deletedSuffix)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 // The transaction index: <base>.txnindex beside each segment, Kafka's
@@ -90,6 +92,7 @@ func DecodeTxnIndex(b []byte) ([]AbortedTxn, error) {
 // and truncates; readers load entries without a lock.
 type txnIndex struct {
 	mu      sync.Mutex // file writes
+	fs      vfs.FS
 	path    string
 	base    int64 // the segment's base offset
 	entries atomic.Pointer[[]AbortedTxn]
@@ -99,8 +102,8 @@ type txnIndex struct {
 	rebuild bool
 }
 
-func newTxnIndex(path string, base int64) *txnIndex {
-	x := &txnIndex{path: path, base: base}
+func newTxnIndex(fsys vfs.FS, path string, base int64) *txnIndex {
+	x := &txnIndex{fs: fsys, path: path, base: base}
 	x.entries.Store(&[]AbortedTxn{})
 	return x
 }
@@ -110,7 +113,7 @@ func (x *txnIndex) load() []AbortedTxn { return *x.entries.Load() }
 
 // create makes the file empty (a new segment).
 func (x *txnIndex) create() error {
-	f, err := os.OpenFile(x.path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	f, err := x.fs.OpenFile(x.path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
@@ -120,7 +123,7 @@ func (x *txnIndex) create() error {
 // open reads the file. A missing or corrupt file is reported with
 // rebuild set, and the entries left empty.
 func (x *txnIndex) open() error {
-	b, err := os.ReadFile(x.path)
+	b, err := vfs.ReadFile(x.fs, x.path)
 	if err != nil {
 		x.rebuild = true
 		if errors.Is(err, os.ErrNotExist) {
@@ -151,13 +154,13 @@ func (x *txnIndex) append(a AbortedTxn) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var buf [txnIndexEntrySize]byte
-	f, err := os.OpenFile(x.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := x.fs.OpenFile(x.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err == nil {
 		_, err = f.Write(appendAbortedTxn(buf[:0], a))
 		err = errors.Join(err, f.Close())
 	}
 	if err != nil {
-		os.Remove(x.path)
+		x.fs.Remove(x.path)
 		return fmt.Errorf("append to %s: %w", x.path, err)
 	}
 	x.dirty = true
@@ -174,7 +177,7 @@ func (x *txnIndex) replace(es []AbortedTxn) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.dirty = false
-	return writeFileAtomic(x.path, b)
+	return writeFileAtomic(x.fs, x.path, b)
 }
 
 // truncate drops the entries whose marker is at or after offset.
@@ -197,7 +200,7 @@ func (x *txnIndex) sync() error {
 	if !x.dirty {
 		return nil
 	}
-	f, err := os.OpenFile(x.path, os.O_WRONLY, 0)
+	f, err := x.fs.OpenFile(x.path, os.O_WRONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		x.dirty = false
 		return nil
