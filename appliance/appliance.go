@@ -219,7 +219,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		return err
 	}
 
-	if a.authz, err = openAuthorizer(ctx, cfg, a.coord, a.logger); err != nil {
+	if a.authz, err = openAuthorizer(ctx, cfg, a.coord, a.logger, a.metrics.AuthorizationDenials(a.brokerID)); err != nil {
 		return err
 	}
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/security"
 )
@@ -13,8 +15,9 @@ import (
 // authorizer.class.name, super.users and allow.everyone.if.no.acl.found,
 // over the coordinator's ACLs (ZooKeeper's /kafka-acl nodes, or the single
 // node's metadata file), following their changes until Close. It returns
-// nil when no authorizer is configured.
-func openAuthorizer(ctx context.Context, cfg *Config, coord cluster.Coordinator, logger *slog.Logger) (*security.Authorizer, error) {
+// nil when no authorizer is configured. Its denials are counted in
+// denials' counters (sluice_broker_authorization_denials_total).
+func openAuthorizer(ctx context.Context, cfg *Config, coord cluster.Coordinator, logger *slog.Logger, denials func(operation, resourceType string) prometheus.Counter) (*security.Authorizer, error) {
 	enabled, err := security.AuthorizerEnabled(cfg.AuthorizerClassName)
 	if err != nil || !enabled {
 		return nil, err
@@ -27,6 +30,7 @@ func openAuthorizer(ctx context.Context, cfg *Config, coord cluster.Coordinator,
 		SuperUsers:                supers,
 		AllowEveryoneIfNoACLFound: cfg.AllowEveryoneIfNoACLFound,
 		Logger:                    logger,
+		Denials:                   func(op, rt string) security.Counter { return denials(op, rt) },
 	}, coord)
 	if err := a.Start(ctx); err != nil {
 		return nil, fmt.Errorf("authorizer: loading the ACLs: %w", err)

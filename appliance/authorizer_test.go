@@ -17,6 +17,8 @@ import (
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/internal/testutil"
+	"github.com/sluice-io/sluice/record"
+	"github.com/sluice-io/sluice/record/recordtest"
 	"github.com/sluice-io/sluice/security"
 )
 
@@ -284,5 +286,89 @@ func TestACLAPIsWithoutAuthorizer(t *testing.T) {
 	}
 	if dr.ErrorCode != kerr.SecurityDisabled.Code {
 		t.Fatalf("describe without an authorizer: %v", kerr.ErrorForCode(dr.ErrorCode))
+	}
+}
+
+// TestAuthorizationDenialsMetric: a broker with an authorizer exports
+// sluice_broker_authorization_denials_total{broker,operation,resource_type}
+// with every supported pair at zero; an all-topics Metadata that leaves a
+// topic out counts nothing, a Metadata naming it counts one Describe/Topic
+// denial, a produce to it one Write/Topic denial.
+func TestAuthorizationDenialsMetric(t *testing.T) {
+	app := startAppliance(t, "console.listen=", "schema.registry.listen=",
+		"authorizer.class.name=kafka.security.authorizer.AclAuthorizer")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := app.Coordinator().CreateTopic(ctx, cluster.Topic{Name: "secret", ID: cluster.NewUUID(), Replicas: [][]int32{{app.BrokerID()}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if _, ok := app.Broker().Image().Topics["secret"]; !ok {
+			return errors.New("secret not in the image yet")
+		}
+		return nil
+	})
+	denials := func(op, rt string) float64 {
+		t.Helper()
+		mfs, err := app.Metrics().Gatherer().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "sluice_broker_authorization_denials_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				l := map[string]string{}
+				for _, lp := range m.GetLabel() {
+					l[lp.GetName()] = lp.GetValue()
+				}
+				if l["broker"] == fmt.Sprint(app.BrokerID()) && l["operation"] == op && l["resource_type"] == rt {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		return -1
+	}
+	if got := denials("Describe", "Topic"); got != 0 {
+		t.Fatalf("Describe/Topic before any request: %v, want a series at 0", got)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(app.BootstrapAddrs()...), kgo.RequestRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	all := kmsg.NewPtrMetadataRequest()
+	if resp, err := all.RequestWith(ctx, cl); err != nil || len(resp.Topics) != 0 {
+		t.Fatalf("all-topics metadata: %v %+v", err, resp)
+	}
+	if got := denials("Describe", "Topic"); got != 0 {
+		t.Fatalf("Describe/Topic after an all-topics Metadata: %v, want 0 (a topic left out is not a denial)", got)
+	}
+	named := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("secret")
+	named.Topics = append(named.Topics, rt)
+	resp, err := named.RequestWith(ctx, cl)
+	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("metadata naming secret: %v %+v", err, resp)
+	}
+	if got := denials("Describe", "Topic"); got != 1 {
+		t.Fatalf("Describe/Topic after a Metadata naming the topic: %v, want 1", got)
+	}
+	pr := kmsg.NewPtrProduceRequest()
+	pr.Acks, pr.TimeoutMillis = 1, 5000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = "secret"
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Records = recordtest.Batch(t, 1, 10, time.Now().UnixMilli(), record.CompressionNone)
+	pt.Partitions = append(pt.Partitions, pp)
+	pr.Topics = append(pr.Topics, pt)
+	presp, err := pr.RequestWith(ctx, cl)
+	if err != nil || presp.Topics[0].Partitions[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("produce to secret: %v %+v", err, presp)
+	}
+	if got := denials("Write", "Topic"); got != 1 {
+		t.Fatalf("Write/Topic after a denied produce: %v, want 1", got)
 	}
 }

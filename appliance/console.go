@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-io/sluice/web"
 	alertpages "github.com/sluice-io/sluice/web/alerts"
 	"github.com/sluice-io/sluice/web/comparisons"
+	"github.com/sluice-io/sluice/web/kafkasec"
 	schemapages "github.com/sluice-io/sluice/web/schemas"
 	"github.com/sluice-io/sluice/zkcoord"
 )
@@ -290,6 +291,7 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 		Extra: []web.PageGroup{
 			alertpages.PageGroup(c.alerts, alertpages.Options{Interval: cfg.AlertingEvaluationInterval, Evaluating: c.leader.IsLeader}),
 			comparisons.PageGroup(c.mgr, comparisons.Options{}),
+			kafkasec.PageGroup(),
 		},
 	}
 	if cfg.SchemaRegistryListen != "" {

@@ -47,3 +47,23 @@ func (a *Authentication) Succeeded() { a.ok.Inc() }
 
 // Failed counts a failed authentication.
 func (a *Authentication) Failed() { a.failed.Inc() }
+
+// AuthorizationDenials returns the resolver of a broker's authorization
+// denial counters (sluice_broker_authorization_denials_total{broker,
+// operation, resource_type}), for security.AuthorizerConfig.Denials: the
+// authorizer resolves each pair once and keeps the counter.
+func (r *Registry) AuthorizationDenials(brokerID int32) func(operation, resourceType string) prometheus.Counter {
+	r.mu.Lock()
+	if r.authz == nil {
+		r.authz = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "broker", Name: "authorization_denials_total",
+			Help: "Requests (or parts of requests: a topic of a produce, a group of a commit) the authorizer refused, by operation and resource type as Kafka names them (Read, Topic). Resources left out of a listing (an all-topics Metadata, ListGroups) are not denials."},
+			[]string{"broker", "operation", "resource_type"})
+		r.reg.MustRegister(r.authz)
+	}
+	vec := r.authz
+	r.mu.Unlock()
+	b := itoa32(brokerID)
+	return func(operation, resourceType string) prometheus.Counter {
+		return vec.WithLabelValues(b, operation, resourceType)
+	}
+}

@@ -72,9 +72,21 @@ func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, 
 	// left out of an answer about every topic, and answers
 	// TOPIC_AUTHORIZATION_FAILED when named (whether it exists or not);
 	// creating one needs Create on the cluster or on the topic.
-	describable := func(name string) bool { return s.allowedTopic(r, security.OpDescribe, name) }
-	clusterCreate := s.allowedCluster(r, security.OpCreate)
+	// A topic left out of an all-topics answer is not a denial (Kafka's
+	// logIfDenied=false); one named and refused is, once.
+	describable := func(name string) bool {
+		if allTopics {
+			return s.permitted(r, security.OpDescribe, security.ResourceTopic, name)
+		}
+		return s.allowedTopic(r, security.OpDescribe, name)
+	}
+	clusterCreate := s.permittedCluster(r, security.OpCreate)
 	creatable := func(name string) bool { return clusterCreate || s.allowedTopic(r, security.OpCreate, name) }
+	// mayCreate is asked before the answer, which asks again and counts.
+	mayCreate := func(name string) bool {
+		return s.permitted(r, security.OpDescribe, security.ResourceTopic, name) &&
+			(clusterCreate || s.permitted(r, security.OpCreate, security.ResourceTopic, name))
+	}
 
 	// Create unknown topics first, all at once, so the answer below comes
 	// from one image.
@@ -86,7 +98,7 @@ func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, 
 			if t.Topic == nil {
 				continue
 			}
-			if ti, ok := img.Topics[*t.Topic]; (!ok || ti.Deleting) && b.AutoCreates(*t.Topic) && describable(*t.Topic) && creatable(*t.Topic) {
+			if ti, ok := img.Topics[*t.Topic]; (!ok || ti.Deleting) && b.AutoCreates(*t.Topic) && mayCreate(*t.Topic) {
 				missing = append(missing, *t.Topic)
 				records += b.AutoCreateRecords(*t.Topic)
 			}
@@ -141,7 +153,7 @@ func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, 
 	resp.ControllerID = img.Controller
 	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
 		resp.AuthorizedOperations = 0
-		if s.allowedCluster(r, security.OpDescribe) {
+		if s.permittedCluster(r, security.OpDescribe) {
 			resp.AuthorizedOperations = s.authorizedOps(r, security.ResourceCluster, security.ClusterName)
 		}
 	}

@@ -28,10 +28,10 @@ func handleListGroups(ctx context.Context, s *Server, r *Request) (kmsg.Response
 	})
 	// Kafka: every group for a principal with Describe on the cluster,
 	// else only the groups it may describe (no error).
-	if lg, ok := resp.(*kmsg.ListGroupsResponse); ok && !s.allowedCluster(r, security.OpDescribe) {
+	if lg, ok := resp.(*kmsg.ListGroupsResponse); ok && !s.permittedCluster(r, security.OpDescribe) {
 		kept := lg.Groups[:0]
 		for _, g := range lg.Groups {
-			if !s.groupDenied(r, security.OpDescribe, g.Group) {
+			if s.permitted(r, security.OpDescribe, security.ResourceGroup, g.Group) {
 				kept = append(kept, g)
 			}
 		}

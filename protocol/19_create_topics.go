@@ -73,7 +73,7 @@ func handleCreateTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
-		if !s.allowedCluster(r, security.OpCreate) && !s.allowedTopic(r, security.OpCreate, rt.Topic) {
+		if !s.permittedCluster(r, security.OpCreate) && !s.allowedTopic(r, security.OpCreate, rt.Topic) {
 			// Kafka: Create on the cluster, or on the topic.
 			setCreateErr(req.Version, &st, errTopicAuthorization)
 			resp.Topics = append(resp.Topics, st)

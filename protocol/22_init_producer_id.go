@@ -55,7 +55,7 @@ func handleInitProducerID(ctx context.Context, s *Server, r *Request) (kmsg.Resp
 		resp.ProducerEpoch, resp.ErrorCode = epoch, fencedCode(22, req.Version, code)
 		return resp, nil
 	}
-	if !s.allowedCluster(r, security.OpIdempotentWrite) && !s.allowedWriteOnSomeTopic(r) {
+	if !s.permittedCluster(r, security.OpIdempotentWrite) && !s.allowedWriteOnSomeTopic(r) {
 		// Kafka (KIP-679): IdempotentWrite on the cluster, or Write on
 		// some topic.
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code

@@ -31,7 +31,7 @@ func handleOffsetForLeaderEpoch(ctx context.Context, s *Server, r *Request) (kms
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	// Kafka: ClusterAction on the cluster (a follower), else Describe on
 	// each topic.
-	clusterAction := s.allowedCluster(r, security.OpClusterAction)
+	clusterAction := s.permittedCluster(r, security.OpClusterAction)
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic

@@ -42,7 +42,7 @@ func handleDescribeCluster(ctx context.Context, s *Server, r *Request) (kmsg.Res
 		// Kafka: the bit set only for a principal that may describe the
 		// cluster; 0 for others.
 		resp.ClusterAuthorizedOperations = 0
-		if s.allowedCluster(r, security.OpDescribe) {
+		if s.permittedCluster(r, security.OpDescribe) {
 			resp.ClusterAuthorizedOperations = s.authorizedOps(r, security.ResourceCluster, security.ClusterName)
 		}
 	}

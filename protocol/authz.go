@@ -36,6 +36,25 @@ func (s *Server) allowed(r *Request, op security.Operation, rt security.Resource
 	return a.Authorize(r.Principal, security.HostOf(r.Remote), op, rt, name)
 }
 
+// permitted is allowed without counting or logging a denial (the
+// authorizer's Permits), for the checks Kafka makes with
+// logIfDenied=false: a listing filtered (the topics of an all-topics
+// Metadata, the groups of ListGroups), a first check that a second may
+// still grant, the authorized-operations bit sets. A denial through
+// allowed refuses something and is counted in
+// sluice_broker_authorization_denials_total; one through permitted is not.
+func (s *Server) permitted(r *Request, op security.Operation, rt security.ResourceType, name string) bool {
+	a := s.cfg.Broker.Authorizer()
+	if a == nil {
+		return true
+	}
+	return a.Permits(r.Principal, security.HostOf(r.Remote), op, rt, name)
+}
+
+func (s *Server) permittedCluster(r *Request, op security.Operation) bool {
+	return s.permitted(r, op, security.ResourceCluster, security.ClusterName)
+}
+
 // allowedTopic, allowedGroup and allowedCluster are allowed on one
 // resource type.
 func (s *Server) allowedTopic(r *Request, op security.Operation, topic string) bool {

@@ -427,7 +427,7 @@ func handleListTransactions(ctx context.Context, s *Server, r *Request) (kmsg.Re
 	// Only the ids the principal may describe are listed.
 	kept := resp.TransactionStates[:0]
 	for _, st := range resp.TransactionStates {
-		if s.allowed(r, security.OpDescribe, security.ResourceTransactionalID, st.TransactionalID) {
+		if s.permitted(r, security.OpDescribe, security.ResourceTransactionalID, st.TransactionalID) {
 			kept = append(kept, st)
 		}
 	}

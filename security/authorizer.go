@@ -52,9 +52,25 @@ type AuthorizerConfig struct {
 	// resource no ACL applies to is open to everyone (default false:
 	// closed to all but super users).
 	AllowEveryoneIfNoACLFound bool
-	// Logger receives the reloads and the failures to reload.
+	// Logger receives the reloads, the failures to reload and the
+	// denials (INFO, at most DenialLogPerSecond lines a second, as Kafka's
+	// kafka.authorizer.logger logs them).
 	Logger *slog.Logger
+	// Denials, when set, resolves the counter of the denials of an
+	// operation on a resource type (sluice_broker_authorization_denials_total),
+	// named as Kafka names them ("Read", "Topic"). The authorizer resolves
+	// every supported pair once, when it is made, and keeps them, so that
+	// counting a denial allocates nothing.
+	Denials func(operation, resourceType string) Counter
 }
+
+// Counter is a monotonic counter (a prometheus.Counter).
+type Counter interface{ Inc() }
+
+// DenialLogPerSecond bounds the denial lines logged a second; the next
+// line let through says how many were left out, so a client retrying a
+// denied request in a loop cannot flood the log.
+const DenialLogPerSecond = 10
 
 // Authorizer decides whether a principal may perform an operation on a
 // resource. Safe for concurrent use; its decisions do not allocate.
@@ -63,6 +79,13 @@ type Authorizer struct {
 	allowAll bool
 	log      *slog.Logger
 	src      Source
+
+	// denied[op][rt] counts the denials of op on rt (nil without
+	// AuthorizerConfig.Denials, or for a pair no resource type supports:
+	// resolved when it happens).
+	denied  [numOperations][numResourceTypes]Counter
+	denials func(operation, resourceType string) Counter
+	denyLog denialLog
 
 	snap atomic.Pointer[snapshot]
 
@@ -82,6 +105,15 @@ func NewAuthorizer(cfg AuthorizerConfig, src Source) *Authorizer {
 	a.log = a.log.With("component", "authorizer")
 	for _, p := range cfg.SuperUsers {
 		a.super[p] = struct{}{}
+	}
+	if a.denials = cfg.Denials; a.denials != nil {
+		for rt := ResourceTopic; rt < numResourceTypes; rt++ {
+			for _, op := range SupportedOperations(rt) {
+				if op != OpAll {
+					a.denied[op][rt] = a.denials(op.String(), rt.String())
+				}
+			}
+		}
 	}
 	a.snap.Store(buildSnapshot(nil))
 	return a
@@ -192,8 +224,28 @@ var impliedBy = func() (m [numOperations]uint32) {
 
 // Authorize decides whether p, connected from host (the client's IP
 // address, as HostOf gives it), may perform op on the resource of type rt
-// called name. It does not allocate.
+// called name. A denial is counted and logged (see Denials and Logger);
+// an allowed request costs the decision only and does not allocate.
 func (a *Authorizer) Authorize(p Principal, host string, op Operation, rt ResourceType, name string) bool {
+	if a.decide(p, host, op, rt, name) {
+		return true
+	}
+	a.deny(p, host, op, rt, name)
+	return false
+}
+
+// Permits is Authorize without counting or logging a denial, for the
+// checks Kafka makes with logIfDenied=false: filtering a listing (the
+// topics of an all-topics Metadata, the groups of ListGroups), a first
+// check that a second one may still grant (Create on the cluster before
+// Create on the topic), the *_authorized_operations bit sets. Such a "no"
+// refuses nothing.
+func (a *Authorizer) Permits(p Principal, host string, op Operation, rt ResourceType, name string) bool {
+	return a.decide(p, host, op, rt, name)
+}
+
+// decide is the decision of Authorize, without its side effects.
+func (a *Authorizer) decide(p Principal, host string, op Operation, rt ResourceType, name string) bool {
 	if _, ok := a.super[p]; ok {
 		return true
 	}
@@ -232,7 +284,7 @@ func (a *Authorizer) Authorize(p Principal, host string, op Operation, rt Resour
 func (a *Authorizer) AuthorizedOperations(p Principal, host string, rt ResourceType, name string) int32 {
 	var bits int32
 	for _, op := range SupportedOperations(rt) {
-		if op != OpAll && a.Authorize(p, host, op, rt, name) {
+		if op != OpAll && a.decide(p, host, op, rt, name) {
 			bits |= 1 << op
 		}
 	}
@@ -245,8 +297,16 @@ func (a *Authorizer) AuthorizedOperations(p Principal, host string, rt ResourceT
 // literal Deny on "*" denies; allow.everyone.if.no.acl.found allows;
 // otherwise some Allow of op (or All) must apply to a literal name or a
 // prefix that no Deny dominates (a denied literal of the same name, or a
-// denied prefix of it).
+// denied prefix of it). A denial is counted and logged as Authorize's.
 func (a *Authorizer) AuthorizeByResourceType(p Principal, host string, op Operation, rt ResourceType) bool {
+	if a.byResourceType(p, host, op, rt) {
+		return true
+	}
+	a.deny(p, host, op, rt, "")
+	return false
+}
+
+func (a *Authorizer) byResourceType(p Principal, host string, op Operation, rt ResourceType) bool {
 	if a.IsSuperUser(p) {
 		return true
 	}
@@ -303,6 +363,58 @@ func (a *Authorizer) AuthorizeByResourceType(p Principal, host string, op Operat
 		}
 	}
 	return false
+}
+
+// deny counts and logs a denial of op on the resource of type rt called
+// name ("" for any resource of the type).
+func (a *Authorizer) deny(p Principal, host string, op Operation, rt ResourceType, name string) {
+	if op <= OpAny || op >= numOperations || rt <= ResourceAny || rt >= numResourceTypes {
+		return // not a request a handler makes
+	}
+	if a.denials != nil {
+		c := a.denied[op][rt]
+		if c == nil {
+			c = a.denials(op.String(), rt.String())
+		}
+		c.Inc()
+	}
+	suppressed, ok := a.denyLog.allow(time.Now())
+	if !ok {
+		return
+	}
+	resource := rt.String() + ":" + name
+	if name == "" {
+		resource = "any " + rt.String()
+	}
+	args := []any{"principal", p.String(), "operation", op.String(), "host", host, "resource", resource}
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	a.log.Info("authorization denied", args...)
+}
+
+// denialLog lets DenialLogPerSecond denial lines through a second and
+// counts the others, which the next line let through reports.
+type denialLog struct {
+	mu      sync.Mutex
+	window  time.Time // start of the current second. Lock mu.
+	n       int       // lines let through in it. Lock mu.
+	dropped int64     // lines left out since the last one let through. Lock mu.
+}
+
+func (l *denialLog) allow(now time.Time) (suppressed int64, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.window) >= time.Second {
+		l.window, l.n = now, 0
+	}
+	if l.n >= DenialLogPerSecond {
+		l.dropped++
+		return 0, false
+	}
+	l.n++
+	suppressed, l.dropped = l.dropped, 0
+	return suppressed, true
 }
 
 // decision gathers what the ACL sets of one resource say of one request.

@@ -2,12 +2,16 @@ package security
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected decisions of testdata/*.txt")
@@ -310,7 +314,8 @@ func (m *memSource) WatchACLs(ctx context.Context) <-chan struct{} {
 }
 
 // BenchmarkAuthorize is the check Produce and Fetch make per topic, with a
-// few hundred ACLs in force: it must not allocate.
+// few hundred ACLs in force and the denial counters on (as a broker runs
+// it): it must not allocate.
 func BenchmarkAuthorize(b *testing.B) {
 	var acls []ACL
 	for i := range 100 {
@@ -321,7 +326,8 @@ func BenchmarkAuthorize(b *testing.B) {
 			ACL{Resource{ResourceGroup, fmt.Sprintf("team%d-", i), PatternPrefixed}, Entry{u, "*", OpRead, Allow}})
 	}
 	acls = append(acls, ACL{Resource{ResourceTopic, "*", PatternLiteral}, Entry{"User:*", "10.9.9.9", OpAll, Deny}})
-	a := NewAuthorizer(AuthorizerConfig{}, nil)
+	var d countingDenials
+	a := NewAuthorizer(AuthorizerConfig{Denials: d.resolve}, nil)
 	a.SetACLs(acls)
 	p := Principal{"User", "user42"}
 	host := HostOf("10.0.0.7:51234")
@@ -370,5 +376,145 @@ func TestConfigValues(t *testing.T) {
 	}
 	if _, err := AuthorizerEnabled("org.apache.kafka.metadata.authorizer.StandardAuthorizer"); err == nil {
 		t.Error("KRaft's authorizer accepted")
+	}
+}
+
+// countingDenials is a Denials resolver whose counters are plain ints,
+// keyed "Operation/ResourceType".
+type countingDenials struct {
+	mu sync.Mutex
+	n  map[string]*countInt
+}
+
+type countInt struct {
+	mu sync.Mutex
+	v  int
+}
+
+func (c *countInt) Inc() { c.mu.Lock(); c.v++; c.mu.Unlock() }
+
+func (d *countingDenials) resolve(op, rt string) Counter {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.n == nil {
+		d.n = map[string]*countInt{}
+	}
+	k := op + "/" + rt
+	if d.n[k] == nil {
+		d.n[k] = &countInt{}
+	}
+	return d.n[k]
+}
+
+func (d *countingDenials) get(k string) int {
+	d.mu.Lock()
+	c := d.n[k]
+	d.mu.Unlock()
+	if c == nil {
+		return -1
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.v
+}
+
+// TestDenialsCounted: every pair of a supported operation and its
+// resource type has its counter from the start (at zero); Authorize and
+// AuthorizeByResourceType count a denial of theirs, Permits and
+// AuthorizedOperations count nothing, an allowed check counts nothing;
+// a denial is logged at INFO with the principal, operation, host and
+// resource, at most DenialLogPerSecond lines a second, the next line
+// saying how many were left out.
+func TestDenialsCounted(t *testing.T) {
+	var d countingDenials
+	var logBuf bytes.Buffer
+	var logMu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logBuf, mu: &logMu}, nil))
+	a := NewAuthorizer(AuthorizerConfig{Denials: d.resolve, Logger: logger}, nil)
+	a.SetACLs([]ACL{{Resource{ResourceTopic, "orders", PatternLiteral}, Entry{"User:alice", "*", OpRead, Allow}}})
+	for _, k := range []string{"Read/Topic", "Write/Topic", "Describe/Group", "ClusterAction/Cluster", "Write/TransactionalId"} {
+		if got := d.get(k); got != 0 {
+			t.Fatalf("%s: %d before any denial, want a counter at 0", k, got)
+		}
+	}
+	if d.get("All/Topic") != -1 || d.get("Read/Cluster") != -1 {
+		t.Fatal("counters resolved for All or for an operation the resource type does not support")
+	}
+	alice, bob := Principal{"User", "alice"}, Principal{"User", "bob"}
+	if !a.Authorize(alice, "10.0.0.1", OpRead, ResourceTopic, "orders") || !a.Authorize(alice, "10.0.0.1", OpDescribe, ResourceTopic, "orders") {
+		t.Fatal("alice denied")
+	}
+	if a.Authorize(bob, "10.0.0.2", OpWrite, ResourceTopic, "orders") {
+		t.Fatal("bob allowed")
+	}
+	if a.Permits(bob, "10.0.0.2", OpRead, ResourceTopic, "orders") || a.AuthorizedOperations(bob, "10.0.0.2", ResourceTopic, "orders") != 0 {
+		t.Fatal("bob permitted")
+	}
+	if a.AuthorizeByResourceType(bob, "10.0.0.2", OpWrite, ResourceTopic) {
+		t.Fatal("bob may write some topic")
+	}
+	if got := d.get("Write/Topic"); got != 2 {
+		t.Fatalf("Write/Topic denials %d, want 2 (Authorize and AuthorizeByResourceType)", got)
+	}
+	if got := d.get("Read/Topic"); got != 0 {
+		t.Fatalf("Read/Topic denials %d, want 0 (only Permits said no)", got)
+	}
+	if got := d.get("Describe/Topic"); got != 0 {
+		t.Fatalf("Describe/Topic denials %d, want 0", got)
+	}
+	logMu.Lock()
+	out := logBuf.String()
+	logMu.Unlock()
+	for _, want := range []string{`level=INFO msg="authorization denied" component=authorizer principal=User:bob operation=Write host=10.0.0.2 resource=Topic:orders`,
+		`resource="any Topic"`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "operation=Read") || strings.Contains(out, "alice") {
+		t.Fatalf("a check that refused nothing was logged:\n%s", out)
+	}
+
+	// A flood: at most DenialLogPerSecond lines in a second.
+	var l denialLog
+	now := time.Unix(1000, 0)
+	for i := range DenialLogPerSecond {
+		if n, ok := l.allow(now.Add(time.Duration(i) * time.Millisecond)); !ok || n != 0 {
+			t.Fatalf("line %d: %d %v", i, n, ok)
+		}
+	}
+	for range 5 {
+		if _, ok := l.allow(now.Add(500 * time.Millisecond)); ok {
+			t.Fatal("a line beyond the second's budget was let through")
+		}
+	}
+	if n, ok := l.allow(now.Add(time.Second)); !ok || n != 5 {
+		t.Fatalf("next second: suppressed %d, ok %v; want 5, true", n, ok)
+	}
+}
+
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestAllowedPathDoesNotAllocateWithDenials: with the denial counters on,
+// an allowed check still allocates nothing.
+func TestAllowedPathDoesNotAllocateWithDenials(t *testing.T) {
+	var d countingDenials
+	a := NewAuthorizer(AuthorizerConfig{Denials: d.resolve}, nil)
+	a.SetACLs([]ACL{{Resource{ResourceTopic, "orders-", PatternPrefixed}, Entry{"User:alice", "*", OpWrite, Allow}}})
+	alice := Principal{"User", "alice"}
+	if n := testing.AllocsPerRun(1000, func() { a.Authorize(alice, "10.0.0.1", OpWrite, ResourceTopic, "orders-eu") }); n != 0 {
+		t.Fatalf("allowed check: %v allocs", n)
+	}
+	if d.get("Write/Topic") != 0 {
+		t.Fatal("an allowed check was counted")
 	}
 }
