@@ -51,7 +51,8 @@ type Registry struct {
 	console  *Console
 	alerting *Alerting
 	schemas  *SchemaRegistry
-	authn    *authnMetrics // authentication counters (auth.go). Lock mu.
+	authn    *authnMetrics          // authentication counters (auth.go). Lock mu.
+	throttle *prometheus.CounterVec // client throttle time (quota.go). Lock mu.
 }
 
 // New returns a registry holding the Go runtime, process and build-info
