@@ -79,8 +79,12 @@ func TestClientQuotasAdmin(t *testing.T) {
 	adm := quotaAdmin(t, app)
 	ctx := context.Background()
 
-	user := func(n *string) kadm.ClientQuotaEntityComponent { return kadm.ClientQuotaEntityComponent{Type: "user", Name: n} }
-	client := func(n *string) kadm.ClientQuotaEntityComponent { return kadm.ClientQuotaEntityComponent{Type: "client-id", Name: n} }
+	user := func(n *string) kadm.ClientQuotaEntityComponent {
+		return kadm.ClientQuotaEntityComponent{Type: "user", Name: n}
+	}
+	client := func(n *string) kadm.ClientQuotaEntityComponent {
+		return kadm.ClientQuotaEntityComponent{Type: "client-id", Name: n}
+	}
 	set := func(k string, v float64) kadm.AlterClientQuotaOp { return kadm.AlterClientQuotaOp{Key: k, Value: v} }
 
 	// A SCRAM credential first: the user's quota goes in the same config.
