@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/testutil"
 )
@@ -196,7 +197,7 @@ func TestClientQuotasAdmin(t *testing.T) {
 func TestProducerQuotaThrottles(t *testing.T) {
 	testutil.Heavy(t, "produces for about 16 s")
 	dir := t.TempDir()
-	app := startApplianceIn(t, dir, "listeners=PLAINTEXT://"+testutil.FreeAddr(t), "quota.window.num=5", "auto.create.topics.enable=true")
+	app := startApplianceIn(t, dir, "listeners=PLAINTEXT://"+testutil.FreeAddr(t), "quota.window.num=3", "auto.create.topics.enable=true")
 	t.Cleanup(func() { app.Close() })
 	adm := quotaAdmin(t, app)
 	const quota = 256 << 10
@@ -306,5 +307,109 @@ func TestProducerQuotaThrottles(t *testing.T) {
 	}
 	if slowSecs < 1 || fastSecs != 0 {
 		t.Errorf("throttle seconds: slow %v (want > 1), fast %v (want 0)", slowSecs, fastSecs)
+	}
+}
+
+// TestConsumerQuotaThrottles: a franz-go consumer over its
+// consumer_byte_rate is held to the quota (within 10 %, after the first
+// windows).
+func TestConsumerQuotaThrottles(t *testing.T) {
+	testutil.Heavy(t, "consumes for about 16 s")
+	dir := t.TempDir()
+	app := startApplianceIn(t, dir, "listeners=PLAINTEXT://"+testutil.FreeAddr(t), "quota.window.num=3")
+	t.Cleanup(func() { app.Close() })
+	adm := quotaAdmin(t, app)
+	const quota = 256 << 10
+	if err := alterQuota(t, adm, kadm.ClientQuotaEntity{{Type: "client-id", Name: sp("reader")}}, kadm.AlterClientQuotaOp{Key: "consumer_byte_rate", Value: quota}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "quota-read"); err != nil {
+		t.Fatal(err)
+	}
+	// 16 MiB to read: more than the run can take at the quota.
+	// Batches of at most 16 KiB: a fetch returns its first batch whole.
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(app.BootstrapAddrs()...), kgo.DefaultProduceTopic("quota-read"),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(16<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := make([]byte, 4<<10)
+	for i := 0; i < 4096; i++ {
+		pcl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if err := pcl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pcl.Close()
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(app.BootstrapAddrs()...), kgo.ClientID("reader"), kgo.ConsumeTopics("quota-read"),
+		kgo.FetchMaxBytes(16<<10), kgo.FetchMaxPartitionBytes(16<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const run, warm = 16 * time.Second, 6 * time.Second
+	start := time.Now()
+	var total int64
+	rctx, cancel := context.WithDeadline(ctx, start.Add(run))
+	defer cancel()
+	for rctx.Err() == nil {
+		fs := cl.PollFetches(rctx)
+		if time.Since(start) < warm {
+			continue
+		}
+		fs.EachRecord(func(r *kgo.Record) { total += int64(len(r.Value)) })
+	}
+	rate := float64(total) / (run - warm).Seconds()
+	t.Logf("consumer %.0f B/s (quota %d)", rate, quota)
+	if rate < 0.9*quota || rate > 1.1*quota {
+		t.Errorf("throttled consumer read %.0f B/s, want %d ±10 %%", rate, quota)
+	}
+}
+
+// TestRequestQuotaThrottles: a client over its request_percentage gets a
+// throttle time on any request (ListGroups here); another does not.
+func TestRequestQuotaThrottles(t *testing.T) {
+	app := startApplianceIn(t, t.TempDir(), "listeners=PLAINTEXT://"+testutil.FreeAddr(t))
+	t.Cleanup(func() { app.Close() })
+	adm := quotaAdmin(t, app)
+	if err := alterQuota(t, adm, kadm.ClientQuotaEntity{{Type: "client-id", Name: sp("busy")}}, kadm.AlterClientQuotaOp{Key: "request_percentage", Value: 0.001}); err != nil {
+		t.Fatal(err)
+	}
+	throttled := func(clientID string, n int) bool {
+		hook := &requestThrottleHook{}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(app.BootstrapAddrs()...), kgo.ClientID(clientID), kgo.WithHooks(hook))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for i := 0; i < n && !hook.seen.Load(); i++ {
+			// ListGroups: not answered from the client's metadata cache.
+			if _, err := cl.Request(ctx, kmsg.NewPtrListGroupsRequest()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return hook.seen.Load()
+	}
+	if !throttled("busy", 200) {
+		t.Error("a client over its request_percentage was never throttled")
+	}
+	if throttled("idle", 50) {
+		t.Error("a client without a quota was throttled")
+	}
+}
+
+type requestThrottleHook struct{ seen atomic.Bool }
+
+func (h *requestThrottleHook) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _ bool) {
+	if d > 0 {
+		h.seen.Store(true)
 	}
 }

@@ -33,7 +33,8 @@ import (
 //     with INVALID_REQUEST: Sluice has no IP quotas. The name <default> is
 //     reserved for the default entity (Kafka would store a user of that
 //     name under a sanitized path): INVALID_REQUEST.
-//   - validate_only checks without writing.
+//   - validate_only checks without writing. The broker that wrote the
+//     change enforces it before it answers.
 //   - Needs AlterConfigs on the cluster (else CLUSTER_AUTHORIZATION_FAILED
 //     on every entry). Any broker writes to the store.
 //
@@ -132,5 +133,15 @@ func alterClientQuotas(ctx context.Context, s *Server, r *Request, allowed bool,
 		return errors.New("this broker has no client quota store")
 	}
 	r.Detach()
-	return s.cfg.QuotaStore.AlterClientQuotas(ctx, e, ops)
+	if err := s.cfg.QuotaStore.AlterClientQuotas(ctx, e, ops); err != nil {
+		return err
+	}
+	if s.cfg.Quotas != nil {
+		// This broker enforces the change before it answers; the others
+		// when they read the notification.
+		if err := s.cfg.Quotas.Load(ctx, s.cfg.QuotaStore); err != nil {
+			s.log.Warn("reading client quotas after a change", "err", err)
+		}
+	}
+	return nil
 }
