@@ -344,9 +344,13 @@ func (c *conn) readOne() error {
 		c.complete(sl)
 		return nil
 	}
+	var handleStart time.Time // the request quota's measure starts here
+	if q := c.s.cfg.Quotas; q != nil && q.Enabled(quota.Request) {
+		handleStart = time.Now()
+	}
 	c.handle(a, r, sl)
 	if q := c.s.cfg.Quotas; q != nil && (r.throttle > 0 || q.Enabled(quota.Request)) {
-		c.applyQuotas(r, sl, arrival)
+		c.applyQuotas(r, sl, handleStart)
 	}
 	c.observe(sl)
 	reader := r.state.CompareAndSwap(reqInline, reqReturned)

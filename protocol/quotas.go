@@ -53,15 +53,16 @@ func (s *Server) recordBandwidth(r *Request, k quota.Kind, bytes int64) {
 // applyQuotas runs after a request's handler: it records the handler's
 // time against the request quota, puts the larger throttle time in the
 // response and mutes the connection's reads for it.
-func (c *conn) applyQuotas(r *Request, sl *slot, arrival time.Time) {
+// start is when the handler began (zero: the request quota was off then).
+func (c *conn) applyQuotas(r *Request, sl *slot, start time.Time) {
 	q := c.s.cfg.Quotas
 	now := time.Now()
-	if q.Enabled(quota.Request) && !quotaExempt(r) {
+	if !start.IsZero() && q.Enabled(quota.Request) && !quotaExempt(r) {
 		end := now
 		if d := r.detachedAt.Load(); d != 0 {
 			end = time.Unix(0, d)
 		}
-		d := q.Record(quota.Request, r.Principal.Name, r.ClientID, quota.NanosToPercent(end.Sub(arrival).Nanoseconds()), now)
+		d := q.Record(quota.Request, r.Principal.Name, r.ClientID, quota.NanosToPercent(end.Sub(start).Nanoseconds()), now)
 		if d > r.throttle {
 			r.throttle, r.throttleKind = d, quota.Request
 		}

@@ -232,6 +232,18 @@ func (m *Manager) Record(k Kind, user, clientID string, value float64, now time.
 	return time.Duration(ms) * time.Millisecond
 }
 
+// MaxValueInWindow is the most a client may take in one go without
+// being throttled for sure: its quota over quota.window.num-1 windows
+// (Kafka's getMaxValueInQuotaWindow, which bounds a consumer's fetch
+// size); ok is false when no quota of kind k applies.
+func (m *Manager) MaxValueInWindow(k Kind, user, clientID string) (v float64, ok bool) {
+	limit, _, _, ok := m.Resolve(k, user, clientID)
+	if !ok {
+		return 0, false
+	}
+	return limit * float64(m.windows-1) * float64(m.windowMs) / 1000, true
+}
+
 // Unrecord takes value back out of the client's rate (a throttled fetch is
 // answered empty, so its bytes do not count: Kafka's unrecordQuotaSensor).
 func (m *Manager) Unrecord(k Kind, user, clientID string, value float64, now time.Time) {

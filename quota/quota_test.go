@@ -121,3 +121,14 @@ func BenchmarkRecord(b *testing.B) {
 		m.Record(Produce, "ANONYMOUS", "app", 1000, now)
 	}
 }
+
+func TestMaxValueInWindow(t *testing.T) {
+	m := New(Config{Windows: 11, WindowSize: time.Second})
+	m.Set(map[cluster.QuotaEntity]map[string]float64{{User: "u"}: {cluster.QuotaConsumerByteRate: 1000}})
+	if v, ok := m.MaxValueInWindow(Fetch, "u", "c"); !ok || v != 10000 {
+		t.Fatalf("%v %v, want 10000 (ten windows of 1000 B/s)", v, ok)
+	}
+	if _, ok := m.MaxValueInWindow(Fetch, "other", "c"); ok {
+		t.Fatal("a client without a quota has a bound")
+	}
+}
