@@ -60,6 +60,9 @@ type App struct {
 
 	ctlCancel context.CancelFunc
 	ctlDone   chan struct{}
+	// quotaCancel and quotaDone stop the client quota follower (quotas.go).
+	quotaCancel context.CancelFunc
+	quotaDone   chan struct{}
 
 	// console is the console component (console.go): nil when neither
 	// console.listen nor metrics.listen is set, or until it started.
@@ -272,6 +275,9 @@ func (a *App) Start(ctx context.Context) (err error) {
 	if err := connectionLimits(ctx, cfg, &srvCfg); err != nil {
 		return err
 	}
+	if err := a.startQuotas(ctx, &srvCfg); err != nil {
+		return fmt.Errorf("client quotas: %w", err)
+	}
 	bound, err := protocol.Bind(srvCfg)
 	if err != nil {
 		return err
@@ -449,6 +455,7 @@ func (a *App) Close() error {
 			a.ctlCancel()
 			<-a.ctlDone
 		}
+		a.stopQuotas()
 		if a.brk != nil {
 			if err := a.brk.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("broker: %w", err))

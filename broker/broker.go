@@ -23,9 +23,12 @@
 // as MessageSets or a -1 leader epoch), the operations are tested without
 // the wire, and what comes next — transactions (read_committed and the last
 // stable offset where FetchRequest.Isolation is taken, the transactional id
-// beside the batches' admission), quotas (a throttle time in the result) and
-// authorisation (a refusal per partition before the append or the read) —
-// lands on fields and steps here, not in the handlers. The partitions carry
+// beside the batches' admission) and authorisation (a refusal per partition
+// before the append or the read) — lands on fields and steps here, not in
+// the handlers. Client quotas are the exception: they measure a client
+// (principal and client id) and mute its connection, both protocol's, so
+// package protocol records and throttles around these calls (package
+// quota). The partitions carry
 // their outcome beside their input, so a request costs no allocation beyond
 // its partition list, which the caller owns (on its stack for the common
 // single-partition produce). A WaitHook lets the caller, protocol, let its

@@ -48,8 +48,9 @@ type FetchRequest struct {
 	// with its position and, once Fetch returns, its outcome.
 	Partitions []FetchPartition
 
-	// Later work lands here: the client's quota (the result's throttle
-	// time). Authorisation is the caller's, per partition (Refused).
+	// The client's quota is the caller's (package protocol throttles
+	// around Fetch and bounds MaxBytes). Authorisation is the caller's,
+	// per partition (Refused).
 }
 
 // FetchPartition is one partition of a FetchRequest and its outcome.

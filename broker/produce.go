@@ -34,8 +34,8 @@ type ProduceRequest struct {
 	// says.
 	ConsoleWriter bool
 
-	// Later work lands here: the client's quota (the result's throttle
-	// time). Authorisation is the caller's, per partition
+	// The client's quota is the caller's (package protocol throttles
+	// around Produce). Authorisation is the caller's, per partition
 	// (ProducePartition.Refused); storage's producer state decides what a
 	// transactional batch may do.
 }

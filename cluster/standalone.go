@@ -55,6 +55,7 @@ type standaloneState struct {
 	Users           map[string]map[string]string      `json:"user_configs,omitempty"`     // user -> SCRAM mechanism -> credential text (standalone_credentials.go)
 	States          map[string]map[string]storedState `json:"partition_states,omitempty"` // topic -> partition -> state
 	BrokerConfigs   map[string]map[string]string      `json:"broker_configs,omitempty"`   // entity (id or <default>) -> dynamic configs
+	ClientConfigs   map[string]map[string]string      `json:"client_configs,omitempty"`   // quota entity path (clients/<c>, users/<u>/clients/<c>) -> quotas (standalone_quotas.go)
 }
 
 type storedTopic struct {

@@ -62,6 +62,8 @@ type Config struct {
 	MaxConnectionsPerIP          int32          // max.connections.per.ip
 	MaxConnectionsPerIPOverrides map[string]int // max.connections.per.ip.overrides: host or IP -> limit
 	QueuedMaxRequestBytes        int64          // queued.max.request.bytes; -1 = unbounded
+	QuotaWindowNum               int32          // quota.window.num
+	QuotaWindowSizeSeconds       int32          // quota.window.size.seconds
 
 	// Logs.
 	LogDirs                      []string      // log.dirs (log.dir when unset)

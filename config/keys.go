@@ -83,6 +83,12 @@ var keys = []Key{
 	{Name: "max.connections.per.ip.overrides", Type: String, Mode: ClusterWide, Group: groupRequests,
 		Doc:   "Comma-separated host:limit or ip:limit exceptions to max.connections.per.ip, e.g. 10.0.0.5:2000,ingest.example.com:500 (host names are resolved at start-up).",
 		field: func(c *Config) any { return &c.MaxConnectionsPerIPOverrides }},
+	{Name: "quota.window.num", Default: "11", Group: groupRequests,
+		Doc:  "Samples a client's rate is measured over for its client quotas (producer_byte_rate, consumer_byte_rate, request_percentage; set with sluice quotas or kafka-configs.sh --entity-type users/clients).",
+		rule: atLeast(1), field: func(c *Config) any { return &c.QuotaWindowNum }},
+	{Name: "quota.window.size.seconds", Default: "1", Group: groupRequests,
+		Doc:  "Length of one sample of quota.window.num: a client's rate is measured over the last quota.window.num of them.",
+		rule: atLeast(1), field: func(c *Config) any { return &c.QuotaWindowSizeSeconds }},
 	{Name: "queued.max.request.bytes", Default: "268435456", Group: groupRequests,
 		Doc:   "Request bytes read and not yet handled, over all connections, before reading waits (Kafka's default: unbounded).",
 		rule:  Rule{Doc: "-1 or 0 (unbounded), or at least socket.request.max.bytes"}, // checked in Validate

@@ -342,3 +342,35 @@ func BenchmarkTopicIn(b *testing.B) {
 		}
 	})
 }
+
+// TestClientThrottleCardinality: beyond MaxThrottleSeries user/client-id
+// pairs, new pairs are counted under user="other", client_id="other".
+func TestClientThrottleCardinality(t *testing.T) {
+	r := New()
+	ct := r.ClientThrottle(1)
+	for i := 0; i < MaxThrottleSeries+500; i++ {
+		ct.Add("produce", "u", fmt.Sprintf("client-%d", i), time.Second)
+	}
+	ct.Add("fetch", "u", "client-0", time.Second) // a known pair, another type
+	fams, err := r.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series, other := 0, 0.0
+	for _, f := range fams {
+		if f.GetName() != "sluice_broker_client_throttle_seconds_total" {
+			continue
+		}
+		for _, m := range f.Metric {
+			series++
+			for _, l := range m.Label {
+				if l.GetName() == "client_id" && l.GetValue() == "other" {
+					other = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if series != MaxThrottleSeries+2 || other != 500 {
+		t.Fatalf("%d series, other=%v; want %d and 500", series, other, MaxThrottleSeries+2)
+	}
+}

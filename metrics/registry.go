@@ -51,7 +51,8 @@ type Registry struct {
 	console  *Console
 	alerting *Alerting
 	schemas  *SchemaRegistry
-	authn    *authnMetrics // authentication counters (auth.go). Lock mu.
+	authn    *authnMetrics          // authentication counters (auth.go). Lock mu.
+	throttle *prometheus.CounterVec // client throttle time (quota.go). Lock mu.
 
 	// authorization denials (auth.go). Lock mu.
 	authz *prometheus.CounterVec

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/quota"
 	"github.com/sluice-io/sluice/security"
 )
 
@@ -42,6 +43,9 @@ import (
 //     are not implemented, and no transactional producer id is ever issued.
 //   - The request's partitions are appended in order, each on its own: one
 //     partition's error fails that partition only.
+//   - Quotas: the request's size counts against the client's
+//     producer_byte_rate; over it, throttle_time_ms says for how long the
+//     connection is muted (quotas.go).
 //   - Partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
 //     INVALID_TOPIC_EXCEPTION, CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
 //     OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
@@ -83,6 +87,9 @@ func handleProduce(ctx context.Context, s *Server, r *Request) (kmsg.Response, e
 		for _, rp := range rt.Partitions {
 			pr.Partitions = append(pr.Partitions, broker.ProducePartition{Topic: rt.Topic, Partition: rp.Partition, Records: rp.Records, Refused: refused})
 		}
+	}
+	if q := s.cfg.Quotas; q != nil && q.Enabled(quota.Produce) {
+		s.recordBandwidth(r, quota.Produce, int64(r.size))
 	}
 	s.cfg.Broker.Produce(ctx, &pr, r)
 

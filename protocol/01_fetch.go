@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/quota"
 	"github.com/sluice-io/sluice/security"
 )
 
@@ -38,6 +39,10 @@ import (
 //     on its partitions, the others are fetched); with an authorizer, a
 //     follower needs ClusterAction on the cluster instead of the address
 //     check.
+//   - Quotas: a consumer's record bytes count against its
+//     consumer_byte_rate; over it, throttle_time_ms says for how long the
+//     connection is muted (quotas.go). max_bytes is lowered to what the
+//     quota allows over quota.window.num-1 windows, as Kafka does.
 //   - Fetch sessions (KIP-227, v7+): a full fetch with epoch 0 opens one,
 //     later ones send only changes and get only partitions with news
 //     (fetch_sessions.go).
@@ -91,8 +96,22 @@ func handleFetch(ctx context.Context, s *Server, r *Request) (streamResponse, er
 	resp.req.ReplicaID = req.ReplicaID
 	resp.req.MaxWait = time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond
 	resp.req.MinBytes, resp.req.MaxBytes = req.MinBytes, req.MaxBytes
+	if q := s.cfg.Quotas; q != nil && req.ReplicaID < 0 && q.Enabled(quota.Fetch) {
+		// As Kafka bounds a consumer's fetch: no more than its quota
+		// allows over the measured window.
+		if v, ok := q.MaxValueInWindow(quota.Fetch, r.Principal.Name, r.ClientID); ok && v < float64(resp.req.MaxBytes) {
+			resp.req.MaxBytes = int32(max(v, 1))
+		}
+	}
 	resp.req.Isolation = broker.IsolationLevel(req.IsolationLevel)
 	s.cfg.Broker.Fetch(ctx, &resp.req, r)
+	if q := s.cfg.Quotas; q != nil && req.ReplicaID < 0 && q.Enabled(quota.Fetch) {
+		var n int64
+		for i := range resp.req.Partitions {
+			n += resp.req.Partitions[i].Records.Len()
+		}
+		s.recordBandwidth(r, quota.Fetch, n)
+	}
 	sf.finish(resp)
 	return resp, nil
 }

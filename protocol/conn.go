@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/kwire"
 	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/quota"
 	"github.com/sluice-io/sluice/security"
 )
 
@@ -42,6 +43,16 @@ type Request struct {
 	// Remote is the client's address.
 	Remote string
 
+	// size is the request frame's size (the produce quota's measure);
+	// throttle and throttleKind the longest byte-rate throttle its
+	// handler recorded (quotas.go); detachedAt when it detached (unix
+	// nanos, 0: it did not), the end of its time against the request
+	// quota.
+	size         int32
+	throttle     time.Duration
+	throttleKind quota.Kind
+	detachedAt   atomic.Int64
+
 	c     *conn
 	state atomic.Int32 // reqInline, reqDetached, reqReturned
 	slot  slot         // its place in the response order (one allocation for both)
@@ -61,6 +72,9 @@ const (
 // order. Calling it more than once, or after returning, is harmless.
 func (r *Request) Detach() {
 	if r.c != nil && r.state.CompareAndSwap(reqInline, reqDetached) {
+		if r.c.s.cfg.Quotas != nil {
+			r.detachedAt.Store(time.Now().UnixNano())
+		}
 		r.c.startReader()
 	}
 }
@@ -147,6 +161,10 @@ type conn struct {
 	clientID string        // the client id of the last request read (the reader's)
 	inflight chan struct{} // one token per request read and not yet answered
 	stopped  atomic.Bool   // stopReading was called (shutdown)
+	// muteUntil is when a quota's throttle ends (unix nanos): the reader
+	// reads no frame before (quotas.go). unmute is closed by stopReading.
+	muteUntil atomic.Int64
+	unmute    chan struct{}
 
 	ip    netip.Addr // the client's address, counted by the server's gate
 	hasIP bool
@@ -181,6 +199,7 @@ func newConn(s *Server, nc net.Conn, l *Listener) *conn {
 		br:       bufio.NewReaderSize(nc, 32<<10),
 		inflight: make(chan struct{}, s.cfg.MaxInFlight),
 		drained:  make(chan struct{}),
+		unmute:   make(chan struct{}),
 	}
 	if s.mx != nil {
 		c.lmx = s.mx.Listener(listener)
@@ -192,7 +211,9 @@ func newConn(s *Server, nc net.Conn, l *Listener) *conn {
 // stopReading makes the reader stop after the frame it is reading
 // (shutdown); requests already read are still answered.
 func (c *conn) stopReading() {
-	c.stopped.Store(true)
+	if c.stopped.CompareAndSwap(false, true) {
+		close(c.unmute)
+	}
 	c.nc.SetReadDeadline(time.Now())
 }
 
@@ -252,7 +273,7 @@ func (c *conn) readLoop() {
 
 // readOne reads and handles one request.
 func (c *conn) readOne() error {
-	if c.stopped.Load() {
+	if c.stopped.Load() || !c.waitMuted() {
 		return io.EOF
 	}
 	// Idle until the next frame's first byte (connections.max.idle.ms),
@@ -294,6 +315,9 @@ func (c *conn) readOne() error {
 		done()
 		return err
 	}
+	if r != nil {
+		r.size = size
+	}
 	// KIP-368: once a SASL session expired, only re-authentication may
 	// go on; anything else closes the connection.
 	if end := c.sessionEnd.Load(); end != 0 && arrival.UnixNano() > end && r != nil && r.Key != 17 && r.Key != 36 {
@@ -320,7 +344,14 @@ func (c *conn) readOne() error {
 		c.complete(sl)
 		return nil
 	}
+	var handleStart time.Time // the request quota's measure starts here
+	if q := c.s.cfg.Quotas; q != nil && q.Enabled(quota.Request) {
+		handleStart = time.Now()
+	}
 	c.handle(a, r, sl)
+	if q := c.s.cfg.Quotas; q != nil && (r.throttle > 0 || q.Enabled(quota.Request)) {
+		c.applyQuotas(r, sl, handleStart)
+	}
 	c.observe(sl)
 	reader := r.state.CompareAndSwap(reqInline, reqReturned)
 	c.complete(sl)

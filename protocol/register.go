@@ -197,4 +197,7 @@ func (s *Server) resolveMetrics() {
 		}
 	}
 	s.resolveAuthMetrics(reg, s.cfg.Broker.ID())
+	if s.cfg.Quotas != nil {
+		s.throttleMx = reg.ClientThrottle(s.cfg.Broker.ID())
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/metrics"
+	"github.com/sluice-io/sluice/quota"
 	"github.com/sluice-io/sluice/security"
 )
 
@@ -105,6 +106,11 @@ type Config struct {
 	// first penalty of an address that failed to authenticate (see
 	// security.Throttle); 0 is DefaultAuthFailureDelay, negative none.
 	AuthFailureDelay time.Duration
+	// Quotas enforces the client quotas (quotas.go); nil: none.
+	Quotas *quota.Manager
+	// QuotaStore keeps the client quotas (DescribeClientQuotas,
+	// AlterClientQuotas); nil answers them with an error.
+	QuotaStore cluster.ClientQuotaStore
 }
 
 // Server is the Kafka protocol listener.
@@ -145,6 +151,9 @@ type Server struct {
 	authMx map[string]*metrics.Authentication
 	// throttle slows failed authentications per address (sasl.go).
 	throttle *security.Throttle
+	// throttleMx counts client quota throttle time (quotas.go); nil
+	// without quotas.
+	throttleMx *metrics.ClientThrottle
 
 	// fetchSessions are the incremental fetch sessions (KIP-227).
 	fetchSessions *fetchSessions

@@ -113,7 +113,7 @@ func (c *Coordinator) loadAll() (cluster.Change, error) {
 		return 0, err
 	}
 	var changes cluster.Change
-	for _, fn := range []func() (cluster.Change, error){c.loadController, c.loadBrokers, c.loadDeletions, c.loadReassignments, c.loadBrokerConfigs, c.loadUsers} {
+	for _, fn := range []func() (cluster.Change, error){c.loadController, c.loadBrokers, c.loadDeletions, c.loadReassignments, c.loadBrokerConfigs, c.loadUsers, c.loadQuotas} {
 		ch, err := fn()
 		changes |= ch
 		if err != nil {

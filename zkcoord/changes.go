@@ -142,8 +142,9 @@ func (c *Coordinator) setStateSeq(seq int64) {
 // processConfigLog applies /config/changes entries since the last one:
 // each "topics/<t>" entity re-reads that topic's config, each
 // "brokers/<entity>" that entity's dynamic broker configs, each "users/<u>"
-// that user's SCRAM credentials (credentials.go). Other entity types
-// (clients) are Kafka's and not used by Sluice.
+// that user's SCRAM credentials (credentials.go) and quotas, each
+// "users/<u>/clients/<c>" or "clients/<c>" that entity's client quotas
+// (quotas.go).
 func (c *Coordinator) processConfigLog() (cluster.Change, error) {
 	c.configLogMu.Lock()
 	defer c.configLogMu.Unlock()
@@ -158,13 +159,18 @@ func (c *Coordinator) processConfigLog() (cluster.Change, error) {
 	if len(fresh) == 0 {
 		return 0, nil
 	}
-	var topics, brokerEntities, users []string
+	var topics, brokerEntities, users, quotaPaths []string
+	var gapQuotas cluster.Change
 	if gap {
 		c.mu.RLock()
 		topics = c.topicNames()
 		c.mu.RUnlock()
 		if _, err := c.loadUsers(); err != nil {
 			return 0, err
+		}
+		var err error
+		if gapQuotas, err = c.loadQuotas(); err != nil {
+			return gapQuotas, err
 		}
 	} else {
 		paths := make([]string, len(fresh))
@@ -192,16 +198,27 @@ func (c *Coordinator) processConfigLog() (cluster.Change, error) {
 				seen["\x00"+e] = true
 				brokerEntities = append(brokerEntities, e)
 			}
-			if u, ok := strings.CutPrefix(z.EntityPath, "users/"); ok && !seen[z.EntityPath] {
-				seen[z.EntityPath] = true
+			if seen[z.EntityPath] {
+				continue
+			}
+			seen[z.EntityPath] = true
+			if u, ok := strings.CutPrefix(z.EntityPath, "users/"); ok && !strings.Contains(u, "/") {
 				users = append(users, u)
+			}
+			if strings.HasPrefix(z.EntityPath, "users/") || strings.HasPrefix(z.EntityPath, "clients/") {
+				quotaPaths = append(quotaPaths, z.EntityPath)
 			}
 		}
 	}
 	if err := c.reloadUsers(users); err != nil {
 		return 0, err
 	}
+	qch, err := c.reloadQuotas(quotaPaths)
+	if err != nil {
+		return qch, err
+	}
 	changes, err := c.reloadConfigs(topics)
+	changes |= qch | gapQuotas
 	if err != nil {
 		return changes, err
 	}

@@ -57,7 +57,8 @@ type Coordinator struct {
 	won        *controllership          // the controllership this session holds
 	cache      cache
 	watchers   map[*watcher]struct{}
-	creds      userCache // SCRAM credentials (credentials.go)
+	creds      userCache  // SCRAM credentials (credentials.go)
+	quotas     quotaCache // client quotas (quotas.go)
 
 	acls aclState // the ACLs, loaded when first asked for (acls.go)
 
