@@ -74,9 +74,17 @@ func TestConsoleStateBannerAndRefusal(t *testing.T) {
 		t.Fatal("a banner while the topic is reachable")
 	}
 	var st ConsoleStatus
-	admin.GetJSON("/console/status", &st)
+	raw := admin.GetJSON("/console/status", &st)
 	if len(st.Topics) != 1 || st.Topics[0].Applied != rep.Applied() || st.Topics[0].Lag != 0 {
 		t.Fatalf("status JSON %+v (applied %d)", st, rep.Applied())
+	}
+	// snake_case names, as the console's other JSON
+	expectContains(t, raw, `"host":7`, `"leader":true`, `"key_from":"file k"`, `"lock_from":"mutex"`, `"topics":[{"topic":"__sluice_console"`,
+		`"applied":`, `"end":`, `"lag":0`, `"reachable":true`, `"last_ok":`, `"caught_up":`, `"origin":`)
+	for _, camel := range []string{`"Topics"`, `"Applied"`, `"KeyFrom"`, `"LastOK"`, `"CaughtUp"`} {
+		if strings.Contains(raw.Text, camel) {
+			t.Fatalf("status JSON has %s: %s", camel, raw.Text)
+		}
 	}
 
 	log.SetDown(true)
