@@ -141,6 +141,41 @@ func (s *Service) EvaluateNow(ctx context.Context) error {
 	return s.eval.round(ctx)
 }
 
+// EvaluateWhileLeading runs one evaluation round when this console leads
+// (does the cluster's background work), and otherwise stands by (see
+// Standby): the Burrow-style group status, whose windows of commits move
+// with each round, is evaluated on the leading console only. The loop of
+// the console that may lead calls it every Interval.
+func (s *Service) EvaluateWhileLeading(ctx context.Context, leading bool) error {
+	if !leading {
+		s.Standby()
+		return nil
+	}
+	return s.EvaluateNow(ctx)
+}
+
+// Standby drops what the evaluation rounds carried between them: the
+// Burrow windows of commits, the produce_stopped bookkeeping, the flap
+// memory, and every group's status from the last round. A console that
+// stops leading calls it, so it shows no group status it no longer
+// evaluates, and should it lead again it starts from fresh windows rather
+// than from commits seen before another console took over.
+func (s *Service) Standby() {
+	s.evalMu.Lock()
+	defer s.evalMu.Unlock()
+	e := s.eval
+	e.mu.Lock()
+	if len(e.windows.m) > 0 || len(e.prevIn) > 0 || len(e.flaps) > 0 {
+		e.windows = newWindows(s.cfg.BurrowWindow, s.cfg.Interval/2)
+		e.flaps = map[flapKey]*flap{}
+		e.prevIn = map[string]int64{}
+		e.lastChange = map[string]time.Time{}
+		e.armed = map[string]bool{}
+	}
+	e.mu.Unlock()
+	s.setGroupStatuses(nil, time.Time{})
+}
+
 type notification struct {
 	rule   Rule
 	st     alertState

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -350,5 +351,76 @@ func TestMigrationKeepsFiringAlertsNotified(t *testing.T) {
 	got := openAlerts(t, env)
 	if !got["old group:a"].Notified || got["old group:b"].Notified {
 		t.Errorf("after the upgrade: %+v", got)
+	}
+}
+
+// countingLag is a scriptedLag that counts its reads.
+type countingLag struct {
+	scriptedLag
+	reads atomic.Int64
+}
+
+func (c *countingLag) Lag(ctx context.Context) ([]GroupLag, error) {
+	c.reads.Add(1)
+	return c.scriptedLag.Lag(ctx)
+}
+
+// TestGroupStatusOnlyWhileLeading: the Burrow-style status is evaluated on
+// the leading console only. A console standing by reads no lag and keeps
+// no status; one that stops leading drops its windows and statuses, and
+// leading again it judges from fresh windows, not from commits seen before
+// another console took over.
+func TestGroupStatusOnlyWhileLeading(t *testing.T) {
+	clk := newClock()
+	src := &countingLag{}
+	env := newTestService(t, func(c *Config) { c.Now = clk.Now; c.Sources.Lag = src; c.Interval = time.Minute })
+	ctx := context.Background()
+	round := func(leading bool, committed, lag int64) {
+		t.Helper()
+		src.groups = []GroupLag{{Group: "stuck", Members: 1,
+			Partitions: []PartitionLag{{Topic: "t", Partition: 0, Committed: committed, Lag: lag, CommitTime: clk.Now()}}}}
+		if err := env.svc.EvaluateWhileLeading(ctx, leading); err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(time.Minute)
+	}
+
+	// Standing by from the start: nothing read, nothing judged.
+	for range 3 {
+		round(false, 10, 50)
+	}
+	if m, _ := env.svc.GroupStatuses(); m != nil || src.reads.Load() != 0 {
+		t.Fatalf("a console standing by: statuses %v, %d lag reads", m, src.reads.Load())
+	}
+
+	// Leading: the group stalls (same commit, growing lag): ERR.
+	for i := range int64(5) {
+		round(true, 10, 50+i)
+	}
+	if m, _ := env.svc.GroupStatuses(); m["stuck"].Status != StatusErr {
+		t.Fatalf("statuses while leading: %+v", m)
+	}
+	reads := src.reads.Load()
+
+	// Another console takes over: this one reads nothing more and shows
+	// no status it no longer evaluates.
+	round(false, 10, 60)
+	if m, at := env.svc.GroupStatuses(); m != nil || !at.IsZero() || src.reads.Load() != reads {
+		t.Fatalf("after leadership moved: statuses %v at %v, %d reads (was %d)", m, at, src.reads.Load(), reads)
+	}
+	env.svc.eval.mu.Lock()
+	left := len(env.svc.eval.windows.m)
+	env.svc.eval.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d Burrow windows kept while standing by", left)
+	}
+
+	// Leading again after the group recovered elsewhere: its first rounds
+	// judge only what they see (commits moving, no lag), not the stall
+	// seen before.
+	round(true, 500, 0)
+	round(true, 600, 0)
+	if m, _ := env.svc.GroupStatuses(); m["stuck"].Status != StatusOK {
+		t.Fatalf("statuses leading again: %+v", m)
 	}
 }

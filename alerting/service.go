@@ -263,7 +263,8 @@ func (s *Service) loop() {
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
 	for {
-		if err := s.EvaluateNow(s.ctx); err != nil && s.ctx.Err() == nil {
+		// Rounds while this console leads (Leader; nil: always).
+		if err := s.EvaluateWhileLeading(s.ctx, s.delivers()); err != nil && s.ctx.Err() == nil {
 			s.log.Error("alert evaluation failed", "err", err)
 		}
 		select {

@@ -429,15 +429,14 @@ func (c *consoleComponent) Close() error {
 // ---- background work (leader only) ----
 
 // evaluate runs an alert evaluation round every interval while this
-// console leads.
+// console leads, and stands by while it does not (the Burrow windows and
+// group statuses are the leading console's only).
 func (c *consoleComponent) evaluate(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if c.leader.IsLeader() {
-			if err := c.alerts.EvaluateNow(ctx); err != nil && ctx.Err() == nil {
-				c.log.Error("alert evaluation failed", "err", err)
-			}
+		if err := c.alerts.EvaluateWhileLeading(ctx, c.leader.IsLeader()); err != nil && ctx.Err() == nil {
+			c.log.Error("alert evaluation failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():

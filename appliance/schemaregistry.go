@@ -39,6 +39,11 @@ import (
 // SchemaRegistryLeaderPath is the registry's election znode.
 const SchemaRegistryLeaderPath = "/schema_registry_leader"
 
+// SchemaRegistryKeyPath is the znode (under the chroot) holding the key the
+// registries of a cluster share to sign the writes one forwards on its own
+// behalf (the console's deletes; schemareg.Config.PeerKey).
+const SchemaRegistryKeyPath = "/sluice_schema_registry_key"
+
 type schemaRegistryComponent struct {
 	a   *App
 	log *schemareg.KafkaLog
@@ -154,7 +159,14 @@ func (c *schemaRegistryComponent) Start(ctx context.Context) (err error) {
 	}
 
 	var leader schemareg.Leader
+	var peerKey []byte
 	if zc, ok := c.a.Coordinator().(*zkcoord.Coordinator); ok {
+		kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		peerKey, err = zc.SharedSecret(kctx, SchemaRegistryKeyPath, 32)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("schema registry key: %w", err)
+		}
 		host, _ := os.Hostname()
 		data, _ := json.Marshal(leaderNode{Version: 1, BrokerID: c.a.BrokerID(), Host: host, URL: c.url,
 			Timestamp: strconv.FormatInt(time.Now().UnixMilli(), 10)})
@@ -194,6 +206,7 @@ func (c *schemaRegistryComponent) Start(ctx context.Context) (err error) {
 		Metrics: c.a.Metrics().SchemaRegistry(),
 		Auth:    auth,
 		Forward: forward,
+		PeerKey: peerKey,
 	})
 	c.reg.Start(context.Background())
 	c.srv = &http.Server{Handler: c.reg.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,

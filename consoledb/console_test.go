@@ -49,17 +49,17 @@ func TestUsersPasswordsAndLastAdmin(t *testing.T) {
 	if err != nil || u.ID != admin.ID || u.Role != RoleAdmin || u.LastLoginAt.IsZero() {
 		t.Fatalf("authenticate: %+v %v", u, err)
 	}
-	if err := c.SetRole(ctx, admin.ID, RoleViewer); !errors.Is(err, ErrLastAdmin) {
+	if err := c.SetRole(ctx, admin.ID, RoleViewer, UserBase{}); !errors.Is(err, ErrLastAdmin) {
 		t.Fatalf("demoting the last admin: %v", err)
 	}
-	if err := c.DeleteUser(ctx, admin.ID); !errors.Is(err, ErrLastAdmin) {
+	if err := c.DeleteUser(ctx, admin.ID, UserBase{}); !errors.Is(err, ErrLastAdmin) {
 		t.Fatalf("deleting the last admin: %v", err)
 	}
 	tok, err := c.CreateSession(ctx, admin.ID, time.Hour, "127.0.0.1", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SetPassword(ctx, admin.ID, "new password 1"); err != nil {
+	if err := c.SetPassword(ctx, admin.ID, "new password 1", UserBase{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.SessionByToken(ctx, tok, time.Minute, 0, 0); !errors.Is(err, ErrNotFound) {
@@ -93,7 +93,7 @@ func TestSessionsExpireAndStoreOnlyHashes(t *testing.T) {
 		t.Fatalf("idle extension not applied: expires in %v", d)
 	}
 	// Role changes apply to live sessions.
-	if err := c.SetRole(ctx, u.ID, RoleViewer); err != nil {
+	if err := c.SetRole(ctx, u.ID, RoleViewer, UserBase{}); err != nil {
 		t.Fatal(err)
 	}
 	if s, _ := c.SessionByToken(ctx, tok, time.Hour, 0, 0); s.User.Role != RoleViewer {

@@ -380,21 +380,21 @@ func (r *Replica) availableLocked() bool {
 
 // ReplicaStatus is where a host's console stands in one of its topics.
 type ReplicaStatus struct {
-	Topic      string
-	Applied    int64 // offset of the last applied record, -1 none
-	End        int64 // the topic's end as last seen, -1 unknown
-	Lag        int64 // records behind the end; -1 unknown
-	Reachable  bool
-	Err        string    // the last failure while unreachable
-	Since      time.Time // unreachable since
-	LastOK     time.Time
-	CaughtUp   time.Time // last time applied reached the end
-	Started    bool      // the start decision is made
-	Rebuilding bool
-	Origin     string // how this host joined: import, fresh, replay, rebuild
-	Conflicts  int64  // writes of this host that replaced a version they had not read
-	Skipped    int64  // records skipped (malformed, unknown table)
-	Dirty      []string
+	Topic      string    `json:"topic"`
+	Applied    int64     `json:"applied"` // offset of the last applied record, -1 none
+	End        int64     `json:"end"`     // the topic's end as last seen, -1 unknown
+	Lag        int64     `json:"lag"`     // records behind the end; -1 unknown
+	Reachable  bool      `json:"reachable"`
+	Err        string    `json:"error,omitempty"` // the last failure while unreachable
+	Since      time.Time `json:"since"`           // unreachable since
+	LastOK     time.Time `json:"last_ok"`
+	CaughtUp   time.Time `json:"caught_up"` // last time applied reached the end
+	Started    bool      `json:"started"`   // the start decision is made
+	Rebuilding bool      `json:"rebuilding"`
+	Origin     string    `json:"origin"`    // how this host joined: import, fresh, replay, rebuild
+	Conflicts  int64     `json:"conflicts"` // writes of this host that replaced a version they had not read
+	Skipped    int64     `json:"skipped"`   // records skipped (malformed, unknown table)
+	Dirty      []string  `json:"dirty,omitempty"`
 }
 
 // Status reports where the replica stands.

@@ -152,7 +152,7 @@ func TestReplicaSharesUsers(t *testing.T) {
 
 	tokA, _ := a.c.CreateSession(ctx, u.ID, time.Hour, "", "")
 	tokB, _ := b.c.CreateSession(ctx, u.ID, time.Hour, "", "")
-	if err := a.c.SetPassword(ctx, u.ID, "new-password-1"); err != nil {
+	if err := a.c.SetPassword(ctx, u.ID, "new-password-1", UserBase{}); err != nil {
 		t.Fatal(err)
 	}
 	b.sync()
@@ -208,7 +208,7 @@ func TestReplicaSharesUsers(t *testing.T) {
 	other, _ := a.c.CreateUser(ctx, "root", RoleAdmin, "root-password")
 	_ = other
 	tok, _ := a.c.CreateSession(ctx, u.ID, time.Hour, "", "")
-	if err := b.c.DeleteUser(ctx, u.ID); err != nil {
+	if err := b.c.DeleteUser(ctx, u.ID, UserBase{}); err != nil {
 		t.Fatal(err)
 	}
 	a.sync()
@@ -278,9 +278,9 @@ func TestReplicaRebuildFromCompactedTopic(t *testing.T) {
 	for i, id := range ids {
 		switch i % 3 {
 		case 0:
-			a.c.DeleteUser(ctx, id)
+			a.c.DeleteUser(ctx, id, UserBase{})
 		case 1:
-			a.c.SetRole(ctx, id, RoleOperator)
+			a.c.SetRole(ctx, id, RoleOperator, UserBase{})
 		}
 	}
 	// A new user takes a deleted one's name.
@@ -461,7 +461,7 @@ func TestReplicaStaleHostRebuilds(t *testing.T) {
 	u, _ := a.c.CreateUser(ctx, "doomed", RoleViewer, "a-password")
 	b.sync()
 	b.close()
-	a.c.DeleteUser(ctx, u.ID)
+	a.c.DeleteUser(ctx, u.ID, UserBase{})
 	a.c.CreateUser(ctx, "after", RoleViewer, "a-password")
 	log.Compact(true) // the tombstone is gone
 	later := func() time.Time { return time.Now().Add(100 * time.Hour) }

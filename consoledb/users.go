@@ -75,6 +75,48 @@ type User struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	LastLoginAt time.Time // zero when never signed in
+	// Version is the row's version in the console's replicated state (0
+	// when it was never replicated); with UpdatedAt it is the Base of an
+	// edit made from what a page showed.
+	Version int64
+}
+
+// Base returns the base of an edit of u as a page shows it.
+func (u User) Base() UserBase { return UserBase{Version: u.Version, Updated: u.UpdatedAt.UnixMilli()} }
+
+// UserBase is what an admin's edit of a user was based on: the row's
+// version and its updated_at (ms) as the admin's page showed them. The
+// zero UserBase checks nothing (a command, a user's own password).
+//
+// A sign-in changes the row too (its last sign-in time) without changing
+// updated_at: an edit based on an older version is refused only when
+// something else changed since (the role, the password, or the user was
+// deleted), so signing in does not spoil the admin's open page.
+type UserBase struct {
+	Version int64
+	Updated int64
+}
+
+// checkUserBase refuses, with a *StaleError, an edit of user id based on
+// base when another change replaced what base saw. Call it inside a
+// Change's fn, before anything else reads the row.
+func checkUserBase(ctx context.Context, tx *sql.Tx, id int64, base UserBase) error {
+	err := CheckVersion(ctx, tx, "users", base.Version, id)
+	var se *StaleError
+	if !errors.As(err, &se) || se.Deleted {
+		return err
+	}
+	var upd int64
+	switch qerr := tx.QueryRowContext(ctx, `SELECT updated_at FROM users WHERE id = ?`, id).Scan(&upd); {
+	case errors.Is(qerr, sql.ErrNoRows):
+		se.Deleted = true
+		return se
+	case qerr != nil:
+		return qerr
+	case upd == base.Updated:
+		return nil // signed in meanwhile, nothing else
+	}
+	return err
 }
 
 // Errors returned by user operations; check with errors.Is.
@@ -238,6 +280,11 @@ func (c *Console) UserByID(ctx context.Context, id int64) (User, error) {
 	if errors.Is(err, sql.ErrNoRows) {
 		return User{}, ErrNotFound
 	}
+	if err != nil {
+		return User{}, err
+	}
+	v, err := RowVersion(ctx, c.db, "users", u.ID)
+	u.Version = v.Version
 	return u, err
 }
 
@@ -246,6 +293,13 @@ func (c *Console) Users(ctx context.Context) ([]User, error) {
 	out, err := QueryAll(ctx, c.db, `SELECT `+userCols+` FROM users ORDER BY name`, scanUser)
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
+	}
+	for i := range out {
+		v, err := RowVersion(ctx, c.db, "users", out[i].ID)
+		if err != nil {
+			return nil, fmt.Errorf("list users: %w", err)
+		}
+		out[i].Version = v.Version
 	}
 	return out, nil
 }
@@ -315,8 +369,10 @@ func (c *Console) CheckPassword(ctx context.Context, id int64, password string) 
 	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) == nil, nil
 }
 
-// SetPassword replaces a user's password and ends all of the user's sessions.
-func (c *Console) SetPassword(ctx context.Context, id int64, password string) error {
+// SetPassword replaces a user's password and ends all of the user's
+// sessions. An edit based on a user changed since (base) is refused with
+// a *StaleError.
+func (c *Console) SetPassword(ctx context.Context, id int64, password string, base UserBase) error {
 	hash, err := hashPassword(password)
 	if err != nil {
 		return err
@@ -324,6 +380,9 @@ func (c *Console) SetPassword(ctx context.Context, id int64, password string) er
 	// The sessions are local to each host: deleted here for a database
 	// without a replica, and on every host by the users table's OnApply.
 	err = c.db.Change(ctx, func(tx *sql.Tx) error {
+		if err := checkUserBase(ctx, tx, id, base); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?`, hash, ms(time.Now()), id)
 		if err != nil {
 			return err
@@ -334,7 +393,7 @@ func (c *Console) SetPassword(ctx context.Context, id int64, password string) er
 		_, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, id)
 		return err
 	})
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, ErrNotFound) && !IsStale(err) {
 		return fmt.Errorf("set password: %w", err)
 	}
 	return err
@@ -343,11 +402,16 @@ func (c *Console) SetPassword(ctx context.Context, id int64, password string) er
 // SetRole changes a user's role. Demoting the last admin is refused. A role
 // change ends the user's sessions so the new rights apply at the next sign-in
 // as well as immediately (sessions read the role from users on every request).
-func (c *Console) SetRole(ctx context.Context, id int64, role Role) error {
+// An edit based on a user changed since (base) is refused with a
+// *StaleError.
+func (c *Console) SetRole(ctx context.Context, id int64, role Role, base UserBase) error {
 	if role.Rank() == 0 {
 		return fmt.Errorf("unknown role %q", role)
 	}
 	err := c.db.Change(ctx, func(tx *sql.Tx) error {
+		if err := checkUserBase(ctx, tx, id, base); err != nil {
+			return err
+		}
 		var cur string
 		if err := tx.QueryRowContext(ctx, `SELECT role FROM users WHERE id = ?`, id).Scan(&cur); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
@@ -367,16 +431,20 @@ func (c *Console) SetRole(ctx context.Context, id int64, role Role) error {
 		_, err := tx.ExecContext(ctx, `UPDATE users SET role = ?, updated_at = ? WHERE id = ?`, string(role), ms(time.Now()), id)
 		return err
 	})
-	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrLastAdmin) {
+	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrLastAdmin) && !IsStale(err) {
 		return fmt.Errorf("set role: %w", err)
 	}
 	return err
 }
 
 // DeleteUser removes a user and their sessions. Removing the last admin is
-// refused.
-func (c *Console) DeleteUser(ctx context.Context, id int64) error {
+// refused, and so is a removal based on a user changed since (base, a
+// *StaleError).
+func (c *Console) DeleteUser(ctx context.Context, id int64, base UserBase) error {
 	err := c.db.Change(ctx, func(tx *sql.Tx) error {
+		if err := checkUserBase(ctx, tx, id, base); err != nil {
+			return err
+		}
 		var cur string
 		if err := tx.QueryRowContext(ctx, `SELECT role FROM users WHERE id = ?`, id).Scan(&cur); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
@@ -396,7 +464,7 @@ func (c *Console) DeleteUser(ctx context.Context, id int64) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM users WHERE id = ?`, id)
 		return err
 	})
-	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrLastAdmin) {
+	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrLastAdmin) && !IsStale(err) {
 		return fmt.Errorf("delete user: %w", err)
 	}
 	return err

@@ -85,6 +85,9 @@ type Collector struct {
 
 	mu    sync.Mutex
 	cache map[tsKey]int64 // (topic, partition, requested offset) -> timestamp ms
+
+	kmu   sync.Mutex
+	known map[string]struct{} // groups a collection of every group saw; Lock kmu
 }
 
 type tsKey struct {
@@ -136,6 +139,7 @@ func NewCollector(cl *kgo.Client, opts ...Option) *Collector {
 		dec:   decompress.Decompressor(), // bounded: a bomb in a topic must not expand in every sample
 		opts:  o,
 		cache: make(map[tsKey]int64),
+		known: make(map[string]struct{}),
 	}
 }
 
@@ -144,10 +148,22 @@ func NewCollector(cl *kgo.Client, opts ...Option) *Collector {
 // broker and cached per (topic, partition, offset). An error is returned only
 // when nothing could be computed; a failure limited to one group is in that
 // Group's Err, one limited to a partition in that Partition's Err.
+//
+// A collection of every group lists the groups on every broker, and a
+// group whose coordinator does not answer (a broker that died, before its
+// groups moved to another coordinator) is not listed at all. So the
+// Collector remembers the groups it has seen, describes by name those a
+// listing misses, and returns each that still exists but cannot be read
+// with its Err set, rather than leaving it out: the group did not go away,
+// its lag is unknown for now. A group described as gone (deleted, Dead) is
+// forgotten.
 func (c *Collector) Collect(ctx context.Context, groups ...string) ([]Group, error) {
 	lags, err := c.adm.Lag(ctx, groups...)
 	if err != nil {
 		return nil, fmt.Errorf("lag: %w", err)
+	}
+	if len(groups) == 0 {
+		c.probeMissing(ctx, lags)
 	}
 	out := make([]Group, 0, len(lags))
 	for _, l := range lags.Sorted() {
@@ -206,6 +222,56 @@ func (c *Collector) Collect(ctx context.Context, groups ...string) ([]Group, err
 		}
 	}
 	return out, nil
+}
+
+// probeMissing adds to lags, a listing of every group, the groups seen
+// before that it misses and that still exist (see Collect), and remembers
+// the groups listed.
+func (c *Collector) probeMissing(ctx context.Context, lags kadm.DescribedGroupLags) {
+	c.kmu.Lock()
+	var missing []string
+	for g := range c.known {
+		if _, ok := lags[g]; !ok {
+			missing = append(missing, g)
+		}
+	}
+	c.kmu.Unlock()
+	if len(missing) > 0 {
+		probed, err := c.adm.Lag(ctx, missing...)
+		for _, g := range missing {
+			l, ok := probed[g]
+			switch {
+			case !ok && err != nil:
+				lags[g] = kadm.DescribedGroupLag{Group: g,
+					DescribeErr: fmt.Errorf("no broker lists the group and describing it failed (its coordinator may be down): %w", err)}
+			case !ok, gone(l):
+				c.kmu.Lock()
+				delete(c.known, g)
+				c.kmu.Unlock()
+			default:
+				// Its error, or its lag when its coordinator answers
+				// by name (a listing that failed on one broker).
+				lags[g] = l
+			}
+		}
+	}
+	c.kmu.Lock()
+	for g, l := range lags {
+		if gone(l) {
+			delete(c.known, g)
+		} else {
+			c.known[g] = struct{}{}
+		}
+	}
+	c.kmu.Unlock()
+}
+
+// gone reports whether a described group no longer exists.
+func gone(l kadm.DescribedGroupLag) bool {
+	if err := l.Error(); err != nil {
+		return errors.Is(err, kerr.GroupIDNotFound)
+	}
+	return l.State == "Dead"
 }
 
 func needsTimes(g *Group) bool {

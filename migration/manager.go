@@ -216,7 +216,7 @@ func (m *Manager) run(ctx context.Context, st Stored, r *managedRun) {
 			return
 		}
 		log.Warn("comparison stopped by an error; retrying", "err", err, "in", backoff)
-		if serr := m.store.setState(context.WithoutCancel(ctx), st.ID, StateRunning, "retrying: "+err.Error(), st.Generation); errors.Is(serr, errStale) {
+		if serr := m.store.setState(context.WithoutCancel(ctx), st.ID, StateRunning, "retrying: "+err.Error(), st.Generation, 0); errors.Is(serr, errStale) {
 			return
 		} else if serr != nil {
 			log.Warn("comparison: record error", "err", serr)
@@ -232,7 +232,7 @@ func (m *Manager) run(ctx context.Context, st Stored, r *managedRun) {
 
 func (m *Manager) fail(st Stored, err error, log *slog.Logger) {
 	log.Error("comparison failed", "err", err)
-	if serr := m.store.setState(context.Background(), st.ID, StateFailed, err.Error(), st.Generation); serr != nil && !errors.Is(serr, errStale) {
+	if serr := m.store.setState(context.Background(), st.ID, StateFailed, err.Error(), st.Generation, 0); serr != nil && !errors.Is(serr, errStale) {
 		log.Warn("comparison: record failure", "err", serr)
 	}
 }
@@ -263,21 +263,31 @@ func (m *Manager) Create(ctx context.Context, name string, spec Spec, createdBy 
 	return id, nil
 }
 
+// The actions below take base, the version of the comparison the operator
+// acted on (Stored.Version as the page showed it; 0: no check): an action
+// based on a version another change replaced since, on any host, is
+// refused with a *consoledb.StaleError and changes nothing.
+
 // Pause stops a comparison after saving its checkpoint.
-func (m *Manager) Pause(ctx context.Context, id int64) error {
+func (m *Manager) Pause(ctx context.Context, id, base int64) error {
 	st, err := m.store.Get(ctx, id)
 	if err != nil {
+		return err
+	}
+	if err := m.store.CheckVersion(ctx, id, base); err != nil {
 		return err
 	}
 	if st.State == StateFinished {
 		return fmt.Errorf("comparison %d has finished; restart it to compare again", id)
 	}
 	m.stop(id)
-	return m.store.SetState(ctx, id, StatePaused, "")
+	// Refused here (changed on another host since this host's view), the
+	// leader's Reconcile starts the run again if it should run.
+	return m.store.SetState(ctx, id, StatePaused, "", base)
 }
 
 // Resume continues a paused or failed comparison from its checkpoint.
-func (m *Manager) Resume(ctx context.Context, id int64) error {
+func (m *Manager) Resume(ctx context.Context, id, base int64) error {
 	st, err := m.store.Get(ctx, id)
 	if err != nil {
 		return err
@@ -285,7 +295,7 @@ func (m *Manager) Resume(ctx context.Context, id int64) error {
 	if st.State == StateFinished {
 		return fmt.Errorf("comparison %d has finished; restart it to compare again", id)
 	}
-	if err := m.store.SetState(ctx, id, StateRunning, ""); err != nil {
+	if err := m.store.SetState(ctx, id, StateRunning, "", base); err != nil {
 		return err
 	}
 	st.State = StateRunning
@@ -295,9 +305,12 @@ func (m *Manager) Resume(ctx context.Context, id int64) error {
 
 // Restart forgets a comparison's progress and differences and starts it
 // over from its spec's start.
-func (m *Manager) Restart(ctx context.Context, id int64) error {
+func (m *Manager) Restart(ctx context.Context, id, base int64) error {
+	if err := m.store.CheckVersion(ctx, id, base); err != nil {
+		return err
+	}
 	m.stop(id)
-	if err := m.store.Reset(ctx, id); err != nil {
+	if err := m.store.Reset(ctx, id, base); err != nil {
 		return err
 	}
 	st, err := m.store.Get(ctx, id)
@@ -311,15 +324,18 @@ func (m *Manager) Restart(ctx context.Context, id int64) error {
 // Update changes a comparison's name and spec and starts it over: its
 // numbers and differences are forgotten (an edit, or "ignore this path and
 // restart").
-func (m *Manager) Update(ctx context.Context, id int64, name string, spec Spec) error {
+func (m *Manager) Update(ctx context.Context, id int64, name string, spec Spec, base int64) error {
 	if _, err := m.store.Get(ctx, id); err != nil {
 		return err
 	}
 	if _, err := compile(spec); err != nil {
 		return err
 	}
+	if err := m.store.CheckVersion(ctx, id, base); err != nil {
+		return err
+	}
 	m.stop(id)
-	if err := m.store.Update(ctx, id, name, spec); err != nil {
+	if err := m.store.Update(ctx, id, name, spec, base); err != nil {
 		return err
 	}
 	st, err := m.store.Get(ctx, id)
@@ -407,9 +423,12 @@ func exampleOf(f FieldDiff) string {
 }
 
 // Delete stops and removes a comparison.
-func (m *Manager) Delete(ctx context.Context, id int64) error {
+func (m *Manager) Delete(ctx context.Context, id, base int64) error {
+	if err := m.store.CheckVersion(ctx, id, base); err != nil {
+		return err
+	}
 	m.stop(id)
-	return m.store.Delete(ctx, id)
+	return m.store.Delete(ctx, id, base)
 }
 
 // Status is a comparison as the console shows it: what is stored, with live

@@ -108,12 +108,12 @@ func TestManagerLifecycle(t *testing.T) {
 	if err := m.Export(ctx, id, "", "xml", &cs); err == nil {
 		t.Fatal("xml export accepted")
 	}
-	if err := m.Pause(ctx, id); err == nil {
+	if err := m.Pause(ctx, id, 0); err == nil {
 		t.Fatal("paused a finished comparison")
 	}
 
 	// Restart: generation 2, same result, old differences gone.
-	if err := m.Restart(ctx, id); err != nil {
+	if err := m.Restart(ctx, id, 0); err != nil {
 		t.Fatal(err)
 	}
 	st = waitState(id, StateFinished)
@@ -141,14 +141,14 @@ func TestManagerLifecycle(t *testing.T) {
 		}
 		return nil
 	})
-	if err := m.Pause(ctx, cid); err != nil {
+	if err := m.Pause(ctx, cid, 0); err != nil {
 		t.Fatal(err)
 	}
 	st, _ = m.Get(ctx, cid)
 	if st.State != StatePaused || st.Live || st.Snapshot.Counters.Matched != g.want.Matched {
 		t.Fatalf("paused %+v", st)
 	}
-	if err := m.Resume(ctx, cid); err != nil {
+	if err := m.Resume(ctx, cid, 0); err != nil {
 		t.Fatal(err)
 	}
 	waitState(cid, StateRunning)
@@ -156,13 +156,13 @@ func TestManagerLifecycle(t *testing.T) {
 	if err != nil || len(list) != 2 || list[0].ID != cid || len(m.Statuses()) != 2 {
 		t.Fatalf("list %+v %v", list, err)
 	}
-	if err := m.Delete(ctx, cid); err != nil {
+	if err := m.Delete(ctx, cid, 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.Get(ctx, cid); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("get deleted: %v", err)
 	}
-	if err := m.Delete(ctx, cid); !errors.Is(err, ErrNotFound) {
+	if err := m.Delete(ctx, cid, 0); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("delete twice: %v", err)
 	}
 }
@@ -262,7 +262,7 @@ func TestManagerUpdateAndDifferingPaths(t *testing.T) {
 	}
 
 	spec.Ignore = []string{paths[0].Path, paths[1].Path}
-	if err := m.Update(ctx, id, "orders, ignoring", spec); err != nil {
+	if err := m.Update(ctx, id, "orders, ignoring", spec, 0); err != nil {
 		t.Fatal(err)
 	}
 	st = finished()
@@ -272,10 +272,10 @@ func TestManagerUpdateAndDifferingPaths(t *testing.T) {
 	if _, total, _ := m.Differences(ctx, id, DiffQuery{Kind: KindMismatch}); total != 0 {
 		t.Fatalf("%d old mismatches kept", total)
 	}
-	if err := m.Update(ctx, id, "x", Spec{Left: left}); err == nil {
+	if err := m.Update(ctx, id, "x", Spec{Left: left}, 0); err == nil {
 		t.Fatal("an invalid spec was stored")
 	}
-	if err := m.Update(ctx, 999, "x", spec); !errors.Is(err, ErrNotFound) {
+	if err := m.Update(ctx, 999, "x", spec, 0); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("updating nothing: %v", err)
 	}
 }

@@ -45,7 +45,7 @@ func TestUpdateIsReplicated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Update(ctx, id, "after the edit", spec); err != nil {
+	if err := st.Update(ctx, id, "after the edit", spec, 0); err != nil {
 		t.Fatal(err)
 	}
 	var last string

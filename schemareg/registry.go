@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +39,13 @@ type Config struct {
 	// Forward is the client writes are forwarded to the leader with;
 	// nil = a client with a 30s timeout.
 	Forward *http.Client
+	// PeerKey is a secret every registry of the cluster shares. A write
+	// this registry forwards on its own behalf (a delete from the
+	// console's pages, which has no user's credentials to pass on) is
+	// signed with it, and a signed write is accepted without credentials
+	// when Auth is set. Nil: such writes are not signed, and a leader with
+	// Auth refuses them (401).
+	PeerKey []byte
 	// WriteTimeout bounds how long a write waits for the log and for the
 	// view to catch up; default 30s.
 	WriteTimeout time.Duration
@@ -425,7 +434,19 @@ func (r *Registry) CheckCompatibility(subject string, v int, req SchemaRequest) 
 }
 
 // DeleteVersion soft- or hard-deletes version v (-1 latest) of subject.
+// On a registry that is not the leader it is forwarded to the leader (see
+// forwardCall), as the REST API's writes are, and returns once this
+// registry's view has the leader's write.
 func (r *Registry) DeleteVersion(ctx context.Context, subject string, v int, permanent bool) (int, error) {
+	if !r.isLeader() {
+		var out int
+		err := r.forwardCall(ctx, http.MethodDelete, "/subjects/"+url.PathEscape(subject)+"/versions/"+strconv.Itoa(v), permanent, &out)
+		return out, err
+	}
+	return r.deleteVersion(ctx, subject, v, permanent)
+}
+
+func (r *Registry) deleteVersion(ctx context.Context, subject string, v int, permanent bool) (int, error) {
 	if r.state.modeOf(subject) == "READONLY" {
 		return 0, errReadOnly(subject)
 	}
@@ -482,7 +503,18 @@ func (r *Registry) DeleteVersion(ctx context.Context, subject string, v int, per
 
 // DeleteSubject soft-deletes every live version of subject, or hard-deletes
 // every (already soft-deleted) version. It returns the versions deleted.
+// On a registry that is not the leader it is forwarded to the leader, as
+// DeleteVersion is.
 func (r *Registry) DeleteSubject(ctx context.Context, subject string, permanent bool) ([]int, error) {
+	if !r.isLeader() {
+		var out []int
+		err := r.forwardCall(ctx, http.MethodDelete, "/subjects/"+url.PathEscape(subject), permanent, &out)
+		return out, err
+	}
+	return r.deleteSubject(ctx, subject, permanent)
+}
+
+func (r *Registry) deleteSubject(ctx context.Context, subject string, permanent bool) ([]int, error) {
 	if r.state.modeOf(subject) == "READONLY" {
 		return nil, errReadOnly(subject)
 	}

@@ -376,13 +376,15 @@ func headerHTML(h kafkaview.Header, o RowOptions) string {
 
 // ConsoleStatusView is /console/status: where this host's console stands
 // in the cluster's replicated console state.
+// Its JSON (Accept: application/json) has snake_case names, as the
+// console's other JSON.
 type ConsoleStatusView struct {
-	Host         int32                     // this host's broker id
-	Leader       bool                      // this console does the background work
-	LeaderHolder string                    // the console leader's znode data, in a cluster
-	Topics       []consoledb.ReplicaStatus // the state topic first, then the lag history topic
-	Dirty        []string                  // tables committed here only while the state topic was away
-	KeyFrom      string                    // where the cluster key is kept
-	LockFrom     string                    // where the write lock is kept
-	Tables       []string                  // the replicated tables
+	Host         int32                     `json:"host"`          // this host's broker id
+	Leader       bool                      `json:"leader"`        // this console does the background work
+	LeaderHolder string                    `json:"leader_holder"` // the console leader's znode data, in a cluster
+	Topics       []consoledb.ReplicaStatus `json:"topics"`        // the state topic first, then the lag history topic
+	Dirty        []string                  `json:"dirty"`         // tables committed here only while the state topic was away
+	KeyFrom      string                    `json:"key_from"`      // where the cluster key is kept
+	LockFrom     string                    `json:"lock_from"`     // where the write lock is kept
+	Tables       []string                  `json:"tables"`        // the replicated tables
 }

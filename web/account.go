@@ -14,7 +14,7 @@ import (
 
 type passwordChanger interface {
 	CheckPassword(ctx context.Context, id int64, password string) (bool, error)
-	SetPassword(ctx context.Context, id int64, password string) error
+	SetPassword(ctx context.Context, id int64, password string, base consoledb.UserBase) error
 }
 
 type accountHandler struct{ users passwordChanger }
@@ -44,7 +44,7 @@ func (h accountHandler) post(c *fiber.Ctx) error {
 	}
 	// SetPassword ends every session of the user, this one included; sign
 	// in again right away so the user stays on the site.
-	err = h.users.SetPassword(requestCtx(c), u.ID, pw)
+	err = h.users.SetPassword(requestCtx(c), u.ID, pw, consoledb.UserBase{})
 	Audit(c, "user.password", u.Name, "changed by the user; other sessions ended", err)
 	if err != nil {
 		return err

@@ -21,14 +21,22 @@ import (
 // replica of an in-memory console topic, with the status page wired.
 func newReplicatedServer(t *testing.T) (*testServer, *consoledb.MemLog, *consoledb.Replica) {
 	t.Helper()
+	log := consoledb.NewMemLog()
+	ts, rep := newReplicatedHost(t, log, consoledb.NewMutexLock(), 7, nil)
+	return ts, log, rep
+}
+
+// newReplicatedHost is the console of host id of a cluster whose console
+// topic is log and write lock lock (brokers nil: a new kfake cluster).
+func newReplicatedHost(t *testing.T, log *consoledb.MemLog, lock consoledb.Lock, id int32, brokers []string) (*testServer, *consoledb.Replica) {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	db, _, err := consoledb.OpenConsole(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := consoledb.NewMemLog()
-	rep, err := consoledb.StartReplica(ctx, db, consoledb.ReplicaConfig{Log: log, Lock: consoledb.NewMutexLock(), Host: 7,
+	rep, err := consoledb.StartReplica(ctx, db, consoledb.ReplicaConfig{Log: log, Lock: lock, Host: id,
 		ProbeInterval: 50 * time.Millisecond, UnreachableAfter: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -42,11 +50,12 @@ func newReplicatedServer(t *testing.T) (*testServer, *consoledb.MemLog, *console
 	ts := newTestServer(t, func(c *Config) {
 		c.DataDir = dir
 		c.DB = db
+		c.Brokers = brokers
 		c.ReplicaStatus = func() ConsoleStatus {
-			return ConsoleStatus{Host: 7, Leader: true, Topics: []consoledb.ReplicaStatus{rep.Status()}, KeyFrom: "file k", LockFrom: "mutex"}
+			return ConsoleStatus{Host: id, Leader: true, Topics: []consoledb.ReplicaStatus{rep.Status()}, KeyFrom: "file k", LockFrom: "mutex"}
 		}
 	})
-	return ts, log, rep
+	return ts, rep
 }
 
 // The status page shows where this host stands in the console topic; while
@@ -65,9 +74,17 @@ func TestConsoleStateBannerAndRefusal(t *testing.T) {
 		t.Fatal("a banner while the topic is reachable")
 	}
 	var st ConsoleStatus
-	admin.GetJSON("/console/status", &st)
+	raw := admin.GetJSON("/console/status", &st)
 	if len(st.Topics) != 1 || st.Topics[0].Applied != rep.Applied() || st.Topics[0].Lag != 0 {
 		t.Fatalf("status JSON %+v (applied %d)", st, rep.Applied())
+	}
+	// snake_case names, as the console's other JSON
+	expectContains(t, raw, `"host":7`, `"leader":true`, `"key_from":"file k"`, `"lock_from":"mutex"`, `"topics":[{"topic":"__sluice_console"`,
+		`"applied":`, `"end":`, `"lag":0`, `"reachable":true`, `"last_ok":`, `"caught_up":`, `"origin":`)
+	for _, camel := range []string{`"Topics"`, `"Applied"`, `"KeyFrom"`, `"LastOK"`, `"CaughtUp"`} {
+		if strings.Contains(raw.Text, camel) {
+			t.Fatalf("status JSON has %s: %s", camel, raw.Text)
+		}
 	}
 
 	log.SetDown(true)

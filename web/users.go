@@ -19,9 +19,9 @@ type userAdmin interface {
 	Users(ctx context.Context) ([]consoledb.User, error)
 	UserByID(ctx context.Context, id int64) (consoledb.User, error)
 	CreateUser(ctx context.Context, name string, role consoledb.Role, password string) (consoledb.User, error)
-	SetRole(ctx context.Context, id int64, role consoledb.Role) error
-	SetPassword(ctx context.Context, id int64, password string) error
-	DeleteUser(ctx context.Context, id int64) error
+	SetRole(ctx context.Context, id int64, role consoledb.Role, base consoledb.UserBase) error
+	SetPassword(ctx context.Context, id int64, password string, base consoledb.UserBase) error
+	DeleteUser(ctx context.Context, id int64, base consoledb.UserBase) error
 }
 
 type usersHandler struct{ users userAdmin }
@@ -34,7 +34,9 @@ func (h usersHandler) page(c *fiber.Ctx, status int, f templates.Form) error {
 	if WantsJSON(c) {
 		out := make([]fiber.Map, 0, len(us))
 		for _, u := range us {
-			out = append(out, fiber.Map{"id": u.ID, "name": u.Name, "role": u.Role, "created_at": u.CreatedAt, "last_login_at": u.LastLoginAt})
+			out = append(out, fiber.Map{"id": u.ID, "name": u.Name, "role": u.Role, "created_at": u.CreatedAt, "last_login_at": u.LastLoginAt,
+				// what an edit is based on: send them back as the form fields version and updated
+				"version": u.Version, "updated": u.UpdatedAt.UnixMilli()})
 		}
 		return c.Status(status).JSON(out)
 	}
@@ -88,12 +90,27 @@ func (h usersHandler) target(c *fiber.Ctx) (consoledb.User, error) {
 	return u, err
 }
 
-// done redirects with a note, or answers the error as a note on the page.
+// base is what the posted form was based on: the user's version and
+// updated time as the page showed them (the form's hidden version and
+// updated fields). A change made since on any host refuses the edit
+// (consoledb.StaleError, 409) instead of silently overwriting it. Without
+// the fields (an API call that does not say) nothing is checked.
+func base(c *fiber.Ctx) consoledb.UserBase {
+	v, _ := strconv.ParseInt(c.FormValue("version"), 10, 64)
+	u, _ := strconv.ParseInt(c.FormValue("updated"), 10, 64)
+	return consoledb.UserBase{Version: max(v, 0), Updated: u}
+}
+
+// done redirects with a note, or answers the error as a note on the page;
+// a stale edit is answered 409 with who changed the user, where and when.
 func (h usersHandler) done(c *fiber.Ctx, err error, ok string) error {
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
 			return err
+		}
+		if consoledb.IsStale(err) {
+			return ConsoleStateError(err)
 		}
 		Flash(c, "bad", err.Error())
 	} else {
@@ -111,7 +128,7 @@ func (h usersHandler) setRole(c *fiber.Ctx) error {
 	if err != nil {
 		return BadRequest(err.Error())
 	}
-	err = h.users.SetRole(requestCtx(c), u.ID, role)
+	err = h.users.SetRole(requestCtx(c), u.ID, role, base(c))
 	Audit(c, "user.role", u.Name, string(u.Role)+" -> "+string(role), err)
 	return h.done(c, err, u.Name+" is now "+string(role)+".")
 }
@@ -125,7 +142,7 @@ func (h usersHandler) setPassword(c *fiber.Ctx) error {
 	if err := consoledb.ValidatePassword(pw); err != nil {
 		return h.done(c, errors.New("Password of "+u.Name+" not changed: "+err.Error()), "")
 	}
-	err = h.users.SetPassword(requestCtx(c), u.ID, pw)
+	err = h.users.SetPassword(requestCtx(c), u.ID, pw, base(c))
 	Audit(c, "user.password", u.Name, "set by an admin; sessions ended", err)
 	return h.done(c, err, "Password of "+u.Name+" changed; their sessions were ended.")
 }
@@ -138,7 +155,7 @@ func (h usersHandler) remove(c *fiber.Ctx) error {
 	if me := CurrentUser(c); me != nil && me.ID == u.ID {
 		return h.done(c, errors.New("You cannot remove yourself; another admin can."), "")
 	}
-	err = h.users.DeleteUser(requestCtx(c), u.ID)
+	err = h.users.DeleteUser(requestCtx(c), u.ID, base(c))
 	Audit(c, "user.remove", u.Name, "", err)
 	return h.done(c, err, "User "+u.Name+" removed.")
 }

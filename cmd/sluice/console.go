@@ -231,7 +231,7 @@ func consoleMain(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			fmt.Fprintf(stderr, "sluice console user passwd: %v\n", err)
 			return 1
 		}
-		err = store.SetPassword(ctx, u.ID, pw)
+		err = store.SetPassword(ctx, u.ID, pw, consoledb.UserBase{})
 		audit("user.password", u.Name, "set on the host; sessions ended", err)
 		if err != nil {
 			fmt.Fprintf(stderr, "sluice console user passwd: %v\n", err)

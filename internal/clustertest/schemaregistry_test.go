@@ -38,8 +38,10 @@ func avroRecord(name string) string {
 // TestSchemaRegistryCluster: every host runs the registry; writes sent to
 // any host go to the one leader (/schema_registry_leader) and are readable
 // on the host that took them as soon as it answers (read-your-writes), and
-// soon on every host, with the same ids everywhere. Killing the leader's
-// host: another takes over and ids continue from the largest written.
+// soon on every host, with the same ids everywhere; a delete sent to a
+// host that does not lead is forwarded as well. Killing the leader's
+// host: another takes over and ids continue from the largest written,
+// none given twice.
 func TestSchemaRegistryCluster(t *testing.T) {
 	testutil.Heavy(t, "ZooKeeper and three sluice serve processes")
 	c := healthy(t)
@@ -131,6 +133,25 @@ func TestSchemaRegistryCluster(t *testing.T) {
 	}
 	sameEverywhere(0, `["cluster-0-value","cluster-1-value","cluster-2-value"]`)
 
+	// A delete sent to a host that does not lead is forwarded too: a
+	// subject registered through one follower and deleted through the
+	// other is gone on every host, and its id is not given again.
+	var followers []*brokerProc
+	for _, b := range c.brokers {
+		if b.id != leader {
+			followers = append(followers, b)
+		}
+	}
+	st, body, err := registryDo(ctx, followers[0], "POST", "/subjects/doomed-value/versions", avroRecord("Doomed"))
+	if err != nil || st != 200 || body != `{"id":4}` {
+		t.Fatalf("register through broker %d: %d %s %v", followers[0].id, st, body, err)
+	}
+	st, body, err = registryDo(ctx, followers[1], "DELETE", "/subjects/doomed-value", "")
+	if err != nil || st != 200 || body != `[1]` {
+		t.Fatalf("delete through broker %d: %d %s %v", followers[1].id, st, body, err)
+	}
+	sameEverywhere(0, `["cluster-0-value","cluster-1-value","cluster-2-value"]`)
+
 	// lose the leader's host
 	c.broker(leader).kill()
 	// Another registry leads.
@@ -161,12 +182,12 @@ func TestSchemaRegistryCluster(t *testing.T) {
 		if st != 200 {
 			return fmt.Errorf("%d %s", st, body)
 		}
-		if body != `{"id":4}` {
-			t.Fatalf("id after the failover: %s, want 4", body)
+		if body != `{"id":5}` {
+			t.Fatalf("id after the failover: %s, want 5 (4 went to a deleted subject)", body)
 		}
 		return nil
 	})
-	ids["after-value"] = 4
+	ids["after-value"] = 5
 	sameEverywhere(leader, `["after-value","cluster-0-value","cluster-1-value","cluster-2-value"]`)
 
 	// the killed host returns and catches up

@@ -40,7 +40,7 @@ type SubjectView struct {
 	// CanDelete: the user may delete (operators and admins).
 	CanDelete bool
 	// Leader is the registry leader's address when this host does not take
-	// writes (deletes go there).
+	// writes (deletes are forwarded there).
 	Leader string
 }
 

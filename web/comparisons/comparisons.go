@@ -47,12 +47,14 @@ type Engine interface {
 	Get(ctx context.Context, id int64) (migration.Status, error)
 	Differences(ctx context.Context, id int64, q migration.DiffQuery) ([]migration.Difference, int64, error)
 	Export(ctx context.Context, id int64, kind migration.Kind, format string, w io.Writer) error
-	Update(ctx context.Context, id int64, name string, spec migration.Spec) error
+	// The changes take base, the comparison's version the operator's page
+	// showed (0: no check); one based on a replaced version is refused.
+	Update(ctx context.Context, id int64, name string, spec migration.Spec, base int64) error
 	DifferingPaths(ctx context.Context, id int64, limit int) ([]migration.PathCount, int, error)
-	Pause(ctx context.Context, id int64) error
-	Resume(ctx context.Context, id int64) error
-	Restart(ctx context.Context, id int64) error
-	Delete(ctx context.Context, id int64) error
+	Pause(ctx context.Context, id, base int64) error
+	Resume(ctx context.Context, id, base int64) error
+	Restart(ctx context.Context, id, base int64) error
+	Delete(ctx context.Context, id, base int64) error
 }
 
 var _ Engine = (*migration.Manager)(nil)
@@ -263,6 +265,23 @@ func load(c *fiber.Ctx, eng getter) (migration.Status, error) {
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+// baseOf is the version of the comparison a posted action is based on (the
+// page's hidden version field; 0 when the request does not say, which
+// checks nothing).
+func baseOf(c *fiber.Ctx) int64 {
+	v, _ := strconv.ParseInt(c.FormValue("version"), 10, 64)
+	return max(v, 0)
+}
+
+// staleError is the 409 page of an action refused because the comparison
+// was changed since the page was opened (on any host), or nil.
+func staleError(err error) *web.Error {
+	if se := web.ConsoleStateError(err); se != nil && se.Status == fiber.StatusConflict {
+		return se
+	}
+	return nil
+}
 
 // engineError maps an engine error to the page that explains it.
 func engineError(id int64, err error) error {

@@ -18,7 +18,7 @@ import (
 
 type deleter interface {
 	getter
-	Delete(ctx context.Context, id int64) error
+	Delete(ctx context.Context, id, base int64) error
 }
 
 type deleteHandler struct{ eng deleter }
@@ -41,7 +41,7 @@ func (h deleteHandler) post(c *fiber.Ctx) error {
 	if c.FormValue("confirm") != "yes" {
 		return web.SeeOther(c, views.URL(st.ID)+"/delete")
 	}
-	err = h.eng.Delete(c.UserContext(), st.ID)
+	err = h.eng.Delete(c.UserContext(), st.ID, baseOf(c))
 	web.Audit(c, "comparison.delete", st.Name, describe(st.ID, st.Spec), err)
 	if err != nil {
 		return engineError(st.ID, err)

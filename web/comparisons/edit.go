@@ -2,6 +2,7 @@ package comparisons
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -18,7 +19,7 @@ import (
 // the records are confirmed first, as on create.
 
 type updater interface {
-	Update(ctx context.Context, id int64, name string, spec migration.Spec) error
+	Update(ctx context.Context, id int64, name string, spec migration.Spec, base int64) error
 }
 
 type editHandler struct {
@@ -32,6 +33,9 @@ func (h editHandler) get(c *fiber.Ctx) error {
 		return err
 	}
 	v := views.FormView{Form: formFromSpec(st.Name, st.Spec, web.Location(c)), EditID: st.ID}
+	if st.Version > 0 {
+		v.Form.Set("version", strconv.FormatInt(st.Version, 10))
+	}
 	return h.form.render(c, fiber.StatusOK, v)
 }
 
@@ -42,15 +46,28 @@ func (h editHandler) post(c *fiber.Ctx) error {
 	}
 	v, spec := h.form.parse(c)
 	v.EditID = st.ID
+	base := baseOf(c)
+	if base > 0 {
+		v.Form.Set("version", strconv.FormatInt(base, 10))
+	}
 	if !v.Form.OK() || h.form.pathsUnconfirmed(c, &v, spec) {
 		return h.form.render(c, fiber.StatusUnprocessableEntity, v)
 	}
 	name := strings.TrimSpace(v.Form.Get("name"))
-	err = h.eng.Update(c.UserContext(), st.ID, name, spec)
+	err = h.eng.Update(c.UserContext(), st.ID, name, spec, base)
 	web.Audit(c, "comparison.update", st.Name, describe(st.ID, spec), err)
 	if err != nil {
 		if isNotFound(err) {
 			return engineError(st.ID, err)
+		}
+		if se := staleError(err); se != nil {
+			// What was typed stays; the note says who changed the
+			// comparison meanwhile.
+			if web.WantsJSON(c) {
+				return se
+			}
+			v.Form.Err = se.Text + " " + se.Hint
+			return h.form.render(c, se.Status, v)
 		}
 		failEngine(&v.Form, err)
 		return h.form.render(c, fiber.StatusUnprocessableEntity, v)
@@ -84,11 +101,14 @@ func (h ignoreHandler) post(c *fiber.Ctx) error {
 	}
 	spec := st.Spec
 	spec.Ignore = append(append([]string(nil), spec.Ignore...), path)
-	err = h.eng.Update(c.UserContext(), st.ID, st.Name, spec)
+	err = h.eng.Update(c.UserContext(), st.ID, st.Name, spec, baseOf(c))
 	web.Audit(c, "comparison.ignore", st.Name, "path="+path, err)
 	if err != nil {
 		if isNotFound(err) {
 			return engineError(st.ID, err)
+		}
+		if se := staleError(err); se != nil {
+			return se
 		}
 		web.Flash(c, "bad", "Not changed: "+err.Error())
 		return web.SeeOther(c, views.URL(st.ID))

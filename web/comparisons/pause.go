@@ -11,7 +11,7 @@ import (
 
 type pauser interface {
 	getter
-	Pause(ctx context.Context, id int64) error
+	Pause(ctx context.Context, id, base int64) error
 }
 
 type pauseHandler struct{ eng pauser }

@@ -18,7 +18,7 @@ import (
 
 type restarter interface {
 	getter
-	Restart(ctx context.Context, id int64) error
+	Restart(ctx context.Context, id, base int64) error
 }
 
 type restartHandler struct{ eng restarter }
@@ -29,16 +29,19 @@ func (h restartHandler) post(c *fiber.Ctx) error {
 
 // act runs one lifecycle action on comparison :id, audits it, and goes back
 // to the comparison's page with a note saying what happened.
-func act(c *fiber.Ctx, eng getter, action, done string, do func(ctx context.Context, id int64) error) error {
+func act(c *fiber.Ctx, eng getter, action, done string, do func(ctx context.Context, id, base int64) error) error {
 	st, err := load(c, eng)
 	if err != nil {
 		return err
 	}
-	err = do(c.UserContext(), st.ID)
+	err = do(c.UserContext(), st.ID, baseOf(c))
 	web.Audit(c, "comparison."+action, st.Name, "id="+strconv.FormatInt(st.ID, 10), err)
 	if err != nil {
 		if errors.Is(err, migration.ErrNotFound) {
 			return engineError(st.ID, err)
+		}
+		if se := staleError(err); se != nil {
+			return se
 		}
 		if web.WantsJSON(c) {
 			return c.Status(fiber.StatusConflict).JSON(fiber.Map{"error": "could not " + action, "detail": err.Error()})

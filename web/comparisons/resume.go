@@ -11,7 +11,7 @@ import (
 
 type resumer interface {
 	getter
-	Resume(ctx context.Context, id int64) error
+	Resume(ctx context.Context, id, base int64) error
 }
 
 type resumeHandler struct{ eng resumer }
