@@ -39,10 +39,6 @@ import (
 // SchemaRegistryLeaderPath is the registry's election znode.
 const SchemaRegistryLeaderPath = "/schema_registry_leader"
 
-// SchemaRegistryKeyPath is the znode (under the chroot) holding the key the
-// registries of a cluster share to sign the writes one forwards on its own
-// behalf (the console's deletes; schemareg.Config.PeerKey).
-const SchemaRegistryKeyPath = "/sluice_schema_registry_key"
 
 type schemaRegistryComponent struct {
 	a   *App
@@ -162,7 +158,7 @@ func (c *schemaRegistryComponent) Start(ctx context.Context) (err error) {
 	var peerKey []byte
 	if zc, ok := c.a.Coordinator().(*zkcoord.Coordinator); ok {
 		kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		peerKey, err = zc.SharedSecret(kctx, SchemaRegistryKeyPath, 32)
+		peerKey, err = zc.SharedSecret(kctx, zkcoord.SchemaRegistryKeyPath, 32)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("schema registry key: %w", err)

@@ -13,12 +13,19 @@ import (
 // that seals the console's notifier secrets in its replicated state.
 const ConsoleKeyPath = "/sluice_console_key"
 
+// SchemaRegistryKeyPath is the znode (under the chroot) holding the key the
+// registries of a cluster share to sign the writes one forwards on its own
+// behalf (the console's deletes; schemareg.Config.PeerKey).
+const SchemaRegistryKeyPath = "/sluice_schema_registry_key"
+
 // SharedSecret returns the random secret of size bytes kept in the znode at
 // path (under the chroot), creating it on first use: the first process to
 // ask creates it, every other one (a race included) reads that one. The
-// node has the coordinator's ACL: whoever can read ZooKeeper can read it,
-// so ZooKeeper must be reachable only from the brokers until its ACLs are
-// set (see DESIGN.md, "The console in a cluster").
+// keys Sluice keeps (ConsoleKeyPath, SchemaRegistryKeyPath) are sensitive
+// paths: with zookeeper.set.acl only the brokers' identity reads them;
+// without it whoever can read ZooKeeper can, so ZooKeeper must then be
+// reachable only from the brokers (see DESIGN.md, "The console in a
+// cluster").
 func (c *Coordinator) SharedSecret(ctx context.Context, path string, size int) ([]byte, error) {
 	if err := validateChroot(path); err != nil || path == "/" {
 		return nil, fmt.Errorf("zkcoord: secret path %q: want an absolute znode path", path)

@@ -9,10 +9,10 @@ import (
 )
 
 // sensitivePaths hold secrets (SCRAM credentials, broker configs with
-// passwords, delegation tokens): with zookeeper.set.acl their nodes are
-// readable by the brokers' own identity only (Kafka's
-// ZkData.SensitiveRootPaths).
-var sensitivePaths = []string{"/config/users", "/config/brokers", "/delegation_token/tokens"}
+// passwords, delegation tokens; Sluice's shared keys): with
+// zookeeper.set.acl their nodes are readable by the brokers' own identity
+// only (Kafka's ZkData.SensitiveRootPaths).
+var sensitivePaths = []string{"/config/users", "/config/brokers", "/delegation_token/tokens", ConsoleKeyPath, SchemaRegistryKeyPath}
 
 // aclFor returns the ZooKeeper ACL of a node created at Kafka path p, as
 // Kafka's ZkData.defaultAcls: open to all without zookeeper.set.acl;
@@ -82,7 +82,7 @@ func noAuthHint(err error) error {
 var kafkaRoots = []string{"/admin", "/brokers", "/cluster", "/config", "/controller", "/controller_epoch",
 	"/isr_change_notification", "/latest_producer_id_block", "/log_dir_event_notification", "/delegation_token",
 	"/kafka-acl", "/kafka-acl-changes", "/kafka-acl-extended", "/kafka-acl-extended-changes",
-	stateChangesPath, ConsoleLeaderPath, "/schema_registry_leader", MetricsEndpointsPath}
+	stateChangesPath, ConsoleLeaderPath, "/schema_registry_leader", MetricsEndpointsPath, ConsoleKeyPath, SchemaRegistryKeyPath}
 
 // secureExisting gives the znodes made before zookeeper.set.acl was
 // turned on the ACLs they would have had (as Kafka's

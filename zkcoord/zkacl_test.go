@@ -20,7 +20,7 @@ func TestDefaultACL(t *testing.T) {
 	if a := defaultACL(true, "/brokers/ids/1"); len(a) != 2 || a[0].Scheme != "auth" || a[1].Scheme != "world" || a[1].Perms != zk.PermRead {
 		t.Errorf("secure: %v", a)
 	}
-	for _, p := range []string{"/config/users", "/config/users/alice", "/config/brokers/1", "/delegation_token/tokens"} {
+	for _, p := range []string{"/config/users", "/config/users/alice", "/config/brokers/1", "/delegation_token/tokens", ConsoleKeyPath, SchemaRegistryKeyPath} {
 		if a := defaultACL(true, p); len(a) != 1 || a[0].Scheme != "auth" {
 			t.Errorf("sensitive %s: %v", p, a)
 		}
