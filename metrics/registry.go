@@ -52,6 +52,7 @@ type Registry struct {
 	alerting *Alerting
 	schemas  *SchemaRegistry
 	authn    *authnMetrics // authentication counters (auth.go). Lock mu.
+	txns     *txnCollector // transaction coordinator metrics (txn.go). Lock mu.
 }
 
 // New returns a registry holding the Go runtime, process and build-info
