@@ -8,6 +8,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -50,11 +51,18 @@ func produceTxn(t *testing.T, ctx context.Context, cl *kgo.Client, topic, prefix
 // the end offsets that ListOffsets gives for the isolation level.
 func readAll(t *testing.T, ctx context.Context, n *node, topic string, committed bool) []string {
 	t.Helper()
+	return readAllWith(t, ctx, n.Client, topic, committed)
+}
+
+// readAllWith is readAll with the clients newClient makes (seeded with the
+// broker to read from).
+func readAllWith(t *testing.T, ctx context.Context, newClient func(...kgo.Opt) *kgo.Client, topic string, committed bool) []string {
+	t.Helper()
 	iso := kgo.ReadUncommitted()
 	if committed {
 		iso = kgo.ReadCommitted()
 	}
-	adm := n.Admin()
+	adm := kadm.NewClient(newClient())
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil || ends.Error() != nil {
 		t.Fatalf("list offsets: %v %v", err, ends.Error())
@@ -84,7 +92,7 @@ func readAll(t *testing.T, ctx context.Context, n *node, topic string, committed
 	// Control records are kept so that the position passes the markers
 	// (an aborted transaction's last offset is its marker); they are not
 	// part of the answer.
-	cl := n.Client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	cl := newClient(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords(), kgo.FetchMaxWait(200*time.Millisecond))
 	defer cl.Close()
 	pos := map[int32]int64{}
