@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"slices"
 	"sort"
@@ -439,18 +440,20 @@ func txnAbort(ctx context.Context, env *cliEnv, args []string) error {
 	startOffset := fs.Int64("start-offset", -1, "the first `OFFSET` of the open transaction (find-hanging's START-OFFSET)")
 	pid := fs.Int64("producer-id", -1, "the producer `ID` (instead of --start-offset)")
 	epoch := fs.Int("producer-epoch", -1, "with --producer-id: the producer's `EPOCH`")
-	coordEpoch := fs.Int("coordinator-epoch", -1, "with --producer-id: the coordinator `EPOCH` of the marker")
+	coordEpoch := fs.Int("coordinator-epoch", -1, "with --producer-id: the coordinator `EPOCH` of the marker (-1: the producer never had one)")
 	if _, err := cf.parse(fs, args, noArgs); err != nil {
 		return err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
 	case *topic == "" || *partition < 0:
 		return usagef("name the partition: --topic T --partition P")
 	case (*startOffset >= 0) == (*pid >= 0):
 		return usagef("give either --start-offset or --producer-id")
-	case *pid >= 0 && (*epoch < 0 || *epoch > 32767 || *coordEpoch < 0):
-		return usagef("--producer-id needs --producer-epoch (0-32767) and --coordinator-epoch")
-	case *startOffset >= 0 && (*epoch >= 0 || *coordEpoch >= 0):
+	case *pid >= 0 && (*epoch < 0 || *epoch > 32767 || !set["coordinator-epoch"] || *coordEpoch < -1):
+		return usagef("--producer-id needs --producer-epoch (0-32767) and --coordinator-epoch (-1 or more, describe-producers' COORDINATOR-EPOCH)")
+	case *startOffset >= 0 && (set["producer-epoch"] || set["coordinator-epoch"]):
 		return usagef("--producer-epoch and --coordinator-epoch go with --producer-id, not --start-offset")
 	}
 	ctx, adm, done, err := cf.adminSession(ctx)

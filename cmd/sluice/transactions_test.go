@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -203,10 +204,26 @@ func TestTransactionsCLI(t *testing.T) {
 	if len(hanging) != 0 {
 		t.Fatalf("find-hanging after the abort: %+v", hanging)
 	}
+	// Another one, aborted by producer id, epoch and coordinator epoch
+	// (kafka-transactions.sh abort's other form), as find-hanging gives them.
+	hang2 := produceHanging(t, c.Client(), "orders", 1, 2, time.Hour) // offsets 6, 7
+	jsonOf(&hanging, "transactions", "find-hanging", "--topic", "orders", "--partition", "1")
+	if len(hanging) != 1 || hanging[0].ProducerID != hang2 || hanging[0].CurrentTxnStartOffset != 6 {
+		t.Fatalf("find-hanging, the second: %+v", hanging)
+	}
+	var aborted abortJSON
+	jsonOf(&aborted, "transactions", "abort", "--topic", "orders", "--partition", "1", "--producer-id", fmt.Sprint(hang2),
+		"--producer-epoch", fmt.Sprint(hanging[0].ProducerEpoch), "--coordinator-epoch", fmt.Sprint(hanging[0].CoordinatorEpoch))
+	if aborted.ProducerID != hang2 || aborted.Leader != 1 {
+		t.Fatalf("abort --producer-id: %+v", aborted)
+	}
+	if got := lso(1); got != 9 {
+		t.Fatalf("LSO of orders-1 after the second abort: %d, want 9", got)
+	}
 	rc := c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"orders": {1: kgo.NewOffset().AtStart()}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	var seen []string
-	for pos := int64(0); pos < 6; {
+	for pos := int64(0); pos < 9; {
 		fs := rc.PollFetches(ctx)
 		if ctx.Err() != nil {
 			t.Fatalf("read_committed read orders-1 to %d: %v", pos, seen)
@@ -260,4 +277,61 @@ func (m *cliMismatch) Error() string { return m.what + ": " + strings.TrimSpace(
 func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestTransactionsCLIAuthorized: with Kafka's authorizer, sluice
+// transactions sees what the principal may see, as kafka-transactions.sh:
+// list leaves out the transactional ids it may not Describe, describe of
+// one fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, describe-producers
+// needs Read on the topic and abort ClusterAction on the cluster.
+func TestTransactionsCLIAuthorized(t *testing.T) {
+	c := testcluster.New(t, testcluster.LogLevel(slog.LevelWarn), testcluster.Settings(
+		"broker.id=1", "offsets.topic.replication.factor=1", "offsets.topic.num.partitions=3",
+		"transaction.state.log.num.partitions=3",
+		"authorizer.class.name=kafka.security.authorizer.AclAuthorizer", "allow.everyone.if.no.acl.found=true"))
+	waitForBroker(t, c.Addr())
+	c.CreateTopic("orders", 2, 1, nil)
+	run := func(wantCode int, args ...string) string {
+		t.Helper()
+		code, out, errOut := runCLI(t, c.Addr(), "", args...)
+		if code != wantCode {
+			t.Fatalf("sluice %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, wantCode, out, errOut)
+		}
+		return out + errOut
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, id := range []string{"visible", "hidden"} {
+		p := c.Client(kgo.TransactionalID(id), kgo.TransactionTimeout(time.Minute))
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte(id)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Someone else's ACLs take the transactional id "hidden", Read on
+	// orders and the cluster away from User:ANONYMOUS (the CLI's
+	// principal on a PLAINTEXT listener); it keeps Describe and Write on
+	// orders. The cluster's ACL goes last: it also takes away Alter.
+	run(0, "acls", "add", "--allow-principal", "User:other", "--operation", "Write", "--transactional-id", "hidden")
+	run(0, "acls", "add", "--allow-principal", "User:ANONYMOUS", "--operation", "Describe", "--operation", "Write", "--topic", "orders")
+	run(0, "acls", "add", "--allow-principal", "User:other", "--operation", "ClusterAction", "--cluster")
+
+	var listed []txnListJSON
+	out := run(0, "transactions", "list", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &listed); err != nil || len(listed) != 1 || listed[0].TransactionalID != "visible" {
+		t.Fatalf("list: %+v %v\n%s", listed, err, out)
+	}
+	if out := run(1, "transactions", "describe", "--transactional-id", "hidden"); !strings.Contains(out, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED") {
+		t.Fatalf("describe hidden:\n%s", out)
+	}
+	run(0, "transactions", "describe", "--transactional-id", "visible")
+	if out := run(1, "transactions", "describe-producers", "--topic", "orders", "--partition", "0"); !strings.Contains(out, "TOPIC_AUTHORIZATION_FAILED") {
+		t.Fatalf("describe-producers without Read on the topic:\n%s", out)
+	}
+	out = run(1, "transactions", "abort", "--topic", "orders", "--partition", "0", "--producer-id", "0", "--producer-epoch", "0", "--coordinator-epoch", "0")
+	if !strings.Contains(out, "CLUSTER_AUTHORIZATION_FAILED") {
+		t.Fatalf("abort without ClusterAction:\n%s", out)
+	}
 }
