@@ -119,7 +119,7 @@ func txnDescribe(ctx context.Context, env *cliEnv, args []string) error {
 	for _, id := range ids {
 		d, ok := described[id]
 		if !ok {
-			return errKafka("transaction "+id, err)
+			return unanswered("transaction "+id, err)
 		}
 		if d.Err != nil {
 			if errors.Is(d.Err, kerr.TransactionalIDNotFound) {
@@ -179,11 +179,11 @@ func describeProducers(ctx context.Context, adm *kadm.Client, set kadm.TopicsSet
 		dt, ok := described[t.Topic]
 		for _, p := range sortedInt32(t.Partitions) {
 			if !ok {
-				return nil, errKafka(fmt.Sprintf("partition %s-%d", t.Topic, p), err)
+				return nil, unanswered(fmt.Sprintf("partition %s-%d", t.Topic, p), err)
 			}
 			dp, ok := dt.Partitions[p]
 			if !ok {
-				return nil, errKafka(fmt.Sprintf("partition %s-%d", t.Topic, p), err)
+				return nil, unanswered(fmt.Sprintf("partition %s-%d", t.Topic, p), err)
 			}
 			if dp.Err != nil {
 				if errors.Is(dp.Err, kerr.UnknownTopicOrPartition) {
@@ -505,6 +505,15 @@ func txnAbort(ctx context.Context, env *cliEnv, args []string) error {
 	fmt.Fprintf(env.stdout, "Aborted the transaction of producer %d (epoch %d) on %s-%d: ABORT marker written by broker %d.\n",
 		a.ProducerID, a.ProducerEpoch, a.Topic, a.Partition, a.Leader)
 	return nil
+}
+
+// unanswered is the error for what a request split over brokers got no
+// answer for: the brokers' errors when there were some.
+func unanswered(what string, err error) error {
+	if err != nil {
+		return errKafka(what, err)
+	}
+	return fmt.Errorf("%s: no broker answered for it", what)
 }
 
 // cliInt64List collects a repeatable integer flag; each use may also be
