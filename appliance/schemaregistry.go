@@ -39,7 +39,6 @@ import (
 // SchemaRegistryLeaderPath is the registry's election znode.
 const SchemaRegistryLeaderPath = "/schema_registry_leader"
 
-
 type schemaRegistryComponent struct {
 	a   *App
 	log *schemareg.KafkaLog

@@ -80,7 +80,12 @@ func (p *Partition) AppendAsCoordinator(records []byte) (storage.AppendInfo, err
 	if err != nil {
 		return info, err
 	}
-	p.maybeAdvanceHighWatermark()
+	// As appendRecords: followers' parked fetches wait for the append.
+	what := WakeOnAppend
+	if p.advanceHighWatermark() {
+		what |= WakeOnHighWatermark
+	}
+	p.notify(what)
 	return info, nil
 }
 

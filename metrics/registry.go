@@ -53,6 +53,7 @@ type Registry struct {
 	schemas  *SchemaRegistry
 	authn    *authnMetrics          // authentication counters (auth.go). Lock mu.
 	throttle *prometheus.CounterVec // client throttle time (quota.go). Lock mu.
+	txns     *txnCollector          // transaction coordinator metrics (txn.go). Lock mu.
 
 	// authorization denials (auth.go). Lock mu.
 	authz *prometheus.CounterVec

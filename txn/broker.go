@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -212,7 +213,7 @@ func Attach(b *broker.Broker, c *Coordinator) (detach func()) {
 // ForBroker is a coordinator attached to a broker.
 type ForBroker struct {
 	*Coordinator
-	detach func()
+	detach, unregister func()
 }
 
 // NewForBroker builds the transaction coordinator of b.
@@ -225,11 +226,25 @@ func NewForBroker(b *broker.Broker, cfg Config, spec broker.TxnStateTopicSpec, l
 	if err != nil {
 		return nil, err
 	}
-	return &ForBroker{Coordinator: c, detach: Attach(b, c)}, nil
+	unregister := b.Metrics().Transactions(b.Config().BrokerID, c.metricStats)
+	return &ForBroker{Coordinator: c, detach: Attach(b, c), unregister: unregister}, nil
 }
 
-// Close detaches from the broker and closes the coordinator.
+// Close detaches from the broker, unregisters the metrics and closes the
+// coordinator.
 func (f *ForBroker) Close() error {
 	f.detach()
+	f.unregister()
 	return f.Coordinator.Close()
+}
+
+// metricStats is Stats as package metrics reports it: the oldest open
+// transaction's age in seconds (0 when none) by the coordinator's clock.
+func (c *Coordinator) metricStats() metrics.TransactionStats {
+	s := c.Stats()
+	m := metrics.TransactionStats{Open: s.Open, Committed: s.Commits, Aborted: s.Aborts, TimedOut: s.TimedOut}
+	if s.OldestOpenMs >= 0 {
+		m.OldestOpenSeconds = max(0, float64(c.nowMs()-s.OldestOpenMs)/1000)
+	}
+	return m
 }

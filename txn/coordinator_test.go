@@ -415,3 +415,42 @@ func TestListTransactions(t *testing.T) {
 		t.Fatalf("list all: %+v", resp)
 	}
 }
+
+// The metrics' view of the coordinator: the oldest open transaction's age
+// by the coordinator's clock (0 when none is open), and the completed
+// commits and aborts.
+func TestMetricStats(t *testing.T) {
+	f := newFake()
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	c := newCoord(t, f, clock)
+	if s := c.metricStats(); s.Open != 0 || s.OldestOpenSeconds != 0 {
+		t.Fatalf("no transaction: %+v", s)
+	}
+	tp := []TopicPartition{{Topic: "t", Partition: 0}}
+	a, ae, _ := c.InitProducerID(ctx, "a", 60000, -1, -1)
+	c.AddPartitions(ctx, "a", a, ae, tp)
+	advance(30 * time.Second)
+	b, be, _ := c.InitProducerID(ctx, "b", 60000, -1, -1)
+	c.AddPartitions(ctx, "b", b, be, tp)
+	advance(60 * time.Second)
+	if s := c.metricStats(); s.Open != 2 || s.OldestOpenSeconds != 90 {
+		t.Fatalf("two open, the older for 90 s: %+v", s)
+	}
+	if code := c.EndTxn(ctx, "a", a, ae, true); code != 0 {
+		t.Fatal(code)
+	}
+	waitState(t, c, "a", CompleteCommit)
+	if s := c.metricStats(); s.Open != 1 || s.OldestOpenSeconds != 60 || s.Committed != 1 {
+		t.Fatalf("a committed: %+v", s)
+	}
+	c.AbortTimedOut() // b's 60 s are not past yet
+	advance(time.Second)
+	c.AbortTimedOut()
+	waitState(t, c, "b", CompleteAbort)
+	if s := c.metricStats(); s.Open != 0 || s.OldestOpenSeconds != 0 || s.Committed != 1 || s.Aborted != 1 || s.TimedOut != 1 {
+		t.Fatalf("b timed out: %+v", s)
+	}
+}

@@ -6,7 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/zktest"
 )
 
 // Transactions against idempotence, and read_committed against
@@ -114,4 +118,53 @@ func BenchmarkTxnFetch(b *testing.B) {
 			reportRate(b)
 		})
 	}
+}
+
+// BenchmarkCoordinatorWritesRF3: on three brokers on ZooKeeper, with
+// __consumer_offsets, __transaction_state and the topic replicated on all
+// three, one OffsetCommit, and one transaction of one record (InitProducerId
+// once; AddPartitionsToTxn, produce, EndTxn and the marker each time), one
+// after another: every one is an acks=all write of a coordinator.
+//
+//	go test ./internal/e2e -run '^$' -bench CoordinatorWritesRF3 -benchtime 50x
+func BenchmarkCoordinatorWritesRF3(b *testing.B) {
+	zk := zktest.Start(b, zktest.Options{})
+	c := testcluster.New(b, testcluster.Brokers(3), testcluster.ZooKeeper(zk.Addr()),
+		testcluster.Settings(append([]string{"offsets.topic.replication.factor=3", "transaction.state.log.replication.factor=3"}, txnSettings...)...))
+	c.CreateTopic("lat", 1, 3, nil)
+	ctx := ctxFor(b, 10*time.Minute)
+	b.Run("offset-commit", func(b *testing.B) {
+		adm := kadm.NewClient(c.Client())
+		commit := func(at int64) {
+			var o kadm.Offsets
+			o.Add(kadm.Offset{Topic: "lat", Partition: 0, At: at})
+			if _, err := adm.CommitOffsets(ctx, "lat-group", o); err != nil {
+				b.Fatal(err)
+			}
+		}
+		commit(0) // the coordinator loads
+		b.ResetTimer()
+		for i := range b.N {
+			commit(int64(i))
+		}
+	})
+	b.Run("transaction-of-one-record", func(b *testing.B) {
+		p := c.Client(kgo.TransactionalID("lat"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		txn := func() {
+			if err := p.BeginTransaction(); err != nil {
+				b.Fatal(err)
+			}
+			if err := p.ProduceSync(ctx, &kgo.Record{Topic: "lat", Value: []byte("v")}).FirstErr(); err != nil {
+				b.Fatal(err)
+			}
+			if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				b.Fatal(err)
+			}
+		}
+		txn() // InitProducerId
+		b.ResetTimer()
+		for range b.N {
+			txn()
+		}
+	})
 }

@@ -8,17 +8,22 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-io/sluice/internal/testcluster"
 	"github.com/sluice-io/sluice/internal/testutil"
+	"github.com/sluice-io/sluice/internal/zktest"
 )
 
 // etlWorkerEnv makes the test binary a consume-transform-produce worker
-// (TestTxnETLWorker) instead of running tests: its value is the broker.
+// (TestTxnETLWorker) instead of running tests: its value is the brokers
+// (host:port[,host:port...]).
 const etlWorkerEnv = "SLUICE_TXN_ETL_WORKER"
 
 // TestTxnETLWorker is the worker process of TestTxnETLWithCrashes: a franz-go
@@ -30,7 +35,7 @@ func TestTxnETLWorker(t *testing.T) {
 		t.Skip("the worker process of TestTxnETLWithCrashes")
 	}
 	sess, err := kgo.NewGroupTransactSession(
-		kgo.SeedBrokers(addr),
+		kgo.SeedBrokers(strings.Split(addr, ",")...),
 		kgo.TransactionalID("etl-worker"),
 		kgo.TransactionTimeout(30*time.Second),
 		kgo.ConsumerGroup("etl"),
@@ -73,16 +78,65 @@ func TestTxnETLWorker(t *testing.T) {
 func TestTxnETLWithCrashes(t *testing.T) {
 	testutil.Heavy(t, "worker processes killed and restarted, session timeouts")
 	n := startNode(t, txnSettings...)
+	testETLWithCrashes(t, n.Addr(), 1, n.Client, nil)
+}
+
+// The same on three brokers on ZooKeeper (every topic replicated on all
+// three), where the broker coordinating the worker's transactional id is
+// stopped while the second worker runs and started again while the third
+// does.
+func TestTxnETLWithCrashesZooKeeper(t *testing.T) {
+	testutil.Heavy(t, "ZooKeeper, three brokers, worker processes killed and restarted")
+	zk := zktest.Start(t, zktest.Options{})
+	c := testcluster.New(t, testcluster.Brokers(3), testcluster.ZooKeeper(zk.Addr()),
+		testcluster.Settings(append([]string{
+			"transaction.state.log.replication.factor=3", "transaction.state.log.min.isr=2",
+			"offsets.topic.replication.factor=3", "min.insync.replicas=2",
+		}, txnSettings...)...))
+	var stopped *testcluster.Node
+	var stoppedID int32
+	testETLWithCrashes(t, strings.Join(c.Addrs(), ","), 3, c.Client, func(ctx context.Context, kill int) {
+		switch kill {
+		case 1:
+			fc := kadm.NewClient(c.Client()).FindTxnCoordinators(ctx, "etl-worker")
+			co, ok := fc["etl-worker"]
+			if !ok || co.Err != nil {
+				t.Fatalf("the worker's coordinator: %+v", fc)
+			}
+			for _, n := range c.Nodes() {
+				if n.ID() == co.NodeID {
+					stopped = n
+				}
+			}
+			if stopped == nil {
+				t.Fatalf("coordinator %d is not a broker of the cluster", co.NodeID)
+			}
+			t.Logf("stopping the worker's transaction coordinator, broker %d", co.NodeID)
+			stoppedID = co.NodeID
+			stopped.Stop()
+		case 2:
+			t.Logf("starting broker %d again", stoppedID)
+			stopped.Start()
+		}
+	})
+}
+
+// testETLWithCrashes runs the consume-transform-produce worker against the
+// brokers at addrs (topics with replication factor rf), kills it three
+// times mid-stream and lets a fourth finish, then checks the output.
+// midRun, when set, runs while the worker of each kill (0, 1, 2) is
+// producing, before it is killed.
+func testETLWithCrashes(t *testing.T, addrs string, rf int16, newClient func(...kgo.Opt) *kgo.Client, midRun func(ctx context.Context, kill int)) {
 	ctx := ctxFor(t, 4*time.Minute)
-	adm := n.Admin()
-	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "etl-in"); err != nil {
+	adm := kadm.NewClient(newClient())
+	if _, err := adm.CreateTopic(ctx, 3, rf, nil, "etl-in"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "etl-out"); err != nil {
+	if _, err := adm.CreateTopic(ctx, 3, rf, nil, "etl-out"); err != nil {
 		t.Fatal(err)
 	}
 	const total = 3000
-	in := n.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	in := newClient(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
 	var rs []*kgo.Record
 	for i := range total {
 		rs = append(rs, &kgo.Record{Topic: "etl-in", Partition: int32(i % 3), Value: []byte(strconv.Itoa(i))})
@@ -93,7 +147,7 @@ func TestTxnETLWithCrashes(t *testing.T) {
 
 	start := func() *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestTxnETLWorker$", "-test.v")
-		cmd.Env = append(os.Environ(), etlWorkerEnv+"="+n.Addr())
+		cmd.Env = append(os.Environ(), etlWorkerEnv+"="+addrs)
 		out := &testutil.LockedBuffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
@@ -128,6 +182,18 @@ func TestTxnETLWithCrashes(t *testing.T) {
 			}
 			return nil
 		})
+		if midRun != nil {
+			midRun(ctx, kill)
+			adm = kadm.NewClient(newClient())
+			// The worker goes on past what it had written.
+			grown := committedOut()
+			testutil.CheckFor(t, 90*time.Second, 5*time.Millisecond, func() error {
+				if c := committedOut(); c <= grown+100 {
+					return fmt.Errorf("kill %d: output at %d (markers included), waiting past %d", kill, c, grown+100)
+				}
+				return nil
+			})
+		}
 		if err := w.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -163,7 +229,7 @@ func TestTxnETLWithCrashes(t *testing.T) {
 		}
 		return nil
 	})
-	got := readAllRecords(t, ctx, n, "etl-out")
+	got := readAllRecordsWith(t, ctx, newClient, "etl-out")
 	seen := map[string]bool{}
 	next := map[int32]int{0: 0, 1: 1, 2: 2}
 	for _, r := range got {
@@ -186,11 +252,17 @@ func TestTxnETLWithCrashes(t *testing.T) {
 // readAllRecords is readAll (read_committed) returning the records.
 func readAllRecords(t *testing.T, ctx context.Context, n *node, topic string) []*kgo.Record {
 	t.Helper()
-	ends, err := n.Admin().ListCommittedOffsets(ctx, topic)
+	return readAllRecordsWith(t, ctx, n.Client, topic)
+}
+
+// readAllRecordsWith is readAllRecords with the clients newClient makes.
+func readAllRecordsWith(t *testing.T, ctx context.Context, newClient func(...kgo.Opt) *kgo.Client, topic string) []*kgo.Record {
+	t.Helper()
+	ends, err := kadm.NewClient(newClient()).ListCommittedOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := n.Client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	cl := newClient(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.FetchMaxWait(200*time.Millisecond))
 	defer cl.Close()
 	pos := map[int32]int64{}

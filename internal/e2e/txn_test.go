@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -49,11 +51,18 @@ func produceTxn(t *testing.T, ctx context.Context, cl *kgo.Client, topic, prefix
 // the end offsets that ListOffsets gives for the isolation level.
 func readAll(t *testing.T, ctx context.Context, n *node, topic string, committed bool) []string {
 	t.Helper()
+	return readAllWith(t, ctx, n.Client, topic, committed)
+}
+
+// readAllWith is readAll with the clients newClient makes (seeded with the
+// broker to read from).
+func readAllWith(t *testing.T, ctx context.Context, newClient func(...kgo.Opt) *kgo.Client, topic string, committed bool) []string {
+	t.Helper()
 	iso := kgo.ReadUncommitted()
 	if committed {
 		iso = kgo.ReadCommitted()
 	}
-	adm := n.Admin()
+	adm := kadm.NewClient(newClient())
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil || ends.Error() != nil {
 		t.Fatalf("list offsets: %v %v", err, ends.Error())
@@ -83,7 +92,7 @@ func readAll(t *testing.T, ctx context.Context, n *node, topic string, committed
 	// Control records are kept so that the position passes the markers
 	// (an aborted transaction's last offset is its marker); they are not
 	// part of the answer.
-	cl := n.Client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	cl := newClient(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords(), kgo.FetchMaxWait(200*time.Millisecond))
 	defer cl.Close()
 	pos := map[int32]int64{}
@@ -206,9 +215,25 @@ func TestTxnReadCommittedHeldAtLSO(t *testing.T) {
 	if len(got) != 1 || got[0] != "before" {
 		t.Fatalf("read_committed behind an open transaction saw %q, want [before]", got)
 	}
+	// The coordinator's metrics show the open transaction's age.
+	if age := txnMetric(t, n, "sluice_broker_transaction_oldest_open_seconds"); age < 1 {
+		t.Fatalf("oldest open transaction %v s old after a second's poll", age)
+	}
+	if open := txnMetric(t, n, "sluice_broker_transactions_open"); open != 1 {
+		t.Fatalf("%v transactions open", open)
+	}
 	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if c := txnMetric(t, n, "sluice_broker_transactions_committed_total"); c != 1 {
+			return fmt.Errorf("%v transactions committed", c)
+		}
+		if age := txnMetric(t, n, "sluice_broker_transaction_oldest_open_seconds"); age != 0 {
+			return fmt.Errorf("oldest open transaction %v s old after the commit", age)
+		}
+		return nil
+	})
 	testutil.CheckFor(t, 20*time.Second, 10*time.Millisecond, func() error {
 		pollFor(200 * time.Millisecond)
 		if len(got) != 5 {
@@ -291,4 +316,37 @@ func TestTxnTimeoutAborts(t *testing.T) {
 	if err := p.EndTransaction(ctx, kgo.TryCommit); err == nil {
 		t.Fatal("committing a transaction aborted by its timeout succeeded")
 	}
+	// The abort is counted once CompleteAbort is stored.
+	testutil.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		for name, want := range map[string]float64{
+			"sluice_broker_transactions_timed_out_total":    1,
+			"sluice_broker_transactions_aborted_total":      1,
+			"sluice_broker_transactions_committed_total":    0,
+			"sluice_broker_transaction_oldest_open_seconds": 0,
+		} {
+			if got := txnMetric(t, n, name); got != want {
+				return fmt.Errorf("%s = %v, want %v", name, got, want)
+			}
+		}
+		return nil
+	})
+}
+
+// txnMetric is the value of a transaction coordinator metric of node n
+// (label broker = its id), read as a scrape would.
+func txnMetric(t *testing.T, n *node, name string) float64 {
+	t.Helper()
+	fams, err := n.App().Metrics().Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*dto.MetricFamily{}
+	for _, f := range fams {
+		byName[f.GetName()] = f
+	}
+	v, ok := testutil.MetricSum(byName, name, map[string]string{"broker": fmt.Sprint(n.ID())})
+	if !ok {
+		t.Fatalf("no series %s{broker=%d}", name, n.ID())
+	}
+	return v
 }
