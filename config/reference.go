@@ -98,7 +98,9 @@ func WriteReference(w io.Writer) error {
 		p("| `%s` | %s | %s | %s | `%s` | %s |\n", k.Name, k.Type, mdDefault(k.Default), cell(k.ValidValues()), k.BrokerKey, cell(k.Doc))
 	}
 	p("\n### Kafka's topic configs without effect\n\n")
-	p("Kafka %s has these topic configs and Sluice does not act on them. They are accepted (their\n", kafkaVersion)
+	p("Kafka %s has these topic configs and Sluice does not act on them (but for the two\n", kafkaVersion)
+	p("`*.replication.throttled.replicas` lists, which replication throttles honour: see\n")
+	p("[docs/operations.md](operations.md#throttled-moves)). They are accepted (their\n")
 	p("type and range checked as Kafka checks them), kept with the topic and reported by\n")
 	p("DescribeConfigs, so that topic specs written for Kafka (MirrorMaker 2, Terraform, Strimzi)\n")
 	p("apply cleanly. The broker key is Kafka's; set in the file, it is accepted and ignored like\n")

@@ -52,6 +52,9 @@ type Registry struct {
 	alerting *Alerting
 	schemas  *SchemaRegistry
 	authn    *authnMetrics // authentication counters (auth.go). Lock mu.
+
+	// Replication throttles (replication.go). Lock mu.
+	repl *replicationMetrics
 }
 
 // New returns a registry holding the Go runtime, process and build-info
