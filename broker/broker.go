@@ -588,6 +588,7 @@ func (b *Broker) publish(ctx context.Context) error {
 		return err
 	}
 	b.image.Store(img)
+	b.applyThrottles(img)
 	b.publishMu.Unlock()
 	b.wakeImageWaiters()
 	b.wakeApply()
