@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/config"
 	"github.com/sluice-io/sluice/storage"
 )
@@ -104,5 +106,94 @@ func TestThrottledOf(t *testing.T) {
 	}
 	if m := throttledOf(map[string]*TopicImage{"c": topics["c"]}, 1); m != nil {
 		t.Errorf("no lists: %v, want nil", m)
+	}
+}
+
+// TestLeaderThrottle: with leader.replication.throttled.rate set (a
+// dynamic broker config) and its quota exceeded, the leader answers a
+// follower outside the ISR with no records for a partition its
+// leader.replication.throttled.replicas names, while it serves the same
+// follower an unthrottled partition, a follower in the ISR, and consumers;
+// the bytes it serves for throttled partitions count against the quota.
+func TestLeaderThrottle(t *testing.T) {
+	ctx := context.Background()
+	b, co := startBroker(t, Config{Static: config.Default()}, true)
+	throttled := map[string]string{config.LeaderThrottledReplicas: "0:1"}
+	for _, tc := range []struct {
+		name string
+		cfg  map[string]string
+		isr  []int32
+	}{{"slow", throttled, []int32{1}}, {"free", nil, []int32{1}}, {"synced", throttled, []int32{1, 2}}} {
+		if err := co.CreateTopic(ctx, cluster.Topic{Name: tc.name, ID: cluster.NewUUID(), Replicas: [][]int32{{1, 2}}}, tc.cfg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := co.CreatePartitionState(ctx, tc.name, 0, cluster.PartitionState{Leader: 1, LeaderEpoch: 1, ISR: tc.isr}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := co.SetBrokerConfig(ctx, "1", map[string]string{config.LeaderThrottledRate: "1000"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.leaderQuota.bound.Load(); got != 1000 {
+		t.Fatalf("leader quota bound %d, want 1000", got)
+	}
+	if b.followerQuota.active() {
+		t.Fatal("the follower quota is set without its rate")
+	}
+	batch := batchOf(t, 3)
+	for _, topic := range []string{"slow", "free", "synced"} {
+		p, err := b.LeaderPartition(topic, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.AppendRecords(batch, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fetch := func(replica int32, topic string) FetchPartition {
+		req := &FetchRequest{ReplicaID: replica, MaxBytes: 1 << 20,
+			Partitions: []FetchPartition{{Topic: topic, FetchOffset: 0, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LastFetchedEpoch: -1}}}
+		b.Fetch(ctx, req, nil)
+		t.Cleanup(req.Release)
+		fp := req.Partitions[0]
+		if fp.Err != nil {
+			t.Fatalf("fetch of %s by %d: %v", topic, replica, fp.Err)
+		}
+		return fp
+	}
+	// Under the quota: served, and counted.
+	if fp := fetch(2, "slow"); fp.Records.Len() != int64(len(batch)) {
+		t.Fatalf("under the quota: %d bytes, want %d", fp.Records.Len(), len(batch))
+	}
+	b.leaderQuota.record(b.now(), 1<<20) // far over 1000 B/s
+	if !b.leaderQuota.exceeded(b.now()) {
+		t.Fatal("the quota is not exceeded")
+	}
+	if fp := fetch(2, "slow"); fp.Records.Len() != 0 || fp.HighWatermark < 0 {
+		t.Errorf("over the quota, throttled, follower outside the ISR: %d bytes (high watermark %d), want none", fp.Records.Len(), fp.HighWatermark)
+	}
+	for _, c := range []struct {
+		replica int32
+		topic   string
+	}{{2, "free"}, {2, "synced"}, {-1, "slow"}} {
+		if fp := fetch(c.replica, c.topic); fp.Records.Len() != int64(len(batch)) {
+			t.Errorf("over the quota, %s fetched by %d: %d bytes, want %d", c.topic, c.replica, fp.Records.Len(), len(batch))
+		}
+	}
+	// The rate removed: nothing is held back.
+	if err := co.SetBrokerConfig(ctx, "1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b.leaderQuota.active() {
+		t.Fatal("the leader quota stays after its rate was removed")
+	}
+	if fp := fetch(2, "slow"); fp.Records.Len() != int64(len(batch)) {
+		t.Errorf("without a rate: %d bytes, want %d", fp.Records.Len(), len(batch))
 	}
 }
