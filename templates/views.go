@@ -386,3 +386,9 @@ type ConsoleStatusView struct {
 	LockFrom     string                    // where the write lock is kept
 	Tables       []string                  // the replicated tables
 }
+
+// BrokerView is the broker page: one broker's configs, log dirs and
+// partitions.
+type BrokerView struct {
+	Detail *kafkaview.BrokerDetail
+}
