@@ -181,6 +181,32 @@ func TestThrottledDrain(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The follower's throttle alone (no leader rate, no leader list), set
+	// with Kafka's configs: broker 2 copying slow back is held to its rate.
+	alters := []kadm.AlterConfig{{Op: kadm.SetConfig, Name: config.FollowerThrottledRate, Value: ptr("1048576")}}
+	if _, err := adm.AlterBrokerConfigs(ctx, alters, drained); err != nil {
+		t.Fatal(err)
+	}
+	alters = []kadm.AlterConfig{{Op: kadm.SetConfig, Name: config.FollowerThrottledReplicas, Value: ptr(fmt.Sprintf("0:%d", drained))}}
+	if _, err := adm.AlterTopicConfigs(ctx, alters, "slow"); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	code, out, stderr = runCLI(t, addrs, "", "reassign", "execute", "--topic", "slow", "--partition", "0",
+		"--replicas", fmt.Sprintf("%d,%d,%d", leader, target, drained), "--wait", "--timeout", "1m")
+	took := time.Since(start)
+	if code != 0 {
+		t.Fatalf("reassign slow onto %d: exit %d\n%s%s", drained, code, out, stderr)
+	}
+	rate = float64(slowBytes) / took.Seconds()
+	t.Logf("follower throttle alone: %d B in %v = %.0f B/s", slowBytes, took.Round(time.Millisecond), rate)
+	if rate < 0.8*(1<<20) || rate > 1.2*(1<<20) {
+		t.Errorf("with the follower's throttle alone, the move ran at %.0f B/s, want 1 MiB/s ±20%%", rate)
+	}
+	if v := counterOf(t, c.Node(leader-1), "sluice_broker_replication_throttled_bytes_total", "leader"); v < slowBytes {
+		t.Errorf("the leader counted %v throttled bytes served during the drain, want at least %d", v, slowBytes)
+	}
 }
 
 // createAssigned creates a one-partition topic on the given replicas.
