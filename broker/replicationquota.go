@@ -253,8 +253,10 @@ func (p *Partition) inISR(replica int32) bool {
 // reassignmentBytesRemaining estimates the bytes the replicas being added
 // to this broker still have to copy: for each, the offsets between its log
 // end and the leader's high watermark (as the last fetch answered) times
-// the bytes per offset of its log so far. A replica not fetched yet counts
-// nothing.
+// the bytes per offset of its log so far. A replica that has nothing yet
+// counts a byte per offset behind, and one that has not heard from its
+// leader yet a single byte: not done, so that a move stuck before its first
+// fetch shows as bytes left without progress.
 func (b *Broker) reassignmentBytesRemaining() int64 {
 	img := b.Image()
 	self := b.cfg.BrokerID
@@ -270,11 +272,16 @@ func (b *Broker) reassignmentBytesRemaining() int64 {
 			}
 			hw := p.leaderHW.Load()
 			leo, start := p.log.LogEndOffset(), p.log.LogStartOffset()
-			if hw <= leo || leo <= start {
-				continue
+			switch {
+			case hw < 0:
+				total++
+			case hw <= leo:
+			case leo <= start:
+				total += float64(hw - leo)
+			default:
+				perOffset := float64(p.log.Size()) / float64(leo-start)
+				total += float64(hw-leo) * perOffset
 			}
-			perOffset := float64(p.log.Size()) / float64(leo-start)
-			total += float64(hw-leo) * perOffset
 		}
 	}
 	return int64(math.Round(total))

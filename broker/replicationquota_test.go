@@ -197,3 +197,49 @@ func TestLeaderThrottle(t *testing.T) {
 		t.Errorf("without a rate: %d bytes, want %d", fp.Records.Len(), len(batch))
 	}
 }
+
+// TestReassignmentBytesRemaining: a replica being added here counts as not
+// done before its leader answers, then the offsets behind the leader's high
+// watermark, in bytes once it holds some; a caught-up one counts nothing.
+func TestReassignmentBytesRemaining(t *testing.T) {
+	ctx := context.Background()
+	b, co := startBroker(t, Config{}, true)
+	if b.reassignmentBytesRemaining() != 0 {
+		t.Fatal("bytes remaining without a reassignment")
+	}
+	err := co.CreateTopic(ctx, cluster.Topic{Name: "m", ID: cluster.NewUUID(), Replicas: [][]int32{{2, 1}},
+		Adding: map[int32][]int32{0: {1}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := co.CreatePartitionState(ctx, "m", 0, cluster.PartitionState{Leader: 2, LeaderEpoch: 1, ISR: []int32{2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.Partition("m", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.reassignmentBytesRemaining(); got != 1 {
+		t.Errorf("before the leader answered: %d, want 1", got)
+	}
+	p.leaderHW.Store(10)
+	if got := b.reassignmentBytesRemaining(); got != 10 {
+		t.Errorf("nothing copied, 10 offsets behind: %d, want 10", got)
+	}
+	batch := batchOf(t, 3)
+	if err := p.appendAsFollower(1, batch, 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	p.leaderHW.Store(9)
+	want := 6 * p.log.Size() / 3
+	if got := b.reassignmentBytesRemaining(); got != want {
+		t.Errorf("3 of 9 offsets copied (%d B): %d, want %d", p.log.Size(), got, want)
+	}
+	p.leaderHW.Store(3)
+	if got := b.reassignmentBytesRemaining(); got != 0 {
+		t.Errorf("caught up: %d, want 0", got)
+	}
+}

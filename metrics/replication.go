@@ -32,7 +32,7 @@ func (r *Registry) replicationFamilies() *replicationMetrics {
 				[]string{"broker", "side"}),
 			remaining: &remainingCollector{
 				desc: prometheus.NewDesc(namespace+"_broker_reassignment_bytes_remaining",
-					"Bytes the replicas being added to this broker by reassignments still have to copy from their leaders (an estimate: the offsets behind the leader's high watermark times the bytes per offset copied so far); 0 when none is added.",
+					"Bytes the replicas being added to this broker by reassignments still have to copy from their leaders (an estimate: the offsets behind the leader's high watermark times the bytes per offset copied so far; a byte per offset before the first bytes, 1 before the first answer of the leader); 0 when none is added.",
 					[]string{"broker"}, nil),
 				fns: map[*remainingSource]struct{}{},
 			},
