@@ -207,6 +207,59 @@ func TestThrottledDrain(t *testing.T) {
 	if v := counterOf(t, c.Node(leader-1), "sluice_broker_replication_throttled_bytes_total", "leader"); v < slowBytes {
 		t.Errorf("the leader counted %v throttled bytes served during the drain, want at least %d", v, slowBytes)
 	}
+
+	// Without --wait the throttle stays until `reassign verify` finds the
+	// moves done; then it goes, from the topics and from every broker.
+	code, out, stderr = runCLI(t, addrs, "", "reassign", "execute", "--topic", "fast", "--partition", "0",
+		"--replicas", fmt.Sprintf("%d,%d", target, drained), "--throttle", "1048576")
+	if code != 0 || !strings.Contains(out, "sluice reassign verify --topics fast") {
+		t.Fatalf("reassign fast --throttle: exit %d\n%s%s", code, out, stderr)
+	}
+	if got := topicConfig(ctx, t, adm, "fast", config.FollowerThrottledReplicas); got != fmt.Sprintf("0:%d", drained) {
+		t.Errorf("fast's follower list while it moves: %q", got)
+	}
+	// (broker 2's quota is still full of slow's bytes: fast waits for it)
+	testutil.CheckFor(t, time.Minute, 250*time.Millisecond, func() error {
+		code, out, stderr := runCLI(t, addrs, "", "reassign", "verify", "--topics", "fast")
+		if code != 0 {
+			return fmt.Errorf("verify: exit %d\n%s%s", code, out, stderr)
+		}
+		if !strings.Contains(out, "throttle: removed from the topics fast and the brokers 1,2,3") {
+			return fmt.Errorf("verify:\n%s", out)
+		}
+		return nil
+	})
+	for _, k := range []string{config.LeaderThrottledReplicas, config.FollowerThrottledReplicas} {
+		if got := topicConfig(ctx, t, adm, "fast", k); got != "" {
+			t.Errorf("fast keeps %s=%q after verify", k, got)
+		}
+	}
+	bc, err = adm.DescribeBrokerConfigs(ctx, drained)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range bc[0].Configs {
+		if cfg.Key == config.FollowerThrottledRate && cfg.Source != kmsg.ConfigSourceDefaultConfig {
+			t.Errorf("broker %d keeps %s=%v after verify", drained, cfg.Key, cfg.MaybeValue())
+		}
+	}
+}
+
+// topicConfig is a topic's own value of a config ("" when not set on it).
+func topicConfig(ctx context.Context, t *testing.T, adm *kadm.Client, topic, key string) string {
+	t.Helper()
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rc := range rcs {
+		for _, cfg := range rc.Configs {
+			if cfg.Key == key && cfg.Source == kmsg.ConfigSourceDynamicTopicConfig {
+				return cfg.MaybeValue()
+			}
+		}
+	}
+	return ""
 }
 
 // createAssigned creates a one-partition topic on the given replicas.
