@@ -63,7 +63,9 @@ func TestThrottleFlag(t *testing.T) {
 // until those windows age out), reports the bytes left on the broker
 // receiving it, leaves a partition moved at the same time on the same
 // brokers without a throttle unaffected, and removes every throttle config
-// once done.
+// once done. Then the follower's throttle alone holds a move to the rate,
+// and `reassign verify` removes the throttle of a move started without
+// --wait once it completed.
 func TestThrottledDrain(t *testing.T) {
 	testutil.Heavy(t, "ZooKeeper and three brokers, 15 s of throttled copying")
 	zk := zktest.Start(t, zktest.Options{})
