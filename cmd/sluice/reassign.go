@@ -177,8 +177,10 @@ func submitPlan(ctx context.Context, env *cliEnv, cf *clientFlags, plan reassign
 		if err != nil {
 			return err
 		}
-		if err := setThrottles(actx, env, adm, planThrottles(plan, cur), throttle); err != nil {
-			return err
+		if th := planThrottles(plan, cur); len(th.brokers) > 0 {
+			if err := setThrottles(actx, env, adm, th, throttle); err != nil {
+				return err
+			}
 		}
 	}
 	req := kadm.AlterPartitionAssignmentsReq{}
