@@ -157,6 +157,9 @@ type Image struct {
 	// Config.TopicDefaults).
 	Dynamic       config.Dynamic
 	topicDefaults map[string]TopicDefault
+	// throttled are the partitions whose replica on this broker the
+	// topics' throttled-replica lists name (nil: none).
+	throttled map[storage.TopicPartition]throttleSide
 }
 
 // TopicImage is one topic in an Image.
@@ -275,6 +278,11 @@ type Broker struct {
 	purgatory     [numDelayedOps]atomic.Int64 // requests parked now, by kind
 	removeCollect func()                      // unregisters the scrape-time callback
 
+	// Replication throttles (replicationquota.go): the leader's and the
+	// follower's quota; removeRepl unregisters the reassignment gauge.
+	leaderQuota, followerQuota *replicationQuota
+	removeRepl                 func()
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed atomic.Bool
@@ -355,6 +363,9 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.cfg.Metrics = reg
 	b.mx = reg.Broker(cfg.BrokerID)
+	var rmx *metrics.Replication
+	rmx, b.removeRepl = reg.Replication(cfg.BrokerID, b.reassignmentBytesRemaining)
+	b.leaderQuota, b.followerQuota = newReplicationQuotas(rmx)
 	b.fetchers = newReplicaFetchers(b)
 	b.isr = newISRManager(b, cfg.ReplicaLagTimeMax)
 	return b, nil
@@ -481,6 +492,7 @@ func (b *Broker) Close() error {
 	if b.removeCollect != nil {
 		b.removeCollect()
 	}
+	b.removeRepl()
 	b.wg.Wait()
 	b.StopReplication()
 	b.mu.RLock()
@@ -553,6 +565,7 @@ func (b *Broker) refresh(ctx context.Context) error {
 		return err
 	}
 	b.image.Store(img)
+	b.applyThrottles(img)
 	b.publishMu.Unlock()
 	b.wakeImageWaiters()
 	b.applyLocal(img)
@@ -578,6 +591,7 @@ func (b *Broker) publish(ctx context.Context) error {
 		return err
 	}
 	b.image.Store(img)
+	b.applyThrottles(img)
 	b.publishMu.Unlock()
 	b.wakeImageWaiters()
 	b.wakeApply()
@@ -660,6 +674,7 @@ func (b *Broker) readImage(ctx context.Context) (*Image, error) {
 	if err := b.readDynamic(ctx, img, b.image.Load()); err != nil {
 		return nil, err
 	}
+	img.throttled = throttledOf(img.Topics, b.cfg.BrokerID)
 	return img, nil
 }
 

@@ -104,6 +104,9 @@ type FetchPartition struct {
 
 	p       *Partition // the partition read last (nil: an error before it)
 	watched *Partition // the partition a parked fetch watches (the first read's)
+	// throttled: a follower's fetch of a replica the leader's throttle
+	// covers (its bytes count against leader.replication.throttled.rate).
+	throttled bool
 }
 
 // reset clears the partition's outcome before a read.
@@ -114,6 +117,7 @@ func (fp *FetchPartition) reset() {
 	fp.AbortedTxns = nil
 	fp.DivergingEpoch, fp.DivergingEndOffset = -1, -1
 	fp.LeaderID, fp.LeaderEpoch = -1, -1
+	fp.throttled = false
 }
 
 // Fail sets the partition's outcome to err, with no offsets and no
@@ -273,6 +277,7 @@ func (b *Broker) Fetch(ctx context.Context, req *FetchRequest, waiting WaitHook)
 type fetchRead struct {
 	b        *Broker
 	req      *FetchRequest
+	img      *Image
 	maxBytes int32 // max_bytes bounded by fetch.max.bytes
 	bytes    int64 // record bytes read
 	hadError bool
@@ -287,6 +292,7 @@ func (f *fetchRead) read(first bool) {
 	remaining := max(int64(f.maxBytes), 0)
 	minOne := true
 	img := f.b.Image()
+	f.img = img
 	f.bytes, f.hadError, f.full = 0, false, false
 	for i := range req.Partitions {
 		fp := &req.Partitions[i]
@@ -330,6 +336,22 @@ func (f *fetchRead) readPartition(p *Partition, fp *FetchPartition, remaining *i
 		}
 		if epoch >= 0 && (epoch < fp.LastFetchedEpoch || end < fp.FetchOffset) {
 			fp.DivergingEpoch, fp.DivergingEndOffset = epoch, end
+			fp.setOffsets(p)
+			return nil
+		}
+	}
+	if req.ReplicaID >= 0 && f.b.leaderQuota.active() && f.img.isThrottled(p.tp, leaderThrottled) {
+		fp.throttled = true
+		if !p.inISR(req.ReplicaID) && f.b.leaderQuota.exceeded(f.b.now()) {
+			// Held back by the leader's throttle (Kafka's
+			// shouldLeaderThrottle): no records, while the follower's
+			// position still counts.
+			if err := p.CheckLeader(fp.CurrentLeaderEpoch); err != nil {
+				return err
+			}
+			if err := p.UpdateFollower(req.ReplicaID, fp.FetchOffset); err != nil {
+				return err
+			}
 			fp.setOffsets(p)
 			return nil
 		}
@@ -397,6 +419,9 @@ func (f *fetchRead) countSent() {
 		fp := &f.req.Partitions[i]
 		if fp.p != nil && fp.Records.read.Region.File != nil {
 			fp.p.countSent(&fp.Records.read, f.req.ReplicaID)
+			if fp.throttled {
+				f.b.leaderQuota.record(f.b.now(), int(fp.Records.read.Region.Len))
+			}
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -44,6 +45,10 @@ type Partition struct {
 
 	watchMu  sync.Mutex
 	watchers map[*Waiter]struct{}
+
+	// leaderHW is, on a follower, the leader's high watermark as its last
+	// fetch answered (-1: none yet), for the reassignment progress.
+	leaderHW atomic.Int64
 }
 
 // replicaState is what the leader knows of a follower.
@@ -58,12 +63,14 @@ type replicaState struct {
 }
 
 func newPartition(b *Broker, tp storage.TopicPartition, id cluster.TopicID, l *storage.Log) *Partition {
-	return &Partition{
+	p := &Partition{
 		b: b, tp: tp, topicID: id, log: l, mx: b.mx.Topic(tp.Topic),
 		leader: -1, leaderEpoch: -1,
 		followers: map[int32]*replicaState{},
 		watchers:  map[*Waiter]struct{}{},
 	}
+	p.leaderHW.Store(-1)
+	return p
 }
 
 // TopicPartition names the partition.

@@ -150,6 +150,10 @@ type followState struct {
 	epoch     int32
 	truncated bool      // the divergent tail is gone: fetch
 	retryAt   time.Time // after an error, wait until then
+	// caughtUp: the last fetch brought the log to the leader's high
+	// watermark (Kafka's isReplicaInSync): the follower's throttle no
+	// longer holds it back.
+	caughtUp bool
 }
 
 // fetcher follows the partitions led by one broker.
@@ -248,6 +252,13 @@ func (f *fetcher) run() {
 	}()
 	var lastErr string
 	for f.ctx.Err() == nil {
+		// The follower's throttle: while its quota is exceeded, the
+		// throttled partitions not caught up stay out of the fetch.
+		var img *Image
+		if b.followerQuota.active() && b.followerQuota.exceeded(b.now()) {
+			img = b.Image()
+		}
+		held := false
 		f.mu.Lock()
 		conn := f.conn
 		now := time.Now()
@@ -262,15 +273,21 @@ func (f *fetcher) run() {
 				}
 				continue
 			}
-			if st.truncated {
-				fetch = append(fetch, tp)
-			} else {
+			switch {
+			case !st.truncated:
 				truncate = append(truncate, tp)
+			case img != nil && !st.caughtUp && img.isThrottled(tp, followerThrottled):
+				held = true
+			default:
+				fetch = append(fetch, tp)
 			}
 		}
 		f.mu.Unlock()
 		if len(truncate) == 0 && len(fetch) == 0 {
 			wait := time.Second
+			if held {
+				wait = throttleRecheck
+			}
 			if !next.IsZero() {
 				wait = min(wait, time.Until(next))
 			}
@@ -518,6 +535,10 @@ func (f *fetcher) fetch(conn *brokerConn, tps []storage.TopicPartition, states m
 		f.session.epoch = nextSessionEpoch(f.session.epoch)
 		f.session.sent = want
 	}
+	var img *Image // for the follower's throttle
+	if b.followerQuota.active() {
+		img = b.Image()
+	}
 	for _, rt := range fr.Topics {
 		for _, rp := range rt.Partitions {
 			tp := storage.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}
@@ -556,6 +577,15 @@ func (f *fetcher) fetch(conn *brokerConn, tps []storage.TopicPartition, states m
 				f.r.log.Warn("append as follower failed; truncating again", "partition", tp.String(), "err", err)
 				f.setTruncated(st, false)
 				f.retry(st, cfg.ReplicaFetchBackoff)
+				continue
+			}
+			st.p.leaderHW.Store(rp.HighWatermark)
+			caughtUp := rp.HighWatermark <= st.p.log.LogEndOffset()
+			f.mu.Lock()
+			st.caughtUp = caughtUp
+			f.mu.Unlock()
+			if img != nil && img.isThrottled(tp, followerThrottled) {
+				b.followerQuota.record(b.now(), len(records))
 			}
 		}
 	}

@@ -144,6 +144,8 @@ type Config struct {
 	ReplicaFetchResponseMaxBytes       int32  // replica.fetch.response.max.bytes
 	ReplicaFetchBackoffMs              int32  // replica.fetch.backoff.ms
 	NumReplicaFetchers                 int32  // num.replica.fetchers
+	LeaderReplicationThrottledRate     int64  // leader.replication.throttled.rate (bytes/s)
+	FollowerReplicationThrottledRate   int64  // follower.replication.throttled.rate (bytes/s)
 	ReplicaSocketTimeoutMs             int32  // replica.socket.timeout.ms
 	InterBrokerListenerName            string // inter.broker.listener.name; "" = the first listener
 	ControlledShutdownEnable           bool   // controlled.shutdown.enable

@@ -45,8 +45,20 @@ func TestCheckDynamic(t *testing.T) {
 		}
 	}
 	for _, k := range dyn {
-		if kk, _ := Lookup(k); kk.Topic == "" || kk.Mode == ReadOnly {
+		throttle := k == LeaderThrottledRate || k == FollowerThrottledRate // read by the replication quotas
+		if kk, _ := Lookup(k); kk.Topic == "" && !throttle || kk.Mode == ReadOnly {
 			t.Errorf("dynamic key %s gives no topic default or is read-only in Kafka", k)
+		}
+	}
+	for _, k := range []string{LeaderThrottledRate, FollowerThrottledRate} {
+		if !slices.Contains(dyn, k) {
+			t.Errorf("%s is not dynamic", k)
+		}
+		if err := CheckDynamic(k, "1048576"); err != nil {
+			t.Errorf("%s=1048576: %v", k, err)
+		}
+		if err := CheckDynamic(k, "0"); err == nil {
+			t.Errorf("%s=0 accepted", k)
 		}
 	}
 }

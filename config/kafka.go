@@ -20,7 +20,9 @@ import (
 //     key ("did you mean");
 //   - a topic config only Kafka has (max.compaction.lag.ms, ...) is
 //     accepted with its type and range checked, kept on the topic and
-//     shown by DescribeConfigs (acceptedTopicKeys), but has no effect.
+//     shown by DescribeConfigs (acceptedTopicKeys), but has no effect
+//     (the throttled-replica lists aside, which the broker reads from the
+//     topic's configs: throttle.go).
 
 // kafkaKeySet is the names one of Kafka's ConfigDefs defines.
 type kafkaKeySet struct {
@@ -179,9 +181,11 @@ var acceptedTopicKeys = []Key{
 	{Name: "file.delete.delay.ms", Type: Long, Default: "60000", BrokerKey: "log.segment.delete.delay.ms",
 		Doc: "How long Kafka keeps a deleted segment's file; Sluice removes it at once.", rule: atLeast(0)},
 	{Name: "follower.replication.throttled.replicas", Type: List, Default: "", BrokerKey: "",
-		Doc: "Replicas whose follower-side replication is throttled (partition:broker,... or *); replication throttles are not implemented, so it has no effect."},
+		Doc:  "Replicas whose follower-side replication is throttled to the follower's follower.replication.throttled.rate: partition:broker,... (the brokers that fetch those partitions) or * for every replica. Honoured by Sluice.",
+		rule: throttledReplicasRule},
 	{Name: "leader.replication.throttled.replicas", Type: List, Default: "", BrokerKey: "",
-		Doc: "Replicas whose leader-side replication is throttled (partition:broker,... or *); replication throttles are not implemented, so it has no effect."},
+		Doc:  "Replicas whose leader-side replication is throttled to the leader's leader.replication.throttled.rate: partition:broker,... (the brokers that lead those partitions) or * for every replica. Honoured by Sluice.",
+		rule: throttledReplicasRule},
 	{Name: "local.retention.bytes", Type: Long, Default: "-2", BrokerKey: "log.local.retention.bytes",
 		Doc: "Tiered storage's local retention; Sluice has no tiered storage.", rule: atLeast(-2)},
 	{Name: "local.retention.ms", Type: Long, Default: "-2", BrokerKey: "log.local.retention.ms",

@@ -98,8 +98,10 @@ type Key struct {
 	Default string // Kafka's default as text, as the reference and DescribeConfigs show it; "" = none
 	Mode    Mode   // broker keys only
 	// Dynamic is set on the broker keys Sluice applies while it runs (a
-	// dynamic broker config, dynamic.go): derived, the broker keys that
-	// give a topic config's default. Mode says what Kafka allows.
+	// dynamic broker config, dynamic.go): derived for the broker keys that
+	// give a topic config's default, set in the table for the others the
+	// broker reads at run time (the replication throttle rates). Mode says
+	// what Kafka allows.
 	Dynamic bool
 	Group   *Group // broker keys only
 	Doc     string

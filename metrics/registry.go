@@ -57,6 +57,9 @@ type Registry struct {
 
 	// authorization denials (auth.go). Lock mu.
 	authz *prometheus.CounterVec
+
+	// Replication throttles (replication.go). Lock mu.
+	repl *replicationMetrics
 }
 
 // New returns a registry holding the Go runtime, process and build-info

@@ -388,3 +388,9 @@ type ConsoleStatusView struct {
 	LockFrom     string                    `json:"lock_from"`     // where the write lock is kept
 	Tables       []string                  `json:"tables"`        // the replicated tables
 }
+
+// BrokerView is the broker page: one broker's configs, log dirs and
+// partitions.
+type BrokerView struct {
+	Detail *kafkaview.BrokerDetail
+}

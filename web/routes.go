@@ -57,6 +57,7 @@ func (s *Server) routes() error {
 	r.Get("/", RoleViewer, overviewHandler{kc: s.kc, lag: s.samples, brokers: s.store, traffic: s.samples,
 		panels: s.overviewPanels(), status: s.groupStatus()}.get)
 	r.Get("/brokers", RoleViewer, brokersHandler{kc: s.kc, known: s.store}.get)
+	r.Get("/brokers/:id", RoleViewer, brokerDetail{kc: s.kc}.get)
 	r.Post("/brokers/:id/forget", RoleAdmin, brokerForget{known: s.store}.post)
 
 	r.Get("/topics", RoleViewer, topicsList{kc: s.kc}.get)

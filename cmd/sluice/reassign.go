@@ -22,13 +22,14 @@ import (
 
 func init() {
 	registerVerbs("reassign", "move partition replicas between brokers (KIP-455 reassignments)", []*cliAction{
-		{name: "execute", args: "(--file plan.json | --topic T --partition P --replicas 1,2,3)", summary: "start reassignments", run: reassignExecute},
+		{name: "execute", args: "(--file plan.json | --topic T --partition P --replicas 1,2,3) [--throttle B/s]", summary: "start reassignments", run: reassignExecute},
 		{name: "list", args: "[--topic T]", summary: "show the reassignments in progress", run: reassignList},
+		{name: "verify", args: "(--file plan.json | --topics a,b)", summary: "check that moves completed and remove their throttle", run: reassignVerify},
 		{name: "cancel", args: "(--file plan.json | --topic T --partition P)", summary: "cancel reassignments in progress (back to the original replicas)", run: reassignCancel},
 	})
 	registerVerbs("broker", "add a broker to the partitions' replicas, or drain one", []*cliAction{
-		{name: "add", args: "<broker-id> [--topics a,b]", summary: "move replicas onto a new broker until it holds its share", run: brokerAdd},
-		{name: "drain", args: "<broker-id> [--topics a,b]", summary: "move every replica off a broker (before removing it)", run: brokerDrain},
+		{name: "add", args: "<broker-id> [--topics a,b] [--throttle B/s]", summary: "move replicas onto a new broker until it holds its share", run: brokerAdd},
+		{name: "drain", args: "<broker-id> [--topics a,b] [--throttle B/s]", summary: "move every replica off a broker (before removing it)", run: brokerDrain},
 	})
 }
 
@@ -88,6 +89,17 @@ type planFlags struct {
 	partition int
 	replicas  string
 	wait      bool
+	throttle  int64
+}
+
+// throttleUsage is the help of --throttle.
+const throttleUsage = "bound the replication of the moving replicas to this many bytes per second (leader and follower throttles, as kafka-reassign-partitions.sh --throttle); removed once the moves completed (--wait, or `sluice reassign verify`)"
+
+func checkThrottle(v int64) error {
+	if v < 0 {
+		return usagef("--throttle %d: give bytes per second, at least 1 (0: no throttle)", v)
+	}
+	return nil
 }
 
 func (pf *planFlags) plan(withReplicas bool) (reassignmentPlan, error) {
@@ -132,7 +144,11 @@ func reassignExecute(ctx context.Context, env *cliEnv, args []string) error {
 	fs.IntVar(&pf.partition, "partition", -1, "the partition to move")
 	fs.StringVar(&pf.replicas, "replicas", "", "its new replicas, preferred leader first: 1,2,3")
 	fs.BoolVar(&pf.wait, "wait", false, "wait until every move completed")
+	fs.Int64Var(&pf.throttle, "throttle", 0, throttleUsage)
 	if _, err := cf.parse(fs, args, noArgs); err != nil {
+		return err
+	}
+	if err := checkThrottle(pf.throttle); err != nil {
 		return err
 	}
 	plan, err := pf.plan(true)
@@ -144,16 +160,29 @@ func reassignExecute(ctx context.Context, env *cliEnv, args []string) error {
 			return usagef("%s-%d: no replicas (use `sluice reassign cancel` to cancel)", e.Topic, e.Partition)
 		}
 	}
-	return submitPlan(ctx, env, cf, plan, pf.wait)
+	return submitPlan(ctx, env, cf, plan, pf.wait, pf.throttle)
 }
 
-// submitPlan starts the plan's reassignments and optionally waits for them.
-func submitPlan(ctx context.Context, env *cliEnv, cf *clientFlags, plan reassignmentPlan, wait bool) error {
+// submitPlan starts the plan's reassignments, throttled to throttle bytes
+// per second when positive, and optionally waits for them (then removes
+// the throttle).
+func submitPlan(ctx context.Context, env *cliEnv, cf *clientFlags, plan reassignmentPlan, wait bool, throttle int64) error {
 	actx, adm, done, err := cf.adminSession(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
+	if throttle > 0 {
+		cur, err := currentReplicas(actx, adm, plan)
+		if err != nil {
+			return err
+		}
+		if th := planThrottles(plan, cur); len(th.brokers) > 0 {
+			if err := setThrottles(actx, env, adm, th, throttle); err != nil {
+				return err
+			}
+		}
+	}
 	req := kadm.AlterPartitionAssignmentsReq{}
 	for _, e := range plan.Partitions {
 		req.Assign(e.Topic, e.Partition, e.Replicas)
@@ -174,9 +203,24 @@ func submitPlan(ctx context.Context, env *cliEnv, cf *clientFlags, plan reassign
 	}
 	if !wait {
 		fmt.Fprintln(env.stdout, "follow them with `sluice reassign list`")
+		if throttle > 0 {
+			fmt.Fprintf(env.stdout, "the throttle stays until `sluice reassign verify --topics %s` finds the moves completed\n", strings.Join(planTopics(plan), ","))
+		}
 		return nil
 	}
-	return waitPlan(ctx, env, adm, plan)
+	if err := waitPlan(ctx, env, adm, plan); err != nil {
+		if throttle > 0 {
+			fmt.Fprintf(env.stdout, "the throttle stays: remove it with `sluice reassign verify --topics %s` once the moves completed\n", strings.Join(planTopics(plan), ","))
+		}
+		return err
+	}
+	if throttle > 0 {
+		// The wait is not bounded by --timeout; the clean-up is.
+		cctx, cancel := context.WithTimeout(ctx, cf.timeout)
+		defer cancel()
+		return clearThrottles(cctx, env, adm, planTopics(plan))
+	}
+	return nil
 }
 
 // waitPlan waits until no partition of the plan is being reassigned and each
@@ -259,6 +303,8 @@ func reassignList(ctx context.Context, env *cliEnv, args []string) error {
 		for p := range md.Topics[topic].Partitions {
 			set.Add(topic, p)
 		}
+	} else if set, err = allPartitions(ctx, adm); err != nil {
+		return err
 	}
 	lr, err := adm.ListPartitionReassignments(ctx, set)
 	if err != nil {
@@ -462,12 +508,17 @@ func brokerCommand(ctx context.Context, env *cliEnv, args []string, verb, descri
 	fn func(a assignment, id int32, live []int32) (reassignmentPlan, []partKey)) error {
 	var topics cliList
 	var wait, dryRun bool
+	var throttle int64
 	fs, cf := clusterFlags(env, "broker "+verb+" <broker-id> [flags]", description, false)
 	fs.Var(&topics, "topics", "only these topics (comma-separated; default: every topic)")
 	fs.BoolVar(&wait, "wait", false, "wait until every move completed")
 	fs.BoolVar(&dryRun, "dry-run", false, "print the plan (Kafka's reassignment JSON) and change nothing")
+	fs.Int64Var(&throttle, "throttle", 0, throttleUsage)
 	pos, err := cf.parse(fs, args, exactlyOne("give one broker id"))
 	if err != nil {
+		return err
+	}
+	if err := checkThrottle(throttle); err != nil {
 		return err
 	}
 	ids, err := parseIDs(pos[0])
@@ -519,7 +570,7 @@ func brokerCommand(ctx context.Context, env *cliEnv, args []string, verb, descri
 		fmt.Fprintf(env.stdout, "nothing to move\n")
 		return nil
 	}
-	return submitPlan(ctx, env, cf, plan, wait)
+	return submitPlan(ctx, env, cf, plan, wait, throttle)
 }
 
 func brokerDrain(ctx context.Context, env *cliEnv, args []string) error {
