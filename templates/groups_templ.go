@@ -558,7 +558,7 @@ func GroupPage(p Page, v GroupView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = Stat("Members", Itoa(g.Members), "", "").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = Stat("Members", Itoa(g.Members), UnitOf(g.Members, "member", "members"), "").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -2198,11 +2198,11 @@ func ResetPreviewPage(p Page, v ResetPreviewView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = CountCell(r.LagBefore()).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = CountUnitCell(r.LagBefore(), "msgs").Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = CountCell(r.LagAfter()).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = CountUnitCell(r.LagAfter(), "msgs").Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

@@ -157,7 +157,7 @@ func TopicPage(p Page, v TopicView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = Stat("Messages", Count(d.Messages), "", "").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = Stat("Messages", Count(d.Messages), "msgs", "").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -521,7 +521,7 @@ func PartitionsTable(d *kafkaview.TopicDetail) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = CountCell(pd.Messages()).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = CountUnitCell(pd.Messages(), "msgs").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

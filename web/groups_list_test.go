@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/templates"
+	"github.com/sluice-io/sluice/web/webtest"
 )
 
 // groupsListRows reads the consumer groups table: each row's cells as text
@@ -35,20 +36,7 @@ func groupsListRows(t *testing.T, html string) [][]string {
 	return rows
 }
 
-var (
-	tagRE   = regexp.MustCompile(`(?s)<[^>]*>`)
-	spaceRE = regexp.MustCompile(`\s+`)
-)
-
-// cellText is an HTML fragment's text: tags dropped, entities of the
-// console's numbers decoded, spaces folded; an SVG's <title> is dropped
-// with its text.
-func cellText(h string) string {
-	h = regexp.MustCompile(`(?s)<svg.*?</svg>`).ReplaceAllString(h, " ")
-	s := tagRE.ReplaceAllString(h, " ")
-	s = strings.NewReplacer("&#39;", "'", "&amp;", "&", "&lt;", "<", "&gt;", ">", "&#34;", `"`, "&nbsp;", " ", "\u00a0", " ").Replace(s)
-	return strings.TrimSpace(spaceRE.ReplaceAllString(s, " "))
-}
+var cellText = webtest.CellText
 
 func groupNames(rows [][]string) []string {
 	var out []string
