@@ -47,7 +47,7 @@ func TestZerosCarryUnits(t *testing.T) {
 	pages := []string{
 		"/", "/brokers", "/topics", "/topics/empty", "/topics/done", "/topics/empty/messages",
 		"/topics/done/messages", "/groups", "/groups/idle", "/groups/idle?range=1h", "/users", "/audit",
-		"/account",
+		"/account", "/transactions",
 	}
 	var all []webtest.ZeroFinding
 	for _, p := range pages {
