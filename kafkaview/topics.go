@@ -172,7 +172,7 @@ func (c *Client) Topic(ctx context.Context, name string) (*TopicDetail, error) {
 		ps[i] = p.Partition
 	}
 	sizes := c.sizes(ctx, map[string][]int32{name: ps})[name]
-	stable, lerr := c.LastStableOffsets(ctx, name, ps)
+	stable, lerr := c.LastStableOffsets(ctx, name)
 	if lerr != nil {
 		d.OffsetsErr = strings.TrimPrefix(d.OffsetsErr+"; "+lerr.Error(), "; ")
 	}

@@ -7,8 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // TransactionStates are Kafka's transaction states, in the order of a
@@ -127,40 +126,29 @@ func (c *Client) Transactions(ctx context.Context, states ...string) ([]Transact
 }
 
 // LastStableOffsets lists the last stable offset of the topic's partitions
-// (ListOffsets latest with isolation level read_committed: where a
-// read_committed consumer stops, before the first record of the oldest
-// open transaction). A partition whose leader answered an error is left
-// out.
-func (c *Client) LastStableOffsets(ctx context.Context, topic string, partitions []int32) (map[int32]int64, error) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	req.IsolationLevel = 1
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
-	for _, p := range partitions {
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition = p
-		rp.CurrentLeaderEpoch = -1
-		rp.Timestamp = -1 // latest
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, c.cl)
-	if err != nil {
+// (kadm's ListCommittedOffsets: ListOffsets latest with isolation level
+// read_committed, where a read_committed consumer stops, before the first
+// record of the oldest open transaction). A partition whose leader
+// answered an error is left out and named in the error.
+func (c *Client) LastStableOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	listed, err := c.adm.ListCommittedOffsets(ctx, topic)
+	if err != nil && len(listed) == 0 {
 		return nil, fmt.Errorf("list last stable offsets of %s: %w", topic, err)
 	}
-	out := make(map[int32]int64, len(partitions))
+	out := make(map[int32]int64)
 	var errs []string
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				errs = append(errs, fmt.Sprintf("partition %d: %v", p.Partition, err))
-				continue
-			}
-			out[p.Partition] = p.Offset
+	listed.Each(func(o kadm.ListedOffset) {
+		if o.Topic != topic {
+			return
 		}
-	}
+		if o.Err != nil {
+			errs = append(errs, fmt.Sprintf("partition %d: %v", o.Partition, o.Err))
+			return
+		}
+		out[o.Partition] = o.Offset
+	})
 	if len(errs) > 0 {
+		sort.Strings(errs)
 		return out, fmt.Errorf("list last stable offsets of %s: %s", topic, strings.Join(errs, "; "))
 	}
 	return out, nil
