@@ -38,7 +38,7 @@ func TestTransactionsHangingFirst(t *testing.T) {
 		t.Fatalf("a completed transaction's age: %v", a)
 	}
 	html := renderTxns(t, v)
-	for _, want := range []string{"1 transaction is still open past its timeout", `class="firing" data-txn="d-stuck"`, "15 min", "1 min", "payments</a>/2", "PrepareCommit"} {
+	for _, want := range []string{"1 transaction is still open past its timeout", `class="firing" data-txn="d-stuck"`, "15 min", "1 min", "payments</a>/2</span>", "PrepareCommit"} {
 		if !strings.Contains(html, want) {
 			t.Fatalf("table lacks %q:\n%s", want, html)
 		}
