@@ -72,15 +72,16 @@ func ValidTransactionState(s string) bool {
 
 // Transactions lists every transactional id the brokers' coordinators
 // know (ListTransactions, in the given states, all when empty) and
-// describes them (DescribeTransactions), sorted by id. A broker that does
-// not answer makes an error; ids whose describe failed carry Err.
+// describes them (DescribeTransactions), sorted by id. Brokers that did
+// not answer make an error beside the ids the others listed; ids whose
+// describe failed carry Err.
 func (c *Client) Transactions(ctx context.Context, states ...string) ([]Transaction, error) {
-	listed, err := c.adm.ListTransactions(ctx, nil, states)
-	if err != nil {
-		return nil, fmt.Errorf("list transactions: %w", err)
+	listed, lerr := c.adm.ListTransactions(ctx, nil, states)
+	if lerr != nil {
+		lerr = fmt.Errorf("list transactions: %w", lerr)
 	}
 	if len(listed) == 0 {
-		return nil, nil
+		return nil, lerr
 	}
 	ids := make([]string, 0, len(listed))
 	for id := range listed {
@@ -122,7 +123,7 @@ func (c *Client) Transactions(ctx context.Context, states ...string) ([]Transact
 		}
 		out = append(out, t)
 	}
-	return out, nil
+	return out, lerr
 }
 
 // LastStableOffsets lists the last stable offset of the topic's partitions
