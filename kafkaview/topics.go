@@ -107,7 +107,20 @@ type PartitionDetail struct {
 	PartitionMeta
 	Start int64 // log start offset (-1 when unknown)
 	End   int64 // high watermark (-1 when unknown)
-	Size  int64 // bytes of the largest replica (-1 when unknown)
+	// Stable is the last stable offset (-1 when unknown): where a
+	// read_committed consumer stops, before the oldest open transaction.
+	Stable int64
+	Size   int64 // bytes of the largest replica (-1 when unknown)
+}
+
+// Unstable is how many records lie between the last stable offset and the
+// high watermark, held back from read_committed consumers by open
+// transactions (0 when unknown).
+func (p PartitionDetail) Unstable() int64 {
+	if p.Stable < 0 || p.End < p.Stable {
+		return 0
+	}
+	return p.End - p.Stable
 }
 
 // Messages is End - Start, or 0 when unknown.
@@ -159,8 +172,15 @@ func (c *Client) Topic(ctx context.Context, name string) (*TopicDetail, error) {
 		ps[i] = p.Partition
 	}
 	sizes := c.sizes(ctx, map[string][]int32{name: ps})[name]
+	stable, lerr := c.LastStableOffsets(ctx, name)
+	if lerr != nil {
+		d.OffsetsErr = strings.TrimPrefix(d.OffsetsErr+"; "+lerr.Error(), "; ")
+	}
 	for _, p := range tm.Partitions {
-		pd := PartitionDetail{PartitionMeta: p, Start: -1, End: -1, Size: -1}
+		pd := PartitionDetail{PartitionMeta: p, Start: -1, End: -1, Stable: -1, Size: -1}
+		if o, ok := stable[p.Partition]; ok {
+			pd.Stable = o
+		}
 		if o, ok := starts.Lookup(name, p.Partition); ok && o.Err == nil {
 			pd.Start = o.Offset
 		}

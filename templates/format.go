@@ -21,6 +21,15 @@ func Plural[T ~int | ~int32 | ~int64](n T, one, many string) string {
 	return human.Plural(int64(n), one, many)
 }
 
+// UnitOf is the unit word for n things, for a figure whose number and
+// unit are shown apart: "member" for 1, "members" otherwise (0 included).
+func UnitOf[T ~int | ~int32 | ~int64](n T, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
 // Bytes splits a byte count into a short number and a binary unit:
 // 1536 -> ("1.5", "KiB"). Negative means unknown: ("—", "").
 func Bytes(n int64) (string, string) { return human.Bytes(n) }

@@ -295,9 +295,9 @@ func GroupsTable(v GroupsView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var10 string
-				templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(Itoa(g.Members))
+				templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(Plural(g.Members, "member", "members"))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/groups.templ`, Line: 79, Col: 40}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/groups.templ`, Line: 79, Col: 63}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
 				if templ_7745c5c3_Err != nil {
@@ -558,7 +558,7 @@ func GroupPage(p Page, v GroupView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = Stat("Members", Itoa(g.Members), "", "").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = Stat("Members", Itoa(g.Members), UnitOf(g.Members, "member", "members"), "").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -2198,11 +2198,11 @@ func ResetPreviewPage(p Page, v ResetPreviewView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = CountCell(r.LagBefore()).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = CountUnitCell(r.LagBefore(), "msgs").Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = CountCell(r.LagAfter()).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = CountUnitCell(r.LagAfter(), "msgs").Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

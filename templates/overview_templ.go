@@ -103,11 +103,11 @@ func OverviewBody(v OverviewView) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = Stat("Brokers up", Itoa(v.BrokersUp), "", "").Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = Stat("Brokers up", Itoa(v.BrokersUp), UnitOf(v.BrokersUp, "broker", "brokers"), "").Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = Stat("Brokers down", Itoa(len(v.BrokersDown)), "", badIf(len(v.BrokersDown) > 0)).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = Stat("Brokers down", Itoa(len(v.BrokersDown)), UnitOf(len(v.BrokersDown), "broker", "brokers"), badIf(len(v.BrokersDown) > 0)).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -115,11 +115,11 @@ func OverviewBody(v OverviewView) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = Stat("Topics", Count(v.Topics), plusInternal(v.InternalTopics), "").Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = Stat("Topics", Count(v.Topics), UnitOf(v.Topics, "topic", "topics")+plusInternal(v.InternalTopics), "").Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = Stat("Partitions", Count(v.Partitions), "", "").Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = Stat("Partitions", Count(v.Partitions), UnitOf(v.Partitions, "partition", "partitions"), "").Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -862,7 +862,7 @@ func plusInternal(n int) string {
 	if n == 0 {
 		return ""
 	}
-	return "+" + Itoa(n) + " internal"
+	return " +" + Itoa(n) + " internal"
 }
 
 func rateBytes(f float64) string {
@@ -996,9 +996,9 @@ func LagTable(groups []lag.Group, statuses map[string]GroupHealth) templ.Compone
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var43 string
-			templ_7745c5c3_Var43, templ_7745c5c3_Err = templ.JoinStringErrs(Itoa(g.Members))
+			templ_7745c5c3_Var43, templ_7745c5c3_Err = templ.JoinStringErrs(Plural(g.Members, "member", "members"))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/overview.templ`, Line: 252, Col: 39}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/overview.templ`, Line: 252, Col: 62}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var43))
 			if templ_7745c5c3_Err != nil {

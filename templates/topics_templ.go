@@ -304,12 +304,12 @@ func TopicsTable(v TopicsView) templ.Component {
 					}
 				}
 				if r.Meta.UnderReplicated > 0 {
-					templ_7745c5c3_Err = Badge(Itoa(r.Meta.UnderReplicated), "warn").Render(ctx, templ_7745c5c3_Buffer)
+					templ_7745c5c3_Err = Badge(Plural(r.Meta.UnderReplicated, "partition", "partitions"), "warn").Render(ctx, templ_7745c5c3_Buffer)
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 				} else {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "<span class=\"dim\">0</span>")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "<span class=\"dim\">0 <span class=\"unit\">partitions</span></span>")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
@@ -319,7 +319,7 @@ func TopicsTable(v TopicsView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				if r.HasStats {
-					templ_7745c5c3_Err = CountCell(r.Stats.Messages).Render(ctx, templ_7745c5c3_Buffer)
+					templ_7745c5c3_Err = CountUnitCell(r.Stats.Messages, "msgs").Render(ctx, templ_7745c5c3_Buffer)
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}

@@ -394,3 +394,16 @@ type ConsoleStatusView struct {
 type BrokerView struct {
 	Detail *kafkaview.BrokerDetail
 }
+
+// TransactionsView is the transactions page: the transactional ids, the
+// filter, and the counts over every id listed.
+type TransactionsView struct {
+	Rows         []kafkaview.Transaction // filtered, hanging first then oldest open
+	State        string                  // the state filter ("" for any)
+	Hanging      bool                    // only the hanging ones
+	States       []string                // the filter's choices
+	OpenCount    int
+	HangingCount int
+	At           time.Time
+	Err          string
+}

@@ -96,6 +96,7 @@ func builtinNav() []NavItem {
 		{Label: "Brokers", Path: "/brokers", Role: RoleViewer, Order: 20},
 		{Label: "Topics", Path: "/topics", Role: RoleViewer, Order: 30},
 		{Label: "Consumer groups", Path: "/groups", Role: RoleViewer, Order: 40},
+		{Label: "Transactions", Path: "/transactions", Role: RoleViewer, Order: 45},
 		{Label: "Users", Path: "/users", Role: RoleAdmin, Order: 90},
 		{Label: "Audit log", Path: "/audit", Role: RoleAdmin, Order: 95},
 	}

@@ -163,6 +163,8 @@ func statusRank(s string) int {
 func sortGroups(rows []templates.GroupRow, by string, desc bool) {
 	less := func(a, b *templates.GroupRow) int {
 		switch by {
+		case "name":
+			return strings.Compare(a.Group.Group, b.Group.Group)
 		case "state":
 			return strings.Compare(a.Group.State, b.Group.State)
 		case "status":

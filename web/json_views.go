@@ -35,6 +35,7 @@ func topicDetailJSON(d *kafkaview.TopicDetail) fiber.Map {
 	for _, p := range d.Partitions {
 		m := partitionMetaJSON(p.PartitionMeta)
 		m["start_offset"], m["end_offset"], m["size_bytes"] = p.Start, p.End, p.Size
+		m["last_stable_offset"] = p.Stable
 		parts = append(parts, m)
 	}
 	cfgs := make([]fiber.Map, 0, len(d.Configs))

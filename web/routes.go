@@ -83,6 +83,8 @@ func (s *Server) routes() error {
 	r.Get("/groups/:name", RoleViewer, gshow.get)
 	r.Post("/groups/:name/reset", RoleOperator, groupReset{kc: s.kc, show: gshow}.post)
 
+	r.Get("/transactions", RoleViewer, transactionsList{kc: s.kc}.get)
+
 	users := usersHandler{users: s.store}
 	r.Get("/users", RoleAdmin, users.get)
 	r.Post("/users", RoleAdmin, users.post)

@@ -119,6 +119,7 @@ func newDemo(t testing.TB) *demo {
 	d.orders()
 	d.customers()
 	d.deadLetters()
+	d.transactions(ctx)
 	d.groups(ctx)
 	d.history(ctx, store)
 	return d
@@ -134,6 +135,33 @@ func (d *demo) topics() {
 	c.CreateTopic("payments.dlq", 1, 1, nil)
 	c.CreateTopic("audit.events", 2, 1, nil)
 	c.CreateTopic("clicks", 4, 1, nil)
+	c.CreateTopic("payments", 3, 1, nil)
+}
+
+// transactions: payments-writer-1 committed a transaction on payments;
+// payments-writer-2 keeps one open on partition 0, holding its last stable
+// offset back, until the demo ends.
+func (d *demo) transactions(ctx context.Context) {
+	d.t.Helper()
+	for i, commit := range []bool{true, false} {
+		cl := d.cluster.Client(kgo.TransactionalID(fmt.Sprintf("payments-writer-%d", i+1)), kgo.TransactionTimeout(15*time.Minute),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic("payments"))
+		d.t.Cleanup(cl.Close)
+		if err := cl.BeginTransaction(); err != nil {
+			d.t.Fatal(err)
+		}
+		for j := 0; j < 4; j++ {
+			r := &kgo.Record{Partition: int32(j % 3 * i), Key: []byte(fmt.Sprintf("PAY-%06d", 990000+10*i+j)), Value: []byte(fmt.Sprintf(`{"payment":%d,"amount":%d.00}`, 990000+10*i+j, 20+j))}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				d.t.Fatal(err)
+			}
+		}
+		if commit {
+			if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				d.t.Fatal(err)
+			}
+		}
+	}
 }
 
 func (d *demo) produce(recs ...*kgo.Record) {

@@ -111,6 +111,8 @@ func TestScreenshots(t *testing.T) {
 		{"11-group-billing", "/groups/billing", "Lag history"},
 		{"12-group-shipping", "/groups/shipping", "Lag history"},
 		{"12-group-invoicing", "/groups/invoicing", "msg/s"},
+		{"12-transactions", "/transactions", "payments-writer-2"},
+		{"12-topic-payments", "/topics/payments", "in open transactions"},
 		{"13-alerts", "/alerts", "billing lag"},
 		{"14-alert-rules", "/alerts/rules", "billing lag"},
 		{"15-alert-rule", "/alerts/rules/1", "billing lag"},

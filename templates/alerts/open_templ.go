@@ -130,19 +130,19 @@ func OpenTable(v OpenView) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templates.Stat("Firing", templates.Itoa(v.Firing()), "", badIfPositive(v.Firing())).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = templates.Stat("Firing", templates.Itoa(v.Firing()), templates.UnitOf(v.Firing(), "alert", "alerts"), badIfPositive(v.Firing())).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templates.Stat("Pending", templates.Itoa(len(v.Alerts)-v.Firing()), "", warnIfPositive(len(v.Alerts)-v.Firing())).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = templates.Stat("Pending", templates.Itoa(len(v.Alerts)-v.Firing()), templates.UnitOf(len(v.Alerts)-v.Firing(), "alert", "alerts"), warnIfPositive(len(v.Alerts)-v.Firing())).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templates.Stat("Rules", templates.Itoa(v.Rules), "", "").Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = templates.Stat("Rules", templates.Itoa(v.Rules), templates.UnitOf(v.Rules, "rule", "rules"), "").Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templates.Stat("Notifiers", templates.Itoa(v.Notifiers), "", "").Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = templates.Stat("Notifiers", templates.Itoa(v.Notifiers), templates.UnitOf(v.Notifiers, "notifier", "notifiers"), "").Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

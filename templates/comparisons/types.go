@@ -189,6 +189,22 @@ func RuleLabel(r migration.Rule) string {
 	return string(r)
 }
 
+// RuleValue is a verdict rule's wanted or got figure with the unit of
+// what the rule counts ("0 pairs", ">= 1000 pairs", "0 msgs"); a figure
+// that already ends in a unit (a duration) is left as it is.
+func RuleValue(r migration.Rule, s string) string {
+	if s == "" || s[len(s)-1] < '0' || s[len(s)-1] > '9' {
+		return s
+	}
+	switch r {
+	case migration.RuleMinRecords, migration.RuleMismatch, migration.RuleOutOfOrder:
+		return s + " pairs"
+	case migration.RuleMissing, migration.RuleDuplicates, migration.RuleUnkeyed:
+		return s + " msgs"
+	}
+	return s
+}
+
 // StateKind is the badge colour of a comparison state.
 func StateKind(s migration.State) string {
 	switch s {

@@ -236,7 +236,7 @@ func TestCreateShowsCounters(t *testing.T) {
 		t.Fatal("a finished comparison's page keeps polling")
 	}
 	r = op.Get("/comparisons")
-	expectContains(t, r, `href="/comparisons/1">orders cut-over</a>`, ">not ready</span>", `<td class="num bad-text">1</td>`)
+	expectContains(t, r, `href="/comparisons/1">orders cut-over</a>`, ">not ready</span>", `<td class="num bad-text">1 <span class="unit">pairs</span></td>`)
 
 	entries, _, _ := h.srv.Store().Audit(context.Background(), consoledb.AuditFilter{Action: "comparison.create"})
 	if len(entries) != 1 || entries[0].Target != "orders cut-over" || entries[0].Outcome != "ok" || !strings.Contains(entries[0].Detail, "left=ORDER right=ORDERNEW") {

@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/internal/testcluster"
+	"github.com/sluice-io/sluice/internal/testutil"
+	"github.com/sluice-io/sluice/web"
+	"github.com/sluice-io/sluice/web/webtest"
+)
+
+// TestConsoleTransactionsAndLastStableOffset: the console (package web;
+// the test lives here because an in-process broker links the appliance,
+// whose registrations change package web's own tests) over real franz-go
+// transactional producers against an in-process Sluice broker: one
+// transaction left open on partition 0, another committed on partition 1. The Transactions page
+// (reached from the navigation by a viewer) lists both ids with their
+// state, producer id and epoch, the open one's age, timeout and partition,
+// filters by state and refuses an unknown state; the topic page shows
+// partition 0's last stable offset behind its high watermark with the
+// records held in the open transaction, and both meet once it commits.
+func TestConsoleTransactionsAndLastStableOffset(t *testing.T) {
+	consoledb.BcryptCost = bcrypt.MinCost
+	c := testcluster.New(t)
+	c.CreateTopic("payments", 2, 1, nil)
+	srv, err := web.New(web.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Brokers: c.Addrs(), Logger: webtest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("close console: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	producer := func(id string) *kgo.Client {
+		cl := c.Client(kgo.TransactionalID(id), kgo.TransactionTimeout(90*time.Second),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic("payments"))
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	send := func(cl *kgo.Client, partition int32, n int) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Partition: partition, Value: []byte(fmt.Sprintf("pay %d", i))}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	open := producer("pay-open")
+	send(open, 0, 3)
+	done := producer("pay-done")
+	send(done, 1, 2)
+	if err := done.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+
+	v := webtest.NewClient(t, srv.App())
+	if _, err := srv.Store().CreateUser(context.Background(), "vic", web.RoleViewer, "password-1"); err != nil {
+		t.Fatal(err)
+	}
+	v.SignIn("vic", "password-1")
+	webtest.ExpectContains(t, v.Get("/topics"), `href="/transactions"`)
+
+	var r webtest.Response
+	testutil.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		r = v.Get("/transactions")
+		if !strings.Contains(r.Text, "CompleteCommit") {
+			return fmt.Errorf("the committed transaction is not complete yet: %s", webtest.Snippet(r.Text))
+		}
+		return nil
+	})
+	webtest.ExpectStatus(t, r, http.StatusOK)
+	webtest.ExpectContains(t, r, "1 open transaction", "pay-open", "pay-done", "Ongoing", `href="/topics/payments"`, "/0", "1 min 30 s")
+	row := txnRow(t, r.Text, "pay-open")
+	if !strings.Contains(row, "Ongoing") || !strings.Contains(row, "payments") || !strings.Contains(row, "since") || strings.Contains(row, "hanging") {
+		t.Fatalf("open transaction's row: %s", row)
+	}
+	if strings.Contains(txnRow(t, r.Text, "pay-done"), "since") {
+		t.Fatalf("the committed transaction shows an age: %s", txnRow(t, r.Text, "pay-done"))
+	}
+
+	// JSON: producer ids and epochs as the coordinator gave them.
+	var js struct {
+		Transactions []struct {
+			ID         string `json:"transactional_id"`
+			State      string `json:"state"`
+			ProducerID int64  `json:"producer_id"`
+			Epoch      int16  `json:"producer_epoch"`
+			TimeoutMS  int64  `json:"timeout_ms"`
+			Hanging    bool   `json:"hanging"`
+			Partitions []struct {
+				Topic     string `json:"topic"`
+				Partition int32  `json:"partition"`
+			} `json:"partitions"`
+		} `json:"transactions"`
+		Open int `json:"open"`
+	}
+	webtest.ExpectStatus(t, v.GetJSON("/transactions", &js), http.StatusOK)
+	if js.Open != 1 || len(js.Transactions) != 2 {
+		t.Fatalf("transactions JSON: %+v", js)
+	}
+	first := js.Transactions[0] // the open one first
+	if first.ID != "pay-open" || first.State != "Ongoing" || first.ProducerID < 0 || first.Epoch < 0 || first.TimeoutMS != 90000 || first.Hanging ||
+		len(first.Partitions) != 1 || first.Partitions[0].Topic != "payments" || first.Partitions[0].Partition != 0 {
+		t.Fatalf("open transaction JSON: %+v", first)
+	}
+	if pid, ok := producerIDs(open); ok && pid != first.ProducerID {
+		t.Fatalf("page's producer id %d, the producer's %d", first.ProducerID, pid)
+	}
+
+	// The state filter.
+	r = v.Get("/transactions?state=Ongoing")
+	if !strings.Contains(r.Text, "pay-open") || strings.Contains(r.Text, "pay-done") {
+		t.Fatalf("Ongoing filter: %s", webtest.Snippet(r.Text))
+	}
+	r = v.Get("/transactions?state=CompleteCommit")
+	if strings.Contains(r.Text, "pay-open") || !strings.Contains(r.Text, "pay-done") {
+		t.Fatalf("CompleteCommit filter: %s", webtest.Snippet(r.Text))
+	}
+	webtest.ExpectContains(t, v.Get("/transactions?hanging=1"), "No transaction matches")
+	r = v.Get("/transactions?state=Bogus")
+	webtest.ExpectStatus(t, r, http.StatusBadRequest)
+	webtest.ExpectContains(t, r, "state must be one of")
+
+	// The topic page: partition 0's last stable offset is held at the open
+	// transaction's first record.
+	r = v.Get("/topics/payments")
+	webtest.ExpectContains(t, r, "Last stable offset", "3 records in open transactions", `id="lso-explained"`, "read_committed")
+	var topic struct {
+		Partitions []struct {
+			Partition int32 `json:"partition"`
+			End       int64 `json:"end_offset"`
+			Stable    int64 `json:"last_stable_offset"`
+		} `json:"partitions"`
+	}
+	v.GetJSON("/topics/payments", &topic)
+	got := fmt.Sprint(topic.Partitions)
+	if got != "[{0 3 0} {1 3 3}]" { // partition 1: two records and the commit marker
+		t.Fatalf("partitions (partition, end, last stable): %s", got)
+	}
+
+	// It commits: the last stable offset meets the high watermark.
+	if err := open.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		v.GetJSON("/topics/payments", &topic)
+		if got := fmt.Sprint(topic.Partitions); got != "[{0 4 4} {1 3 3}]" {
+			return fmt.Errorf("partitions after the commit: %s", got)
+		}
+		return nil
+	})
+	r = v.Get("/topics/payments")
+	if strings.Contains(r.Text, "in open transactions") {
+		t.Fatalf("the topic page still speaks of open transactions: %s", webtest.Snippet(r.Text))
+	}
+	testutil.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		r = v.Get("/transactions")
+		if !strings.Contains(r.Text, "0 open transactions") || strings.Contains(r.Text, "Ongoing</span>") {
+			return fmt.Errorf("after the commit: %s", webtest.Snippet(r.Text))
+		}
+		return nil
+	})
+}
+
+// txnRow is the transactions table's row of id.
+func txnRow(t *testing.T, html, id string) string {
+	t.Helper()
+	i := strings.Index(html, `data-txn="`+id+`"`)
+	if i < 0 {
+		t.Fatalf("no row for %s: %s", id, webtest.Snippet(html))
+	}
+	j := strings.Index(html[i:], "</tr>")
+	return html[i : i+j]
+}
+
+// producerIDs is the transactional producer's id, when the client reports
+// it.
+func producerIDs(cl *kgo.Client) (int64, bool) {
+	id, _, err := cl.ProducerID(context.Background())
+	return id, err == nil
+}
