@@ -27,6 +27,21 @@
     }
   }
 
+  // The Admin menu of the nav closes on a click elsewhere and on Escape.
+  function closeMenus(except) {
+    var open = document.querySelectorAll("li.navmore details[open]");
+    for (var i = 0; i < open.length; i++) {
+      if (open[i] !== except) open[i].removeAttribute("open");
+    }
+  }
+  document.addEventListener("click", function (e) {
+    var t = e.target;
+    closeMenus(t && t.closest ? t.closest("li.navmore details") : null);
+  });
+  document.addEventListener("keydown", function (e) {
+    if (e.key === "Escape") closeMenus(null);
+  });
+
   // "/" focuses the page's search box unless the user is typing.
   document.addEventListener("keydown", function (ev) {
     if (ev.key !== "/" || ev.ctrlKey || ev.metaKey || ev.altKey) return;

@@ -24,6 +24,9 @@ type NavItem struct {
 	Label  string
 	Href   string
 	Active bool
+	// Admin entries (the console's and the cluster's administration) are
+	// folded under one "Admin" menu, so the nav stays on one line.
+	Admin bool
 	// HasBadge: the entry carries a count (Badge, shown when not 0, in
 	// BadgeKind's colour) that the page refreshes every 15 s.
 	HasBadge  bool

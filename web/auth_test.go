@@ -219,11 +219,21 @@ func TestRolesEnforcedOnTheServer(t *testing.T) {
 	expectStatus(t, op.Get("/users"), http.StatusForbidden)
 	expectStatus(t, op.Post("/topics", "/users", url.Values{"username": {"x"}, "role": {"admin"}, "password": {"password-1"}}), http.StatusForbidden)
 	// Nav entries follow the role.
-	if strings.Contains(op.Get("/").Text, `href="/audit"`) {
-		t.Fatal("nav shows the audit log to an operator")
+	if txt := op.Get("/").Text; strings.Contains(txt, `href="/audit"`) || strings.Contains(txt, `class="navmore"`) {
+		t.Fatal("nav shows the audit log or the Admin menu to an operator")
 	}
 	admin := ts.signedIn(t, "ada", RoleAdmin)
 	expectContains(t, admin.Get("/"), `href="/audit"`, `href="/users"`)
+	// The admin entries are folded under one Admin menu, after the others;
+	// the menu is marked current on an admin page.
+	home := admin.Get("/").Text
+	menu := strings.Index(home, `<li class="navmore">`)
+	if menu < 0 || strings.Index(home, `href="/users"`) < menu || strings.Index(home, `href="/audit"`) < menu || strings.Index(home, `href="/topics"`) > menu {
+		t.Fatalf("admin entries not under the Admin menu: menu at %d", menu)
+	}
+	if !strings.Contains(admin.Get("/users").Text, `<summary class="current">Admin</summary>`) {
+		t.Fatal("the Admin menu is not marked current on the users page")
+	}
 	// A role change applies to the live session at once.
 	vic, _ := ts.store.UserByName(context.Background(), "vic")
 	expectStatus(t, admin.Post("/users", "/users/"+itoa64(vic.ID)+"/role", url.Values{"role": {"operator"}}), http.StatusSeeOther)

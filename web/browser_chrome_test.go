@@ -243,3 +243,65 @@ func TestBrowserPhoneMenu(t *testing.T) {
 	}
 	noSideways("groups page")
 }
+
+// TestBrowserAdminMenu: an admin's administration entries (users, audit
+// log, console status) are folded under one Admin menu at desktop width, so
+// the nav stays on one line; the menu opens on a click, its entries lead to
+// their pages (where the menu is marked current), and it closes on Escape
+// and on a click elsewhere.
+func TestBrowserAdminMenu(t *testing.T) {
+	testutil.Heavy(t, "Chromium")
+	ts := newTestServer(t)
+	if err := ts.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ts.user(t, "ada", RoleAdmin)
+	b := browsertest.New(t, ts.URL())
+	defer b.PublishScreenshots()
+	if _, err := chromedp.Call(b.Ctx, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{Width: 1280, Height: 800, DeviceScaleFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	defer chromedp.Call(b.Ctx, emulation.ClearDeviceMetricsOverride, cdpEmpty)
+	b.Visit("/login?next=%2Ftopics")
+	b.Do("sign in",
+		chromedp.SendKeys(chromedp.ID("f-username"), "ada"),
+		chromedp.SendKeys(chromedp.ID("f-password"), "password-1"),
+		chromedp.Submit(chromedp.ID("f-password")),
+	)
+	b.WaitText("Topics")
+
+	usersShown := func() bool {
+		return evalIn[bool](t, b, `(function(){var a=document.querySelector('#mainnav a[href="/users"]');return !!a && a.checkVisibility()})()`)
+	}
+	if !evalIn[bool](t, b, `(function(){var s=document.querySelector("#mainnav li.navmore summary");var a=document.querySelector('#mainnav a[href="/topics"]');return !!s && Math.abs(s.getBoundingClientRect().top-a.getBoundingClientRect().top)<2})()`) {
+		t.Fatal("the Admin menu is not on the nav's line")
+	}
+	if usersShown() {
+		t.Fatal("the admin entries show before the menu is opened")
+	}
+	b.Do("open the Admin menu", chromedp.Click(chromedp.CSS(`#mainnav li.navmore summary`)))
+	if !usersShown() {
+		t.Fatal("the Admin menu did not open")
+	}
+	b.Do("Escape", chromedp.KeyEvent(kb.Escape))
+	if usersShown() {
+		t.Fatal("Escape left the Admin menu open")
+	}
+	b.Do("open the Admin menu", chromedp.Click(chromedp.CSS(`#mainnav li.navmore summary`)))
+	b.Do("click elsewhere", chromedp.Click(chromedp.CSS(`main h1`)))
+	if usersShown() {
+		t.Fatal("a click elsewhere left the Admin menu open")
+	}
+	b.Do("open the Admin menu", chromedp.Click(chromedp.CSS(`#mainnav li.navmore summary`)))
+	b.Do("follow Users", chromedp.Click(chromedp.CSS(`#mainnav a[href="/users"]`)))
+	testutil.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if p := evalIn[string](t, b, `location.pathname`); p != "/users" {
+			return fmt.Errorf("on %s", p)
+		}
+		return nil
+	})
+	if !evalIn[bool](t, b, `document.querySelector("#mainnav li.navmore summary").classList.contains("current")`) {
+		t.Fatal("the Admin menu is not marked current on the users page")
+	}
+	b.Screenshot("admin-menu")
+}

@@ -74,7 +74,7 @@ func navFor(c *fiber.Ctx, path string) []templates.NavItem {
 			continue
 		}
 		active := path == n.Path || (n.Path != "/" && strings.HasPrefix(path, n.Path+"/"))
-		item := templates.NavItem{Label: n.Label, Href: n.Path, Active: active}
+		item := templates.NavItem{Label: n.Label, Href: n.Path, Active: active, Admin: n.Role == RoleAdmin}
 		if n.Badge != nil {
 			item.HasBadge = true
 			item.Badge, item.BadgeKind = n.Badge(c.UserContext())
