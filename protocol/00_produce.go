@@ -39,8 +39,8 @@ import (
 //     on its partitions, nothing appended); a request with a
 //     transactional id needs Write on it (else
 //     TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition).
-//   - Transactional batches are refused (INVALID_TXN_STATE): transactions
-//     are not implemented, and no transactional producer id is ever issued.
+//   - Transactional batches open or continue their producer's transaction
+//     on the partition (broker.Produce); the coordinator's markers end it.
 //   - The request's partitions are appended in order, each on its own: one
 //     partition's error fails that partition only.
 //   - Quotas: the request's size counts against the client's
