@@ -482,3 +482,44 @@ func TestCompareStartAtTime(t *testing.T) {
 		t.Fatalf("%+v", c)
 	}
 }
+
+// A comparison reads read_committed: records of an aborted transaction on
+// one side are not compared (a service that retried its transaction wrote
+// them once for good), and the markers move the position past them.
+func TestCompareReadsCommitted(t *testing.T) {
+	brokers := testBrokers(t)
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	left, right := uniqueTopic("ORDER"), uniqueTopic("ORDERNEW")
+	createTopics(t, brokers, 1, left, right)
+	g := generate(1000, base, true)
+	produce(t, brokers, right, 1, g.right)
+
+	// The left side: each of the first 50 records is first written in a
+	// transaction that aborts, then all of them in one that commits.
+	cl := newClient(t, brokers, kgo.TransactionalID(uniqueTopic("txn")), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	write := func(recs []genRecord, commit kgo.TransactionEndTry) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		batch := make([]*kgo.Record, 0, len(recs))
+		for _, r := range recs {
+			batch = append(batch, &kgo.Record{Topic: left, Partition: 0, Key: r.key, Value: r.value, Timestamp: r.ts, Headers: r.headers})
+		}
+		if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(g.left[:50], kgo.TryAbort)
+	write(g.left, kgo.TryCommit)
+
+	snap := runComparison(t, genSpec(left, right, true), Options{Brokers: brokers})
+	if got := outcome(snap.Counters); got != g.want {
+		t.Fatalf("counts with an aborted transaction on the left\n got %+v\nwant %+v", got, g.want)
+	}
+}
