@@ -16,7 +16,7 @@ LDFLAGS := -s -w -X github.com/sluice-io/sluice/internal/buildinfo.Version=$(VER
 # schema-registry client needs (requests, jsonschema), Burrow (sarama) for the
 # lag-monitor test, Chromium for browser tests, rpm/dpkg tools and
 # systemd-analyze for the packaging tests.
-TEST_DEBS := zookeeper kcat chromium python3-confluent-kafka python3-requests python3-jsonschema rpm systemd lintian adduser nodejs curl ca-certificates burrow
+TEST_DEBS := zookeeper kcat chromium python3-confluent-kafka python3-kafka python3-requests python3-jsonschema rpm systemd lintian adduser nodejs curl ca-certificates burrow
 # kafkajs (pure JavaScript, no dependencies) comes from the npm registry.
 KAFKAJS_VERSION := 2.2.4
 KAFKAJS_DIR ?= $(HOME)/.cache/sluice-test/kafkajs-$(KAFKAJS_VERSION)
