@@ -93,7 +93,7 @@ test-short:
 # __consumer_offsets records, znodes, compared JSON — a few seconds each
 # (longer: make test-fuzz FUZZTIME=5m). Every other target's seed corpus runs
 # in test-go; `make fuzz` fuzzes them all.
-FUZZ_PKGS ?= ./record ./storage ./protocol ./internal/kwire ./group ./zkcoord ./migration/jsondiff ./schemareg/serde
+FUZZ_PKGS ?= ./record ./storage ./protocol ./internal/kwire ./group ./txn ./zkcoord ./migration/jsondiff ./schemareg/serde
 test-fuzz:
 	./scripts/fuzz.sh $(FUZZTIME) $(FUZZ_PKGS)
 
