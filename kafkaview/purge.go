@@ -120,9 +120,12 @@ func (c *Client) Purge(ctx context.Context, topic string, rows []PurgeRow) (map[
 	}
 	var os kadm.Offsets
 	for _, r := range rows {
+		if _, ok := ends[topic]; !ok {
+			return nil, fmt.Errorf("topic %s: %w", topic, kerr.UnknownTopicOrPartition)
+		}
 		e, ok := ends.Lookup(topic, r.Partition)
 		if !ok {
-			return nil, fmt.Errorf("%s/%d: %w", topic, r.Partition, kerr.UnknownTopicOrPartition)
+			return nil, fmt.Errorf("topic %s has no partition %d", topic, r.Partition)
 		}
 		if e.Err != nil {
 			return nil, fmt.Errorf("end offset of %s/%d: %w", topic, r.Partition, e.Err)

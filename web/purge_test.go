@@ -123,6 +123,15 @@ func TestTopicPurge(t *testing.T) {
 	if got := logStarts(t, adm, "events"); got[0] != 0 {
 		t.Fatalf("purged without confirmation: %v", got)
 	}
+	// A partition the topic does not have is refused, and nothing is deleted.
+	r = op.Post(page, page+"/purge", url.Values{"mode": {"all"}, "apply": {"1"}, "confirm": {"events"}, "to:0": {"5"}, "to:9": {"1"}})
+	expectStatus(t, r, http.StatusUnprocessableEntity)
+	expectContains(t, r, "Not purged: topic events has no partition 9")
+	r = op.Post(page, page+"/purge", url.Values{"mode": {"all"}, "apply": {"1"}, "confirm": {"events"}, "to:x": {"5"}})
+	expectStatus(t, r, http.StatusBadRequest)
+	if got := logStarts(t, adm, "events"); got[0] != 0 {
+		t.Fatalf("purged by a refused request: %v", got)
+	}
 	apply.Set("confirm", "events")
 	r = op.Post(page, page+"/purge", apply)
 	expectStatus(t, r, http.StatusSeeOther)
@@ -168,10 +177,11 @@ func TestTopicPurge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 3 {
+	// Newest first: three purges, and the refused one before them.
+	if len(entries) != 4 || !strings.Contains(entries[3].Outcome, "has no partition 9") {
 		t.Fatalf("audit of purges: %+v", entries)
 	}
-	for _, e := range entries {
+	for _, e := range entries[:3] {
 		if e.Outcome != "ok" || e.Target != "events" || e.User != "olga" {
 			t.Fatalf("audit entry: %+v", e)
 		}
