@@ -109,6 +109,7 @@ type TopicView struct {
 	ConfigForm   Form // errors from the last config change
 	PartForm     Form
 	DeleteForm   Form
+	PurgeForm    Form
 	ShowDefaults bool
 	Groups       []string // consumer groups with commits on the topic
 	// Subjects are the schema registry subjects the topic's records use.
@@ -216,6 +217,9 @@ type GroupView struct {
 	Sampling  time.Duration
 	ResetForm Form
 	Topics    []string // topics the group has commits on, for the reset form
+	// DeleteForm and OffsetsForm are the delete-group and
+	// delete-offsets forms.
+	DeleteForm, OffsetsForm Form
 	// Topic is the topic the chart shows alone ("" every topic).
 	Topic string
 	// Events are the markers of the chart: alerts fired, acknowledged and

@@ -70,6 +70,7 @@ func (s *Server) routes() error {
 	r.Get("/topics/:name/configs", RoleViewer, topicConfigs{kc: s.kc, show: show}.get)
 	r.Post("/topics/:name/partitions", RoleOperator, topicPartitions{kc: s.kc, show: show}.post)
 	r.Post("/topics/:name/delete", RoleOperator, topicDelete{kc: s.kc, show: show}.post)
+	r.Post("/topics/:name/purge", RoleOperator, topicPurge{kc: s.kc, show: show}.post)
 
 	browse := messagesBrowse{kc: s.kc, dec: s.cfg.Decoder}
 	r.Get("/topics/:name/messages", RoleViewer, browse.get)
@@ -82,6 +83,9 @@ func (s *Server) routes() error {
 		events: s.timelineEvents, status: s.groupStatus()}
 	r.Get("/groups/:name", RoleViewer, gshow.get)
 	r.Post("/groups/:name/reset", RoleOperator, groupReset{kc: s.kc, show: gshow}.post)
+	gdel := groupDelete{kc: s.kc, show: gshow}
+	r.Post("/groups/:name/delete", RoleOperator, gdel.deleteGroup)
+	r.Post("/groups/:name/offsets/delete", RoleOperator, gdel.deleteOffsets)
 
 	r.Get("/transactions", RoleViewer, transactionsList{kc: s.kc}.get)
 
