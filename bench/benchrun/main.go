@@ -70,7 +70,7 @@ const defaultSluiceCluster = "--override broker.id={id} --override zookeeper.con
 	"--override zookeeper.session.timeout.ms=6000 --override controlled.shutdown.enable=false"
 
 // allSystems are the systems benchrun knows, in their default order.
-var allSystems = []string{"sluice", "kfake", "nats", "rabbitmq-stream", "rabbitmq-quorum", "sluice-ssl", "sluice-sasl-ssl"}
+var allSystems = []string{"sluice", "kfake", "nats", "rabbitmq-stream", "rabbitmq-quorum", "sluice-ssl", "sluice-sasl-ssl", "kfake-ssl"}
 
 // defaultSystems are the systems run when --systems is not given: the TLS
 // ones are asked for by name (BENCH_SYSTEMS=sluice,sluice-ssl,sluice-sasl-ssl).
@@ -296,7 +296,7 @@ func bench(ctx context.Context, c *config) error {
 		return err
 	}
 	mach := describeMachine()
-	if slices.ContainsFunc(c.Systems, func(s string) bool { return strings.HasPrefix(s, "sluice-") }) {
+	if slices.ContainsFunc(c.Systems, func(s string) bool { return strings.HasSuffix(s, "-ssl") }) {
 		f, err := writeTLSFiles(filepath.Join(c.WorkDir, "tls"))
 		if err != nil {
 			return fmt.Errorf("certificates of the TLS systems: %w", err)

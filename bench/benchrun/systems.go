@@ -255,6 +255,7 @@ func newSystems(p paths) map[string]*system {
 		},
 		"sluice-ssl":      tlsSystem(p, "sluice-ssl", "SSL"),
 		"sluice-sasl-ssl": tlsSystem(p, "sluice-sasl-ssl", "SASL_SSL"),
+		"kfake-ssl":       kfakeTLSSystem(p),
 		"rabbitmq-stream": rabbitSystem(p, "rabbitmq-stream", "RabbitMQ stream", "stream"),
 		"rabbitmq-quorum": rabbitSystem(p, "rabbitmq-quorum", "RabbitMQ quorum", "quorum"),
 		"nats": {

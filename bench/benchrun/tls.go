@@ -2,7 +2,8 @@ package main
 
 // The TLS systems: Sluice with an SSL listener ("sluice-ssl") and with a
 // SASL_SSL listener using SCRAM-SHA-512 ("sluice-sasl-ssl"), measured with
-// the same workloads as Sluice over PLAINTEXT, so the report shows what
+// the same workloads as Sluice over PLAINTEXT, and kfake with TLS listeners
+// ("kfake-ssl") beside them, so the report shows what
 // TLS (no sendfile on the fetch path, encryption in user space) and SASL
 // cost. The certificates are made when benchrun starts (crypto/x509, a CA
 // and a server certificate for 127.0.0.1 valid for a day): nothing that
@@ -146,6 +147,35 @@ func tlsSystem(p paths, key, protocol string) *system {
 		addr: func(l layout) string { return localAddr(l.Ports[0]) },
 		setup: func(ctx context.Context, l layout) error {
 			return tlsSetup(ctx, p, protocol, l)
+		},
+	}
+}
+
+// kfakeTLSSystem is kfake with TLS-only listeners, the side-by-side of
+// "sluice-ssl" (kfake has no SASL_SSL of its own here).
+func kfakeTLSSystem(p paths) *system {
+	plain := kafkaClient(p)
+	return &system{
+		Key: "kfake-ssl", Name: "kfake SSL",
+		procs: func(l layout) []procSpec {
+			return []procSpec{{Argv: []string{p.KfakeServer, "--listen", localAddr(l.Ports[0]), "--tls-keystore", p.TLS.Keystore},
+				Wait: localAddr(l.Ports[0])}}
+		},
+		client: func(phase string, w workload, addr string, n int64, rate, secs int) []string {
+			return append(plain(phase, w, addr, n, rate, secs), "--command-config", p.TLS.SSLProps)
+		},
+		version: func(ctx context.Context) string {
+			return versionOf(ctx, p.KfakeServer, "--version") + " (in memory)"
+		},
+		unsupported: func(w workload) string {
+			if w.Replication > 1 {
+				return "the TLS systems are measured with one broker"
+			}
+			return ""
+		},
+		addr: func(l layout) string { return localAddr(l.Ports[0]) },
+		setup: func(ctx context.Context, l layout) error {
+			return tlsSetup(ctx, p, "SSL", l)
 		},
 	}
 }

@@ -75,8 +75,24 @@ func TestTLSServeArgs(t *testing.T) {
 	if err != nil || slices.Contains(c.Systems, "sluice-ssl") {
 		t.Fatalf("default systems %v %v", c.Systems, err)
 	}
-	if _, err := parseConfig([]string{"--systems", "sluice,sluice-ssl,sluice-sasl-ssl"}); err != nil {
+	if _, err := parseConfig([]string{"--systems", "sluice,sluice-ssl,sluice-sasl-ssl,kfake,kfake-ssl"}); err != nil {
 		t.Fatal(err)
+	}
+	// kfake over TLS: its listener serves the same keystore, and the client
+	// connects with the SSL properties.
+	sys := newSystems(paths{Sluice: "sluice", KfakeServer: "kfakeserver", TLS: &tlsFiles{Keystore: "/d/broker.pem", SSLProps: "/d/ssl.properties"}})
+	l := layout{Brokers: 1, Ports: []int{9093}, Peers: []int{9094}, Monitor: []int{9095}, Dir: "/x"}
+	if argv := strings.Join(sys["kfake-ssl"].procs(l)[0].Argv, " "); argv != "kfakeserver --listen 127.0.0.1:9093 --tls-keystore /d/broker.pem" {
+		t.Errorf("kfake-ssl: %s", argv)
+	}
+	w := workload{Size: 1024, Partitions: 1, Acks: "1", Compression: "none"}
+	for _, key := range []string{"kfake-ssl", "sluice-ssl"} {
+		if argv := strings.Join(sys[key].client("produce", w, "127.0.0.1:9093", 10, 0, 0), " "); !strings.HasSuffix(argv, "--command-config /d/ssl.properties") {
+			t.Errorf("%s client: %s", key, argv)
+		}
+		if why := sys[key].unsupported(workload{Replication: 3}); why == "" {
+			t.Errorf("%s accepts a replicated workload", key)
+		}
 	}
 }
 
