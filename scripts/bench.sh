@@ -10,6 +10,7 @@
 #   BENCH_RECORDS=200000 BENCH_RUNS=1 make bench
 #   BENCH_SYSTEMS=kfake,nats make bench     # leave a system out
 #   BENCH_SYSTEMS=sluice,rabbitmq-stream,rabbitmq-quorum make bench   # Sluice against RabbitMQ only
+#   BENCH_SYSTEMS=sluice,sluice-ssl,sluice-sasl-ssl,kfake,kfake-ssl BENCH_OUT=tls.md make bench   # PLAINTEXT against TLS
 #   BENCH_REPLICATION=3 make bench          # three-broker clusters, topics/streams with 3 replicas
 #   BENCH_SMOKE=1 BENCH_REPLICATION=3 ./scripts/bench.sh   # ~30 s check of the cluster harness
 #   ./scripts/bench.sh --replication 3 --records 50000 --runs 1
@@ -25,6 +26,13 @@
 # BENCH_* lists below still override. The report goes between BENCHMARKS.md's
 # "make bench rfN" markers (appended at the end when missing), never over the
 # single-broker report.
+#
+# sluice-ssl and sluice-sasl-ssl (asked for by name only) are Sluice with an SSL
+# or a SASL_SSL (SCRAM-SHA-512) client listener, kfake-ssl kfake with TLS
+# listeners, `sluice perf` connecting with --command-config; the CA and
+# server certificate are made at run time
+# (bench/benchrun/tls.go), and the report checks TLS produce of 1 KiB records
+# against 60 % of PLAINTEXT (issue 15).
 #
 # Every flag of bench/benchrun can be given after the script name; their
 # defaults come from these variables:

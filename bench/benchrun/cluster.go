@@ -182,6 +182,13 @@ func deploy(ctx context.Context, sys *system, n int, dir, logDir, tag string, en
 			return d, fmt.Errorf("%s cluster of %d did not form within %v: %w", sys.Name, n, clusterTimeout, err)
 		}
 	}
+	if sys.setup != nil {
+		sctx, cancel := context.WithTimeout(ctx, clusterTimeout)
+		defer cancel()
+		if err := sys.setup(sctx, l); err != nil {
+			return d, fmt.Errorf("%s setup: %w", sys.Name, err)
+		}
+	}
 	d.addr = sys.addr(l)
 	return d, nil
 }

@@ -70,7 +70,11 @@ const defaultSluiceCluster = "--override broker.id={id} --override zookeeper.con
 	"--override zookeeper.session.timeout.ms=6000 --override controlled.shutdown.enable=false"
 
 // allSystems are the systems benchrun knows, in their default order.
-var allSystems = []string{"sluice", "kfake", "nats", "rabbitmq-stream", "rabbitmq-quorum"}
+var allSystems = []string{"sluice", "kfake", "nats", "rabbitmq-stream", "rabbitmq-quorum", "sluice-ssl", "sluice-sasl-ssl", "kfake-ssl"}
+
+// defaultSystems are the systems run when --systems is not given: the TLS
+// ones are asked for by name (BENCH_SYSTEMS=sluice,sluice-ssl,sluice-sasl-ssl).
+var defaultSystems = allSystems[:5]
 
 func env(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok && v != "" {
@@ -103,7 +107,7 @@ func parseConfig(args []string) (*config, error) {
 	fs.StringVar(&c.RabbitPerf, "rabbitperf", env("BENCH_RABBITPERF", "bin/bench/rabbitperf"), "the RabbitMQ load generator")
 	fs.StringVar(&c.RabbitServer, "rabbitmq-server", env("BENCH_RABBITMQ_SERVER", defaultRabbitServer), "RabbitMQ's start script")
 	fs.StringVar(&c.Epmd, "epmd", env("BENCH_EPMD", defaultEpmd), "Erlang's port mapper daemon, one per RabbitMQ node")
-	fs.StringVar(&systems, "systems", env("BENCH_SYSTEMS", strings.Join(allSystems, ",")),
+	fs.StringVar(&systems, "systems", env("BENCH_SYSTEMS", strings.Join(defaultSystems, ",")),
 		"systems to run, first is the one the ratios are of: "+strings.Join(allSystems, ", "))
 	fs.Int64Var(&records, "records", int64(envInt("BENCH_RECORDS", 1_000_000)), "records per produce/consume workload")
 	fs.IntVar(&c.Runs, "runs", envInt("BENCH_RUNS", 3), "runs of every workload on every system")
@@ -292,6 +296,13 @@ func bench(ctx context.Context, c *config) error {
 		return err
 	}
 	mach := describeMachine()
+	if slices.ContainsFunc(c.Systems, func(s string) bool { return strings.HasSuffix(s, "-ssl") }) {
+		f, err := writeTLSFiles(filepath.Join(c.WorkDir, "tls"))
+		if err != nil {
+			return fmt.Errorf("certificates of the TLS systems: %w", err)
+		}
+		c.paths.TLS = f
+	}
 	all := newSystems(c.paths)
 	var systems []*system
 	skipped := map[string]string{}
@@ -460,7 +471,7 @@ func measure(ctx context.Context, c *config, sys *system, w workload, run int) m
 	defer os.RemoveAll(dir) // a 1 KiB workload leaves a gigabyte per system per run
 	var env []string
 	var prof *profiler
-	if c.Profile && sys.Key == "sluice" {
+	if c.Profile && strings.HasPrefix(sys.Key, "sluice") {
 		port, err := freePort()
 		if err != nil {
 			m.Err = err.Error()

@@ -286,6 +286,9 @@ func summarizeProfiles(ctx context.Context, c *config, ms []measurement) []profi
 				continue
 			}
 			sec := profileSection{Workload: m.Workload, Phase: phase}
+			if m.System != "Sluice" {
+				sec.Workload = m.System + ": " + m.Workload // the TLS systems
+			}
 			switch phase {
 			case "produce":
 				if m.Produce != nil {

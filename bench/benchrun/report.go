@@ -405,6 +405,7 @@ func (r *report) markdown() string {
 	}
 
 	r.targets(&b, subject)
+	r.tlsTargets(&b)
 
 	r.profileMarkdown(&b)
 

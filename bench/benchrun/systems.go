@@ -75,6 +75,9 @@ type system struct {
 	ready func(ctx context.Context, l layout) error
 	// zookeeper is set when a cluster of this system needs ZooKeeper.
 	zookeeper bool
+	// setup, when set, prepares every measurement once its processes are
+	// up (and a cluster has formed): users, a check of the client listener.
+	setup func(ctx context.Context, l layout) error
 }
 
 // layout is where the processes of one measurement listen and keep data.
@@ -145,8 +148,9 @@ type procSpec struct {
 type paths struct {
 	Sluice, KfakeServer, NatsPerf, NatsServer string
 	RabbitPerf, RabbitServer, Epmd            string
-	SluiceServe                               string // template with {port} and {dir}
-	SluiceCluster                             string // added for a cluster: {id}, {zk}, {rf}, {minisr}
+	SluiceServe                               string    // template with {port} and {dir}
+	SluiceCluster                             string    // added for a cluster: {id}, {zk}, {rf}, {minisr}
+	TLS                                       *tlsFiles // certificates of the TLS systems (nil: none asked for)
 }
 
 // expand splits tmpl into arguments and fills in its {placeholders}.
@@ -249,6 +253,9 @@ func newSystems(p paths) map[string]*system {
 			addr:        func(l layout) string { return addrList(l, localAddr) },
 			ready:       kafkaReady,
 		},
+		"sluice-ssl":      tlsSystem(p, "sluice-ssl", "SSL"),
+		"sluice-sasl-ssl": tlsSystem(p, "sluice-sasl-ssl", "SASL_SSL"),
+		"kfake-ssl":       kfakeTLSSystem(p),
 		"rabbitmq-stream": rabbitSystem(p, "rabbitmq-stream", "RabbitMQ stream", "stream"),
 		"rabbitmq-quorum": rabbitSystem(p, "rabbitmq-quorum", "RabbitMQ quorum", "quorum"),
 		"nats": {

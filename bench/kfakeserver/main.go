@@ -9,6 +9,7 @@
 //
 //	kfakeserver --listen 127.0.0.1:9092 [--data-dir DIR] [--brokers 1]
 //	kfakeserver --listen 127.0.0.1:9092,127.0.0.1:9192,127.0.0.1:9292
+//	kfakeserver --listen 127.0.0.1:9093 --tls-keystore broker.pem
 //
 // A list of addresses starts one broker on each (the replication factor
 // benchmarks use three); a single address with --brokers N starts N brokers
@@ -16,11 +17,16 @@
 // copy of the data: kfake accepts a replication factor up to the number of
 // brokers and reports the replicas in metadata, but does not replicate.
 //
+// --tls-keystore FILE (a PEM file holding the private key and the
+// certificate chain, Kafka's PEM ssl.keystore.location) makes every
+// listener TLS only.
+//
 // It prints "kfake listening on ADDR" once it accepts connections and exits
 // cleanly on SIGINT or SIGTERM.
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -45,6 +51,7 @@ func run() int {
 	dataDir := flag.String("data-dir", "", "persist the log under this directory (default: memory only)")
 	syncWrites := flag.Bool("sync-writes", false, "with --data-dir, fsync every batch")
 	partitions := flag.Int("default-partitions", 1, "partitions of auto-created topics")
+	keystore := flag.String("tls-keystore", "", "PEM `FILE` with the private key and certificate chain: serve TLS only")
 	version := flag.Bool("version", false, "print the kfake module version and exit")
 	flag.Parse()
 
@@ -68,6 +75,14 @@ func run() int {
 		if *syncWrites {
 			opts = append(opts, kfake.SyncWrites())
 		}
+	}
+	if *keystore != "" {
+		pair, err := tls.LoadX509KeyPair(*keystore, *keystore)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "kfakeserver: --tls-keystore: %v\n", err)
+			return 2
+		}
+		opts = append(opts, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}))
 	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
