@@ -176,6 +176,10 @@ type MessageQuery struct {
 	Exact     bool
 	MaxScan   string
 	Timeout   string
+	// Isolation is read_committed (the default: what a transactional
+	// service's consumers see) or read_uncommitted (aborted and open
+	// transactions' records and the markers too, each marked).
+	Isolation string
 }
 
 // GroupsView is the consumer groups list.

@@ -195,3 +195,134 @@ func producerIDs(cl *kgo.Client) (int64, bool) {
 	id, _, err := cl.ProducerID(context.Background())
 	return id, err == nil
 }
+
+// TestConsoleMessagesIsolation: the messages viewer over real franz-go
+// transactional producers against an in-process Sluice broker. On one
+// partition, interleaved: a transaction that commits (c0, c1), one that
+// aborts (a0, a1), then one left open (o0). The default view reads
+// read_committed: the committed records only. read_uncommitted shows every
+// record and both markers, marking the aborted records, the open one and
+// the control records (not decoded as values), on a full page, on a page
+// that ends before the markers and on the newest-first page; a search
+// marks what it finds; a bad isolation is refused.
+func TestConsoleMessagesIsolation(t *testing.T) {
+	consoledb.BcryptCost = bcrypt.MinCost
+	c := testcluster.New(t)
+	c.CreateTopic("ledger", 1, 1, nil)
+	srv, err := web.New(web.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Brokers: c.Addrs(), Logger: webtest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("close console: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	producer := func(id string) *kgo.Client {
+		cl := c.Client(kgo.TransactionalID(id), kgo.TransactionTimeout(90*time.Second),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic("ledger"))
+		t.Cleanup(cl.Close)
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	send := func(cl *kgo.Client, v string) {
+		t.Helper()
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	committer, aborter := producer("ledger-commit"), producer("ledger-abort")
+	send(committer, "c0")
+	send(aborter, "a0")
+	send(committer, "c1")
+	send(aborter, "a1")
+	if err := committer.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if err := aborter.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	open := producer("ledger-open")
+	send(open, "o0")
+
+	v := webtest.NewClient(t, srv.App())
+	if _, err := srv.Store().CreateUser(context.Background(), "vic", web.RoleViewer, "password-1"); err != nil {
+		t.Fatal(err)
+	}
+	v.SignIn("vic", "password-1")
+	type rec struct {
+		Offset  int64   `json:"offset"`
+		Value   *string `json:"value"`
+		Control string  `json:"control"`
+		Txn     string  `json:"transaction"`
+	}
+	read := func(query string) string {
+		t.Helper()
+		var js struct {
+			Records []rec `json:"records"`
+		}
+		webtest.ExpectStatus(t, v.GetJSON("/topics/ledger/messages?"+query, &js), http.StatusOK)
+		var out []string
+		for _, r := range js.Records {
+			s := fmt.Sprint(r.Offset, ":")
+			switch {
+			case r.Control != "":
+				s += r.Control
+				if r.Value != nil {
+					t.Fatalf("a control record with a value: %+v", r)
+				}
+			case r.Value != nil:
+				s += *r.Value
+			}
+			if r.Txn != "" {
+				s += "(" + r.Txn + ")"
+			}
+			out = append(out, s)
+		}
+		return strings.Join(out, " ")
+	}
+	// The markers land asynchronously after EndTransaction: wait for the
+	// abort marker.
+	full := "0:c0 1:a0(aborted) 2:c1 3:a1(aborted) 4:COMMIT 5:ABORT 6:o0(not yet committed)"
+	testutil.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		if got := read("from=earliest&isolation=read_uncommitted"); got != full {
+			return fmt.Errorf("read_uncommitted from earliest: %s", got)
+		}
+		return nil
+	})
+	for q, want := range map[string]string{"from=earliest": "0:c0 2:c1", "from=latest": "2:c1 0:c0", "from=earliest&isolation=read_committed": "0:c0 2:c1"} {
+		if got := read(q); got != want {
+			t.Fatalf("%s: %s", q, got)
+		}
+	}
+	for q, want := range map[string]string{
+		// A page that ends before the markers: the read goes on to find them.
+		"from=earliest&limit=2&isolation=read_uncommitted": "0:c0 1:a0(aborted)",
+		// Newest first.
+		"from=latest&limit=3&isolation=read_uncommitted":          "6:o0(not yet committed) 5:ABORT 4:COMMIT",
+		"from=offset&offset=3&limit=1&isolation=read_uncommitted": "3:a1(aborted)",
+		// A search shows matching records only, marked.
+		"field=value&q=a&isolation=read_uncommitted": "1:a0(aborted) 3:a1(aborted)",
+		"field=value&q=a": "",
+	} {
+		if got := read(q); got != want {
+			t.Fatalf("%s:\n got %s\nwant %s", q, got, want)
+		}
+	}
+
+	r := v.Get("/topics/ledger/messages?from=earliest&isolation=read_uncommitted")
+	webtest.ExpectContains(t, r, `data-txn="aborted"`, `data-txn="not yet committed"`, `data-txn="commit-marker"`, `data-txn="abort-marker"`,
+		">commit marker<", ">abort marker<", "Control record: ABORT marker of producer", `<option value="read_uncommitted" selected`)
+	if n := strings.Count(r.Text, ">aborted<"); n != 2 {
+		t.Fatalf("%d aborted badges, want 2", n)
+	}
+	r = v.Get("/topics/ledger/messages?from=earliest")
+	webtest.ExpectLacks(t, r, ">a0<", ">o0<", "marker<", `data-txn="aborted"`)
+	webtest.ExpectContains(t, r, ">c1<")
+	r = v.Get("/topics/ledger/messages?isolation=dirty")
+	webtest.ExpectContains(t, r, "isolation must be read_committed or read_uncommitted")
+}
