@@ -410,4 +410,12 @@ type TransactionsView struct {
 	HangingCount int
 	At           time.Time
 	Err          string
+	CanAbort     bool // operators and admins: hanging rows link to the Abort confirmation
+}
+
+// TxnAbortView is the confirmation page of aborting a hanging transaction.
+type TxnAbortView struct {
+	Txn kafkaview.Transaction
+	At  time.Time
+	Err string // the abort failed, or the transaction changed
 }

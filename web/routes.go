@@ -84,6 +84,8 @@ func (s *Server) routes() error {
 	r.Post("/groups/:name/reset", RoleOperator, groupReset{kc: s.kc, show: gshow}.post)
 
 	r.Get("/transactions", RoleViewer, transactionsList{kc: s.kc}.get)
+	r.Get("/transactions/:id/abort", RoleOperator, transactionAbort{kc: s.kc}.get)
+	r.Post("/transactions/:id/abort", RoleOperator, transactionAbort{kc: s.kc}.post)
 
 	users := usersHandler{users: s.store}
 	r.Get("/users", RoleAdmin, users.get)

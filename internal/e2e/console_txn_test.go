@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -325,4 +326,152 @@ func TestConsoleMessagesIsolation(t *testing.T) {
 	webtest.ExpectContains(t, r, ">c1<")
 	r = v.Get("/topics/ledger/messages?isolation=dirty")
 	webtest.ExpectContains(t, r, "isolation must be read_committed or read_uncommitted")
+}
+
+// TestConsoleAbortHangingTransaction: a franz-go transactional producer
+// leaves a transaction open on two partitions past its timeout (the
+// coordinator's abort sweep is slowed so that it hangs). The Transactions
+// page shows each partition's LSO lag; an operator aborts the transaction
+// from the page behind a confirmation that says what happens: ABORT
+// markers land on both partitions, the last stable offset meets the high
+// watermark, read_committed browsing never shows its records, and the
+// abort is audited. A form for another producer epoch aborts nothing; a
+// viewer is refused the page and the action and sees no Abort link.
+func TestConsoleAbortHangingTransaction(t *testing.T) {
+	consoledb.BcryptCost = bcrypt.MinCost
+	c := testcluster.New(t, testcluster.Settings("transaction.abort.timed.out.transaction.cleanup.interval.ms=3600000"))
+	c.CreateTopic("escrow", 2, 1, nil)
+	srv, err := web.New(web.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Brokers: c.Addrs(), Logger: webtest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("close console: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stuck := c.Client(kgo.TransactionalID("escrow-stuck"), kgo.TransactionTimeout(1500*time.Millisecond),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic("escrow"))
+	t.Cleanup(stuck.Close)
+	if err := stuck.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*kgo.Record{{Partition: 0, Value: []byte("held-0")}, {Partition: 0, Value: []byte("held-1")}, {Partition: 1, Value: []byte("held-2")}} {
+		if err := stuck.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain := c.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic("escrow"))
+	t.Cleanup(plain.Close)
+	if err := plain.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte("after")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, u := range []struct {
+		name string
+		role web.Role
+	}{{"vic", web.RoleViewer}, {"olga", web.RoleOperator}} {
+		if _, err := srv.Store().CreateUser(context.Background(), u.name, u.role, "password-1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := webtest.NewClient(t, srv.App())
+	o.SignIn("olga", "password-1")
+	var r webtest.Response
+	testutil.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		r = o.Get("/transactions")
+		if !strings.Contains(txnRow(t, r.Text, "escrow-stuck"), ">hanging<") {
+			return fmt.Errorf("not hanging yet: %s", webtest.Snippet(r.Text))
+		}
+		return nil
+	})
+	row := txnRow(t, r.Text, "escrow-stuck")
+	for _, want := range []string{`href="/transactions/escrow-stuck/abort"`, "escrow</a>/0 (LSO lag 3)", "escrow</a>/1 (LSO lag 1)"} {
+		if !strings.Contains(row, want) {
+			t.Fatalf("row lacks %q: %s", want, row)
+		}
+	}
+	var js struct {
+		Transactions []struct {
+			ID         string `json:"transactional_id"`
+			ProducerID int64  `json:"producer_id"`
+			Epoch      int16  `json:"producer_epoch"`
+			Partitions []struct {
+				Partition int32  `json:"partition"`
+				Lag       *int64 `json:"lso_lag"`
+			} `json:"partitions"`
+		} `json:"transactions"`
+	}
+	o.GetJSON("/transactions", &js)
+	if len(js.Transactions) != 1 || len(js.Transactions[0].Partitions) != 2 || js.Transactions[0].Partitions[0].Lag == nil || *js.Transactions[0].Partitions[0].Lag != 3 {
+		t.Fatalf("transactions JSON: %+v", js)
+	}
+	tx := js.Transactions[0]
+
+	// A viewer: no Abort link, and refused the page and the action.
+	v := webtest.NewClient(t, srv.App())
+	v.SignIn("vic", "password-1")
+	webtest.ExpectLacks(t, v.Get("/transactions"), "/transactions/escrow-stuck/abort")
+	webtest.ExpectStatus(t, v.Get("/transactions/escrow-stuck/abort"), http.StatusForbidden)
+	webtest.ExpectStatus(t, v.Post("/transactions", "/transactions/escrow-stuck/abort",
+		url.Values{"producer_id": {fmt.Sprint(tx.ProducerID)}, "producer_epoch": {fmt.Sprint(tx.Epoch)}}), http.StatusForbidden)
+
+	lso := func() string {
+		var topic struct {
+			Partitions []struct {
+				Partition int32 `json:"partition"`
+				End       int64 `json:"end_offset"`
+				Stable    int64 `json:"last_stable_offset"`
+			} `json:"partitions"`
+		}
+		o.GetJSON("/topics/escrow", &topic)
+		return fmt.Sprint(topic.Partitions)
+	}
+	if got := lso(); got != "[{0 3 0} {1 1 0}]" {
+		t.Fatalf("before the abort (partition, end, last stable): %s", got)
+	}
+
+	// The confirmation page says what happens.
+	r = o.Get("/transactions/escrow-stuck/abort")
+	webtest.ExpectStatus(t, r, http.StatusOK)
+	webtest.ExpectContains(t, r, "invisible to read_committed consumers for good", "ABORT marker", "escrow</a>/0 (LSO lag 3)", `name="producer_epoch"`, "Abort transaction escrow-stuck")
+
+	// A form for another epoch aborts nothing.
+	r = o.Post("/transactions/escrow-stuck/abort", "/transactions/escrow-stuck/abort",
+		url.Values{"producer_id": {fmt.Sprint(tx.ProducerID)}, "producer_epoch": {fmt.Sprint(tx.Epoch + 1)}})
+	webtest.ExpectStatus(t, r, http.StatusConflict)
+	webtest.ExpectContains(t, r, "nothing was aborted")
+	if got := lso(); got != "[{0 3 0} {1 1 0}]" {
+		t.Fatalf("after a refused abort: %s", got)
+	}
+
+	r = o.Post("/transactions/escrow-stuck/abort", "/transactions/escrow-stuck/abort",
+		url.Values{"producer_id": {fmt.Sprint(tx.ProducerID)}, "producer_epoch": {fmt.Sprint(tx.Epoch)}})
+	webtest.ExpectStatus(t, r, http.StatusSeeOther)
+	webtest.ExpectContains(t, o.Get("/transactions"), "ABORT markers written on escrow-0, escrow-1")
+	testutil.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		if got := lso(); got != "[{0 4 4} {1 2 2}]" { // the markers moved both ends
+			return fmt.Errorf("after the abort (partition, end, last stable): %s", got)
+		}
+		return nil
+	})
+	var msgs struct {
+		Records []struct {
+			Value string `json:"value"`
+		} `json:"records"`
+	}
+	o.GetJSON("/topics/escrow/messages?from=earliest", &msgs)
+	if len(msgs.Records) != 1 || msgs.Records[0].Value != "after" {
+		t.Fatalf("read_committed after the abort: %+v", msgs.Records)
+	}
+	es, _, err := srv.Store().Audit(context.Background(), consoledb.AuditFilter{Action: "transaction.abort", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 1 || es[0].User != "olga" || es[0].Target != "escrow-stuck" || es[0].Outcome != "ok" ||
+		!strings.Contains(es[0].Detail, "aborted=escrow-0,escrow-1") {
+		t.Fatalf("audit: %+v", es)
+	}
 }
