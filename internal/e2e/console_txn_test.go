@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/crypto/bcrypt"
 
@@ -241,12 +242,30 @@ func TestConsoleMessagesIsolation(t *testing.T) {
 	send(aborter, "a0")
 	send(committer, "c1")
 	send(aborter, "a1")
+	// EndTxn answers before the coordinator's marker lands: wait for each
+	// marker (the high watermark passes it), so the log's order is fixed.
+	adm := kadm.NewClient(committer)
+	markerAt := func(end int64) {
+		t.Helper()
+		testutil.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+			ends, err := adm.ListEndOffsets(ctx, "ledger")
+			if err != nil {
+				return err
+			}
+			if o, _ := ends.Lookup("ledger", 0); o.Offset != end {
+				return fmt.Errorf("ledger-0 ends at %d, want %d", o.Offset, end)
+			}
+			return nil
+		})
+	}
 	if err := committer.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
+	markerAt(5)
 	if err := aborter.EndTransaction(ctx, kgo.TryAbort); err != nil {
 		t.Fatal(err)
 	}
+	markerAt(6)
 	open := producer("ledger-open")
 	send(open, "o0")
 
@@ -286,15 +305,10 @@ func TestConsoleMessagesIsolation(t *testing.T) {
 		}
 		return strings.Join(out, " ")
 	}
-	// The markers land asynchronously after EndTransaction: wait for the
-	// abort marker.
 	full := "0:c0 1:a0(aborted) 2:c1 3:a1(aborted) 4:COMMIT 5:ABORT 6:o0(not yet committed)"
-	testutil.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
-		if got := read("from=earliest&isolation=read_uncommitted"); got != full {
-			return fmt.Errorf("read_uncommitted from earliest: %s", got)
-		}
-		return nil
-	})
+	if got := read("from=earliest&isolation=read_uncommitted"); got != full {
+		t.Fatalf("read_uncommitted from earliest:\n got %s\nwant %s", got, full)
+	}
 	for q, want := range map[string]string{"from=earliest": "0:c0 2:c1", "from=latest": "2:c1 0:c0", "from=earliest&isolation=read_committed": "0:c0 2:c1"} {
 		if got := read(q); got != want {
 			t.Fatalf("%s: %s", q, got)
