@@ -31,6 +31,39 @@ type Record struct {
 	KeyNull   bool
 	ValueNull bool
 	Headers   []Header
+	// Transaction marks, set only by a read_uncommitted Query: Control is
+	// the marker a control record is ("COMMIT" or "ABORT"; its key and
+	// value are not data), Txn what became of a transactional record
+	// (TxnAborted, TxnOpen, TxnUnresolved; "" when committed or not
+	// transactional).
+	Control    string
+	Txn        string
+	ProducerID int64 // of a transactional or control record; -1 otherwise
+}
+
+// What became of a transactional record, for a read_uncommitted Query.
+const (
+	TxnAborted = "aborted"           // an ABORT marker of its producer ended its transaction
+	TxnOpen    = "not yet committed" // its transaction is still open: no marker up to the high watermark
+	// TxnUnresolved: the read stopped (scan or time limit) before the
+	// marker that ends its transaction.
+	TxnUnresolved = "unresolved"
+)
+
+// ControlType reads a control record's key: its ControlRecordType
+// (bytes 2-3 after the int16 version), "ABORT" for 0, "COMMIT" for 1; ""
+// for a key too short to be one.
+func ControlType(key []byte) string {
+	if len(key) < 4 {
+		return ""
+	}
+	switch int16(key[2])<<8 | int16(key[3]) {
+	case 0:
+		return "ABORT"
+	case 1:
+		return "COMMIT"
+	}
+	return "UNKNOWN"
 }
 
 // From is where a read starts.
@@ -135,6 +168,13 @@ type Query struct {
 	// Timeout bounds the whole read (default 10s); a search that runs out
 	// of time returns what it found with Stopped set.
 	Timeout time.Duration
+	// Uncommitted reads read_uncommitted, up to the high watermark: the
+	// records of aborted and open transactions too, and the control
+	// records (commit and abort markers), each marked (Record.Control,
+	// Record.Txn). The default reads read_committed, as a transactional
+	// service's consumers do: up to the last stable offset, without
+	// aborted records or markers.
+	Uncommitted bool
 }
 
 // Result is what a read found.
@@ -189,6 +229,29 @@ type partState struct {
 	got    []Record
 	done   bool
 	stuck  int // rounds without progress
+	// txn (read_uncommitted only): per producer id, the indexes in got of
+	// its transactional records since its last marker, whose fate the
+	// next marker decides.
+	txn map[int64][]int
+}
+
+// marker applies a control record: the producer's pending records are
+// aborted by an ABORT marker, committed by a COMMIT marker.
+func (ps *partState) marker(pid int64, kind string) {
+	if kind == "ABORT" {
+		for _, i := range ps.txn[pid] {
+			ps.got[i].Txn = TxnAborted
+		}
+	}
+	delete(ps.txn, pid)
+}
+
+// pending notes got's last record as pid's, awaiting its marker.
+func (ps *partState) pending(pid int64) {
+	if ps.txn == nil {
+		ps.txn = make(map[int64][]int)
+	}
+	ps.txn[pid] = append(ps.txn[pid], len(ps.got)-1)
 }
 
 // Read runs q: a page of records, or a bounded search.
@@ -240,7 +303,7 @@ func (c *Client) Read(ctx context.Context, q Query) (*Result, error) {
 			res.Stopped = "time limit"
 			break
 		}
-		errs := c.fetchRound(ctx, tm, active, q.Filter.Active(), func(ps *partState, r *kgo.Record) verdict {
+		errs := c.fetchRound(ctx, tm, active, q.Filter.Active(), q.Uncommitted, func(ps *partState, r *kgo.Record) verdict {
 			// A fetch round decodes megabytes; look at the clock inside it
 			// too, so a search answers close to its time bound.
 			if timedOut || res.Scanned&1023 == 0 && ctx.Err() != nil {
@@ -248,6 +311,22 @@ func (c *Client) Read(ctx context.Context, q Query) (*Result, error) {
 				return leave
 			}
 			res.Scanned++
+			if r.Attrs.IsControl() { // read_uncommitted only
+				kind := ControlType(r.Key)
+				ps.marker(r.ProducerID, kind)
+				if q.Filter.Active() {
+					return take
+				}
+				cr := copyRecord(r)
+				cr.Control, cr.Key, cr.Value, cr.Headers = kind, nil, nil, nil
+				cr.KeyNull, cr.ValueNull = true, true
+				ps.got = append(ps.got, cr)
+				matched++
+				if len(ps.got) < perPartitionCap {
+					return take
+				}
+				return takeStop
+			}
 			if !q.Filter.Match(r) {
 				if q.Filter.Active() && res.Scanned >= q.MaxScan {
 					return takeStop
@@ -255,6 +334,9 @@ func (c *Client) Read(ctx context.Context, q Query) (*Result, error) {
 				return take
 			}
 			ps.got = append(ps.got, copyRecord(r))
+			if q.Uncommitted && r.Attrs.IsTransactional() {
+				ps.pending(r.ProducerID)
+			}
 			matched++
 			if q.Filter.Active() {
 				if matched < q.Limit && res.Scanned < q.MaxScan {
@@ -293,6 +375,10 @@ func (c *Client) Read(ctx context.Context, q Query) (*Result, error) {
 				}
 			}
 		}
+	}
+
+	if q.Uncommitted {
+		c.resolveTxns(ctx, tm, parts, q.MaxScan-res.Scanned)
 	}
 
 	// Merge by time (newest first for "latest"), keeping each partition's
@@ -381,12 +467,16 @@ func activeParts(parts []*partState) []*partState {
 
 func copyRecord(r *kgo.Record) Record {
 	out := Record{
-		Topic:     r.Topic,
-		Partition: r.Partition,
-		Offset:    r.Offset,
-		Timestamp: r.Timestamp,
-		KeyNull:   r.Key == nil,
-		ValueNull: r.Value == nil,
+		Topic:      r.Topic,
+		Partition:  r.Partition,
+		Offset:     r.Offset,
+		Timestamp:  r.Timestamp,
+		KeyNull:    r.Key == nil,
+		ValueNull:  r.Value == nil,
+		ProducerID: -1,
+	}
+	if r.Attrs.IsTransactional() || r.Attrs.IsControl() {
+		out.ProducerID = r.ProducerID
 	}
 	// Copy so a kept record does not pin the whole fetch response.
 	if r.Key != nil {
@@ -424,9 +514,15 @@ func (c *Client) plan(ctx context.Context, q Query) (TopicMeta, []*partState, er
 	if err != nil && len(starts) == 0 {
 		return tm, nil, fmt.Errorf("list start offsets of %s: %w", q.Topic, err)
 	}
-	ends, err := c.adm.ListEndOffsets(ctx, q.Topic)
+	// read_committed ends at the last stable offset: a consumer reads no
+	// further while a transaction is open below the high watermark.
+	listEnds, what := c.adm.ListCommittedOffsets, "last stable offsets"
+	if q.Uncommitted {
+		listEnds, what = c.adm.ListEndOffsets, "end offsets"
+	}
+	ends, err := listEnds(ctx, q.Topic)
 	if err != nil && len(ends) == 0 {
-		return tm, nil, fmt.Errorf("list end offsets of %s: %w", q.Topic, err)
+		return tm, nil, fmt.Errorf("list %s of %s: %w", what, q.Topic, err)
 	}
 	var atTime map[int32]int64
 	if q.From == FromTimestamp && q.Cursor == nil {
@@ -499,7 +595,7 @@ const (
 // before its stop to fn, in offset order per partition, from one goroutine.
 // Positions advance past the records fn handled; partitions that reach their
 // stop are done.
-func (c *Client) fetchRound(ctx context.Context, tm TopicMeta, active []*partState, search bool, fn func(*partState, *kgo.Record) verdict) []error {
+func (c *Client) fetchRound(ctx context.Context, tm TopicMeta, active []*partState, search, uncommitted bool, fn func(*partState, *kgo.Record) verdict) []error {
 	partBytes, reqBytes := int32(512<<10), int32(4<<20)
 	if search {
 		// Big enough to keep the broker busy, small enough that one round
@@ -533,6 +629,10 @@ func (c *Client) fetchRound(ctx context.Context, tm TopicMeta, active []*partSta
 		req.MaxBytes = reqBytes
 		req.SessionID = 0
 		req.SessionEpoch = -1
+		req.IsolationLevel = 1 // read_committed: up to the last stable offset, with the aborted transactions
+		if uncommitted {
+			req.IsolationLevel = 0
+		}
 		rt := kmsg.NewFetchRequestTopic()
 		rt.Topic = tm.Name
 		rt.TopicID = tm.ID
@@ -612,9 +712,14 @@ func (c *Client) fetchRound(ctx context.Context, tm TopicMeta, active []*partSta
 					continue
 				}
 				before := ps.pos
-				fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+				iso := kgo.ReadCommitted()
+				if uncommitted {
+					iso = kgo.ReadUncommitted()
+				}
+				fp, after := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 					KeepControlRecords: true,
 					Offset:             ps.pos,
+					IsolationLevel:     iso,
 					Topic:              tm.Name,
 					Partition:          ps.p,
 				}, rp, c.dec, nil)
@@ -631,7 +736,7 @@ func (c *Client) fetchRound(ctx context.Context, tm TopicMeta, active []*partSta
 						ps.pos = ps.stop
 						break
 					}
-					if r.Attrs.IsControl() {
+					if r.Attrs.IsControl() && !uncommitted {
 						ps.pos = r.Offset + 1
 						continue
 					}
@@ -644,6 +749,11 @@ func (c *Client) fetchRound(ctx context.Context, tm TopicMeta, active []*partSta
 					if v == takeStop {
 						break
 					}
+				}
+				if len(fp.Records) == 0 && after > ps.pos {
+					// Only aborted batches (read_committed drops them):
+					// move past them.
+					ps.pos = min(after, ps.stop)
 				}
 				if ps.pos >= ps.stop {
 					ps.done = true
@@ -688,6 +798,62 @@ func (c *Client) fetchRound(ctx context.Context, tm TopicMeta, active []*partSta
 		}
 	}
 	return errs
+}
+
+// resolveTxns decides what became of the transactional records a
+// read_uncommitted read kept whose marker it has not seen: it reads on
+// from where each such partition stopped, looking only at markers, until
+// every kept record's producer has its marker, the partition's high
+// watermark (at query time) is reached, or budget records were examined.
+// Records whose producer has no marker up to the high watermark are in a
+// transaction still open; those the budget or the time bound left
+// undecided are unresolved.
+func (c *Client) resolveTxns(ctx context.Context, tm TopicMeta, parts []*partState, budget int64) {
+	var pend []*partState
+	for _, ps := range parts {
+		if len(ps.txn) > 0 {
+			ps.done, ps.stuck = false, 0
+			pend = append(pend, ps)
+		}
+	}
+	budget = max(budget, 10_000) // a search that used its scan still resolves its page's records
+	for budget > 0 && ctx.Err() == nil {
+		var active []*partState
+		for _, ps := range pend {
+			if len(ps.txn) > 0 && !ps.done && ps.pos < ps.stop {
+				active = append(active, ps)
+			}
+		}
+		if len(active) == 0 {
+			break
+		}
+		c.fetchRound(ctx, tm, active, true, true, func(ps *partState, r *kgo.Record) verdict {
+			budget--
+			if r.Attrs.IsControl() {
+				ps.marker(r.ProducerID, ControlType(r.Key))
+			}
+			if len(ps.txn) == 0 || budget <= 0 {
+				return takeStop
+			}
+			return take
+		})
+		for _, ps := range active {
+			if len(ps.txn) == 0 {
+				ps.done = true
+			}
+		}
+	}
+	for _, ps := range pend {
+		mark := TxnUnresolved
+		if ps.pos >= ps.stop {
+			mark = TxnOpen
+		}
+		for _, idx := range ps.txn {
+			for _, i := range idx {
+				ps.got[i].Txn = mark
+			}
+		}
+	}
 }
 
 // mergeByTime merges per-partition lists (each in offset order) into one

@@ -96,7 +96,7 @@ func (c *Client) tailRound(ctx context.Context, tm TopicMeta, parts []*partState
 	// spinning. Run fetchRound and, when nothing arrived, pause: brokers that
 	// honour MaxWait would have held the request anyway.
 	got := false
-	errs := c.fetchRound(ctx, tm, parts, false, func(ps *partState, r *kgo.Record) verdict {
+	errs := c.fetchRound(ctx, tm, parts, false, false, func(ps *partState, r *kgo.Record) verdict {
 		got = true
 		return fn(ps, r)
 	})

@@ -2,6 +2,7 @@ package kafkaview
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -25,7 +26,12 @@ type Transaction struct {
 	Timeout       time.Duration
 	Started       time.Time // when the open transaction began (zero when none is open)
 	Partitions    []TopicPartition
-	Err           string // the describe failed for this id
+	// LSOLag, for an open transaction, is per partition its high
+	// watermark minus its last stable offset: how many records
+	// read_committed consumers of the partition are held back by (this or
+	// an older open transaction); a partition missing could not be listed.
+	LSOLag map[TopicPartition]int64
+	Err    string // the describe failed for this id
 }
 
 // TopicPartition names one partition.
@@ -123,7 +129,49 @@ func (c *Client) Transactions(ctx context.Context, states ...string) ([]Transact
 		}
 		out = append(out, t)
 	}
+	c.fillLSOLags(ctx, out)
 	return out, lerr
+}
+
+// fillLSOLags sets the LSO lag of the open transactions' partitions: one
+// ListOffsets latest read_uncommitted and one read_committed for all
+// their topics. Partitions that could not be listed are left out.
+func (c *Client) fillLSOLags(ctx context.Context, txns []Transaction) {
+	var topics []string
+	seen := map[string]bool{}
+	for _, t := range txns {
+		if !t.Open() {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if !seen[p.Topic] {
+				seen[p.Topic] = true
+				topics = append(topics, p.Topic)
+			}
+		}
+	}
+	if len(topics) == 0 {
+		return
+	}
+	ends, _ := c.adm.ListEndOffsets(ctx, topics...)
+	stable, _ := c.adm.ListCommittedOffsets(ctx, topics...)
+	for i := range txns {
+		t := &txns[i]
+		if !t.Open() {
+			continue
+		}
+		for _, p := range t.Partitions {
+			e, ok1 := ends.Lookup(p.Topic, p.Partition)
+			s, ok2 := stable.Lookup(p.Topic, p.Partition)
+			if !ok1 || !ok2 || e.Err != nil || s.Err != nil {
+				continue
+			}
+			if t.LSOLag == nil {
+				t.LSOLag = make(map[TopicPartition]int64, len(t.Partitions))
+			}
+			t.LSOLag[p] = max(0, e.Offset-s.Offset)
+		}
+	}
 }
 
 // LastStableOffsets lists the last stable offset of the topic's partitions
@@ -151,6 +199,102 @@ func (c *Client) LastStableOffsets(ctx context.Context, topic string) (map[int32
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return out, fmt.Errorf("list last stable offsets of %s: %s", topic, strings.Join(errs, "; "))
+	}
+	return out, nil
+}
+
+// AbortMarker is an ABORT marker for a producer's open transaction on one
+// partition, as WriteTxnMarkers carries it.
+type AbortMarker struct {
+	Topic            string
+	Partition        int32
+	ProducerID       int64
+	ProducerEpoch    int16
+	CoordinatorEpoch int32 // the producer state's (DescribeProducers), -1 when it never had one
+}
+
+// ErrMarkerUnanswered is WriteAbortMarker's error when the partition's
+// leader left the partition out of its answer.
+var ErrMarkerUnanswered = errors.New("the partition's leader did not answer for it")
+
+// WriteAbortMarker ends the producer's open transaction on the partition:
+// it writes an ABORT marker there (WriteTxnMarkers to the partition's
+// leader, as kafka-transactions.sh abort does; the principal needs
+// ClusterAction on the cluster). The transaction's records on that
+// partition become invisible to read_committed consumers for good, and the
+// partition's last stable offset moves past them. It returns the broker
+// that wrote the marker. A request that failed is returned as it is (for
+// the caller to name); a partition the leader refused comes back as its
+// Kafka error.
+func WriteAbortMarker(ctx context.Context, adm *kadm.Client, m AbortMarker) (int32, error) {
+	resp, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch,
+		CoordinatorEpoch: m.CoordinatorEpoch, Topics: kadm.TopicsSet{m.Topic: {m.Partition: {}}}})
+	if err != nil {
+		return -1, err
+	}
+	pr, ok := resp[m.ProducerID].Topics[m.Topic].Partitions[m.Partition]
+	if !ok {
+		return -1, ErrMarkerUnanswered
+	}
+	return pr.NodeID, pr.Err
+}
+
+// Aborted is one partition of an AbortTransaction.
+type Aborted struct {
+	TopicPartition
+	Broker int32  // that wrote the marker (-1 when none was written)
+	Skip   string // why no marker was needed or written
+	Err    error
+}
+
+// AbortTransaction aborts the open transaction of t's producer on each of
+// t's partitions where that producer (at t's epoch) still has one
+// (DescribeProducers), by WriteAbortMarker with the producer state's
+// coordinator epoch: what `sluice transactions abort` does for a hanging
+// transaction, for all its partitions at once. Partitions where the
+// producer has no open transaction are left alone (Skip says so). The
+// error is for a describe that failed altogether; a partition's failure is
+// in its Err.
+func (c *Client) AbortTransaction(ctx context.Context, t Transaction) ([]Aborted, error) {
+	if len(t.Partitions) == 0 {
+		return nil, fmt.Errorf("transaction %s has no partitions to abort", t.ID)
+	}
+	set := kadm.TopicsSet{}
+	for _, p := range t.Partitions {
+		set.Add(p.Topic, p.Partition)
+	}
+	described, err := c.adm.DescribeProducers(ctx, set)
+	if err != nil && len(described) == 0 {
+		return nil, fmt.Errorf("describe producers: %w", err)
+	}
+	out := make([]Aborted, 0, len(t.Partitions))
+	for _, tp := range t.Partitions {
+		a := Aborted{TopicPartition: tp, Broker: -1}
+		dp, ok := described[tp.Topic].Partitions[tp.Partition]
+		switch {
+		case !ok:
+			a.Err = errors.New("its leader did not describe its producers")
+		case dp.Err != nil:
+			a.Err = fmt.Errorf("describe producers: %w", dp.Err)
+		}
+		if a.Err != nil {
+			out = append(out, a)
+			continue
+		}
+		var m *AbortMarker
+		for _, p := range dp.ActiveProducers.Sorted() {
+			if p.ProducerID == t.ProducerID && p.CurrentTxnStartOffset >= 0 {
+				m = &AbortMarker{Topic: tp.Topic, Partition: tp.Partition, ProducerID: p.ProducerID,
+					ProducerEpoch: p.ProducerEpoch, CoordinatorEpoch: p.CoordinatorEpoch}
+			}
+		}
+		if m == nil {
+			a.Skip = "the producer has no open transaction here"
+			out = append(out, a)
+			continue
+		}
+		a.Broker, a.Err = WriteAbortMarker(ctx, c.adm, *m)
+		out = append(out, a)
 	}
 	return out, nil
 }

@@ -182,6 +182,9 @@ func PathEscape(s string) string { return url.PathEscape(s) }
 // TopicURL is the URL of a topic's page.
 func TopicURL(name string) string { return "/topics/" + url.PathEscape(name) }
 
+// TxnAbortURL is the Abort confirmation of a transactional id.
+func TxnAbortURL(id string) string { return "/transactions/" + url.PathEscape(id) + "/abort" }
+
 // MessagesURL is the URL of a topic's messages page.
 func MessagesURL(name string) string { return "/topics/" + url.PathEscape(name) + "/messages" }
 

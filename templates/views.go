@@ -177,6 +177,10 @@ type MessageQuery struct {
 	Exact     bool
 	MaxScan   string
 	Timeout   string
+	// Isolation is read_committed (the default: what a transactional
+	// service's consumers see) or read_uncommitted (aborted and open
+	// transactions' records and the markers too, each marked).
+	Isolation string
 }
 
 // GroupsView is the consumer groups list.
@@ -410,4 +414,12 @@ type TransactionsView struct {
 	HangingCount int
 	At           time.Time
 	Err          string
+	CanAbort     bool // operators and admins: hanging rows link to the Abort confirmation
+}
+
+// TxnAbortView is the confirmation page of aborting a hanging transaction.
+type TxnAbortView struct {
+	Txn kafkaview.Transaction
+	At  time.Time
+	Err string // the abort failed, or the transaction changed
 }

@@ -50,6 +50,11 @@ type exportRecord struct {
 	KeyDecodeError   string        `json:"key_decode_error,omitempty"`
 	ValueSchema      *exportSchema `json:"value_schema,omitempty"`
 	ValueDecodeError string        `json:"value_decode_error,omitempty"`
+	// Control and Transaction, read_uncommitted only: the marker a control
+	// record is (COMMIT or ABORT; key and value null), and what became of
+	// a transactional record (aborted, not yet committed, unresolved).
+	Control     string `json:"control,omitempty"`
+	Transaction string `json:"transaction,omitempty"`
 }
 
 // exportSchema names a writer schema, as `sluice consume --decode` does.
@@ -170,7 +175,8 @@ func deref(s *string) string {
 func exportRecords(in []kafkaview.Record, pd *pageDecoder) []exportRecord {
 	recs := make([]exportRecord, len(in))
 	for i, r := range in {
-		e := exportRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(), Headers: []exportHeader{}}
+		e := exportRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(), Headers: []exportHeader{},
+			Control: r.Control, Transaction: r.Txn}
 		e.Key, e.KeyEncoding = encodeBytes(r.Key, r.KeyNull)
 		e.Value, e.ValueEncoding = encodeBytes(r.Value, r.ValueNull)
 		decodeExport(pd, r.Key, r.KeyNull, &e.Key, &e.KeyEncoding, &e.KeySchema, &e.KeyDecodeError)

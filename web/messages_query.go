@@ -30,6 +30,7 @@ import (
 //	timeout    seconds a search runs at most (default 10; fractions allowed, at least 0.1)
 //	cursor     p:offset,p:offset — where the next page or the continued search starts
 //	before     p:offset,p:offset — the older page of a newest-first read: the newest records below these offsets
+//	isolation  read_committed (default) | read_uncommitted: also the records of aborted and open transactions and the markers, each marked
 
 const datetimeLocal = "2006-01-02T15:04:05"
 
@@ -47,9 +48,17 @@ func parseMessageQuery(c *fiber.Ctx, topic string) (templates.MessageQuery, kafk
 		Exact:     c.Query("exact") == "1" || c.Query("exact") == "on",
 		MaxScan:   c.Query("scan", "1000000"),
 		Timeout:   c.Query("timeout", "10"),
+		Isolation: c.Query("isolation", "read_committed"),
 	}
 	mq = cloneQuery(mq)
 	q := kafkaview.Query{Topic: topic, Partition: -1}
+	switch mq.Isolation {
+	case "read_committed":
+	case "read_uncommitted":
+		q.Uncommitted = true
+	default:
+		return mq, q, BadRequest("isolation must be read_committed or read_uncommitted")
+	}
 	if mq.Partition != "" {
 		p, err := strconv.ParseInt(mq.Partition, 10, 32)
 		if err != nil || p < 0 {
@@ -135,6 +144,7 @@ func cloneQuery(mq templates.MessageQuery) templates.MessageQuery {
 	mq.Partition, mq.From, mq.Offset = strings.Clone(mq.Partition), strings.Clone(mq.From), strings.Clone(mq.Offset)
 	mq.Timestamp, mq.Limit, mq.Field = strings.Clone(mq.Timestamp), strings.Clone(mq.Limit), strings.Clone(mq.Field)
 	mq.Text, mq.Header, mq.MaxScan, mq.Timeout = strings.Clone(mq.Text), strings.Clone(mq.Header), strings.Clone(mq.MaxScan), strings.Clone(mq.Timeout)
+	mq.Isolation = strings.Clone(mq.Isolation)
 	return mq
 }
 
@@ -208,6 +218,9 @@ func queryValues(mq templates.MessageQuery) url.Values {
 		set("ts", mq.Timestamp)
 	}
 	set("limit", mq.Limit)
+	if mq.Isolation == "read_uncommitted" {
+		v.Set("isolation", mq.Isolation)
+	}
 	if mq.Format != templates.FormatText {
 		set("format", string(mq.Format))
 	}

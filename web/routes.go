@@ -88,6 +88,8 @@ func (s *Server) routes() error {
 	r.Post("/groups/:name/offsets/delete", RoleOperator, gdel.deleteOffsets)
 
 	r.Get("/transactions", RoleViewer, transactionsList{kc: s.kc}.get)
+	r.Get("/transactions/:id/abort", RoleOperator, transactionAbort{kc: s.kc}.get)
+	r.Post("/transactions/:id/abort", RoleOperator, transactionAbort{kc: s.kc}.post)
 
 	users := usersHandler{users: s.store}
 	r.Get("/users", RoleAdmin, users.get)

@@ -27,7 +27,7 @@ type transactionsList struct{ kc transactionLister }
 
 func (h transactionsList) get(c *fiber.Ctx) error {
 	v := templates.TransactionsView{State: strings.Clone(c.Query("state")), Hanging: c.Query("hanging") == "1",
-		States: kafkaview.TransactionStates, At: time.Now()}
+		States: kafkaview.TransactionStates, At: time.Now(), CanAbort: HasRole(c, RoleOperator)}
 	if v.State != "" && !kafkaview.ValidTransactionState(v.State) {
 		return BadRequest("state must be one of " + strings.Join(kafkaview.TransactionStates, ", "))
 	}
@@ -82,7 +82,11 @@ func transactionsJSON(v templates.TransactionsView) fiber.Map {
 	for _, t := range v.Rows {
 		parts := make([]fiber.Map, 0, len(t.Partitions))
 		for _, p := range t.Partitions {
-			parts = append(parts, fiber.Map{"topic": p.Topic, "partition": p.Partition})
+			pm := fiber.Map{"topic": p.Topic, "partition": p.Partition, "lso_lag": nil}
+			if lag, ok := t.LSOLag[p]; ok {
+				pm["lso_lag"] = lag
+			}
+			parts = append(parts, pm)
 		}
 		m := fiber.Map{"transactional_id": t.ID, "state": t.State, "coordinator": t.Coordinator, "producer_id": t.ProducerID,
 			"producer_epoch": t.ProducerEpoch, "timeout_ms": t.Timeout.Milliseconds(), "age_ms": t.Age(v.At).Milliseconds(),

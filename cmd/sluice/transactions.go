@@ -16,6 +16,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-io/sluice/kafkaview"
 )
 
 func init() {
@@ -486,19 +488,17 @@ func txnAbort(ctx context.Context, env *cliEnv, args []string) error {
 			return fmt.Errorf("no transaction of %s-%d starts at offset %d (%s)", *topic, *partition, *startOffset, msg)
 		}
 	}
-	resp, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: a.ProducerID, ProducerEpoch: a.ProducerEpoch,
-		CoordinatorEpoch: a.CoordinatorEpoch, Topics: kadm.TopicsSet{*topic: {a.Partition: {}}}})
-	if err != nil {
-		return errKafka("write the abort marker", err)
-	}
-	pr, ok := resp[a.ProducerID].Topics[*topic].Partitions[a.Partition]
-	if !ok {
+	leader, err := kafkaview.WriteAbortMarker(ctx, adm, kafkaview.AbortMarker{Topic: *topic, Partition: a.Partition,
+		ProducerID: a.ProducerID, ProducerEpoch: a.ProducerEpoch, CoordinatorEpoch: a.CoordinatorEpoch})
+	switch {
+	case errors.Is(err, kafkaview.ErrMarkerUnanswered):
 		return fmt.Errorf("write the abort marker: the leader of %s-%d did not answer for it", *topic, a.Partition)
+	case err != nil && leader < 0:
+		return errKafka("write the abort marker", err)
+	case err != nil:
+		return errKafka(fmt.Sprintf("write the abort marker to %s-%d", *topic, a.Partition), err)
 	}
-	if pr.Err != nil {
-		return errKafka(fmt.Sprintf("write the abort marker to %s-%d", *topic, a.Partition), pr.Err)
-	}
-	a.Leader = pr.NodeID
+	a.Leader = leader
 	if cf.json() {
 		return writeJSON(env.stdout, a)
 	}
