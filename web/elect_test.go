@@ -32,7 +32,7 @@ func TestLeaderElections(t *testing.T) {
 	testutil.Heavy(t, "ZooKeeper and three brokers, brokers stopped and started")
 	zk := zktest.Start(t, zktest.Options{})
 	c := testcluster.New(t, testcluster.Brokers(3), testcluster.ZooKeeper(zk.Addr()+"/elect"), testcluster.LogLevel(slog.LevelInfo),
-		testcluster.Settings("auto.leader.rebalance.enable=false", "auto.create.topics.enable=false"))
+		testcluster.Settings("auto.leader.rebalance.enable=false", "auto.create.topics.enable=false", "replica.lag.time.max.ms=2000"))
 	consoledb.BcryptCost = bcrypt.MinCost
 	srv, err := web.New(web.Config{Listen: "127.0.0.1:0", DataDir: filepath.Join(t.TempDir()), Brokers: c.Addrs(), Logger: webtest.Logger()})
 	if err != nil {
@@ -131,20 +131,63 @@ func TestLeaderElections(t *testing.T) {
 	webtest.ExpectContains(t, r, "Already led by its preferred replica.", "nothing to do")
 	webtest.ExpectLacks(t, r, "ELECTION_NOT_NEEDED", "failed")
 
+	createAssigned := func(topic string, replicas ...int32) {
+		t.Helper()
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, -1, -1
+		ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		ra.Partition, ra.Replicas = 0, replicas
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+		req.Topics = append(req.Topics, rt)
+		req.TimeoutMillis = 30000
+		if resp, err := req.RequestWith(ctx, c.Client()); err != nil || resp.Topics[0].ErrorCode != 0 {
+			t.Fatalf("create %s: %v %+v", topic, err, resp)
+		}
+	}
+
+	// A partition whose leader is down and whose other replica is live
+	// but out of the ISR: the unclean election makes it leader.
+	first, second := c.Node(0), c.Node(1)
+	firstID, secondID := first.ID(), second.ID()
+	createAssigned("split", firstID, secondID)
+	testutil.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		if p := partition("split"); len(p.ISR) != 2 {
+			return fmt.Errorf("ISR %v", p.ISR)
+		}
+		return nil
+	})
+	second.Stop()
+	testutil.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
+		if p := partition("split"); len(p.ISR) != 1 {
+			return fmt.Errorf("ISR %v after its follower stopped", p.ISR)
+		}
+		return nil
+	})
+	first.Stop()
+	second.Start()
+	testutil.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
+		if p := partition("split"); p.Leader >= 0 || fmt.Sprint(p.ISR) != fmt.Sprint([]int32{firstID}) {
+			return fmt.Errorf("leader %d, ISR %v", p.Leader, p.ISR)
+		}
+		return nil
+	})
+	eventually("/topics/split/elect", "Unclean election for partition 0")
+	r = op.Post("/topics/split/elect", "/topics/split/elect", url.Values{"type": {"unclean"}, "partition": {"0"}, "confirm": {"lose-records"}})
+	webtest.ExpectStatus(t, r, 200)
+	webtest.ExpectContains(t, r, "Unclean election", "A new leader was elected.")
+	testutil.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		if p := partition("split"); p.Leader != secondID {
+			return fmt.Errorf("leader %d, want %d", p.Leader, secondID)
+		}
+		return nil
+	})
+	first.Start()
+
 	// A partition whose only replica is down: no leader; the unclean
 	// election asks for a confirmation, then reports the broker's answer.
 	lonely := c.Node(2)
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "lonely", -1, -1
-	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-	ra.Partition, ra.Replicas = 0, []int32{lonely.ID()}
-	rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
-	req.Topics = append(req.Topics, rt)
-	req.TimeoutMillis = 30000
-	if resp, err := req.RequestWith(ctx, c.Client()); err != nil || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("create lonely: %v %+v", err, resp)
-	}
+	createAssigned("lonely", lonely.ID())
 	partition("lonely")
 	lonely.Stop()
 	testutil.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
@@ -176,6 +219,7 @@ func TestLeaderElections(t *testing.T) {
 	}
 	want := []string{
 		"topic.elect-unclean lonely/0 elected=0 not-needed=0 failed=1 ELIGIBLE_LEADERS_NOT_AVAILABLE: Eligible topic partition leaders are not available op",
+		"topic.elect-unclean split/0 elected=1 not-needed=0 failed=0 ok op",
 		"topic.elect-preferred orders elected=0 not-needed=1 failed=0 ok op",
 		"topic.elect-preferred orders elected=1 not-needed=0 failed=0 ok op",
 	}
