@@ -6,6 +6,8 @@
 package quotas
 
 import (
+	"time"
+
 	"github.com/sluice-io/sluice/templates"
 )
 
@@ -49,4 +51,8 @@ type Quota struct {
 type Throttled struct {
 	User, ClientID, QuotaType string
 	Seconds                   float64
+	// Recent is the time throttled during the last Window (the time since
+	// the console's previous reading); Window 0 when there is none yet.
+	Recent float64
+	Window time.Duration
 }

@@ -4,8 +4,9 @@
 // consumer_byte_rate and request_percentage in words and units; set and
 // delete quotas over the Kafka protocol (Describe/AlterClientQuotas, as
 // kafka-configs.sh and `sluice quotas` do), each change audited; and the
-// time each client was throttled on the console's own broker, read from the
-// process's Prometheus registry.
+// time each client was throttled on the console's own broker, in all and
+// since the page's previous reading, read from the process's Prometheus
+// registry.
 package quotas
 
 import (
@@ -16,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -50,7 +52,7 @@ func PageGroup(o Options) web.PageGroup {
 		Nav:  []web.NavItem{{Label: "Quotas", Path: "/quotas", Role: web.RoleAdmin, Order: NavOrder}},
 		Mount: func(r *web.Router) error {
 			s := r.Server()
-			h := handler{adm: func() *kadm.Client { return s.Kafka().Admin() }, metrics: o.Metrics}
+			h := handler{adm: func() *kadm.Client { return s.Kafka().Admin() }, metrics: o.Metrics, last: &reading{}}
 			r.Get("/quotas", web.RoleAdmin, h.list)
 			r.Post("/quotas", web.RoleAdmin, h.set)
 			r.Post("/quotas/delete", web.RoleAdmin, h.delete)
@@ -62,7 +64,20 @@ func PageGroup(o Options) web.PageGroup {
 type handler struct {
 	adm     func() *kadm.Client
 	metrics prometheus.Gatherer
+	last    *reading // the previous throttle reading
 }
+
+// reading is a reading of the throttle counters, kept to tell which
+// clients were throttled lately: a page compares the counters with the
+// reading at least minWindow old, then replaces it.
+type reading struct {
+	mu   sync.Mutex
+	at   time.Time
+	sums map[[3]string]float64
+}
+
+// minWindow is the shortest time "lately" spans.
+const minWindow = 10 * time.Second
 
 // requestTimeout bounds one page's Kafka requests.
 const requestTimeout = 15 * time.Second
@@ -94,7 +109,7 @@ func (h handler) page(c *fiber.Ctx, status int, f templates.Form) error {
 	v.Entities = entities(described)
 	if h.metrics != nil {
 		v.ThrottleKnown = true
-		v.Throttle = throttled(h.metrics)
+		v.Throttle = h.throttled(time.Now())
 	}
 	if web.WantsJSON(c) {
 		return c.Status(status).JSON(fiber.Map{"entities": v.Entities, "throttle": v.Throttle, "refused": v.Refused, "fields": f.Errors})
@@ -187,13 +202,45 @@ func valueText(key string, v float64) string {
 }
 
 // throttled reads the throttle times of the process's brokers, summed
-// over brokers, longest first.
-func throttled(g prometheus.Gatherer) []tpl.Throttled {
+// over brokers, longest first, with each client's throttle time since the
+// previous reading.
+func (h handler) throttled(now time.Time) []tpl.Throttled {
+	sums := readThrottle(h.metrics)
+	h.last.mu.Lock()
+	prev, prevAt := h.last.sums, h.last.at
+	if prev == nil || now.Sub(prevAt) >= minWindow {
+		h.last.sums, h.last.at = sums, now
+	}
+	h.last.mu.Unlock()
+	out := make([]tpl.Throttled, 0, len(sums))
+	for k, s := range sums {
+		if s <= 0 {
+			continue
+		}
+		t := tpl.Throttled{User: k[0], ClientID: k[1], QuotaType: k[2], Seconds: s}
+		if prev != nil && now.After(prevAt) {
+			t.Window = now.Sub(prevAt).Round(time.Second)
+			t.Recent = s - prev[k]
+		}
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Seconds != out[j].Seconds {
+			return out[i].Seconds > out[j].Seconds
+		}
+		return out[i].User+"\x00"+out[i].ClientID < out[j].User+"\x00"+out[j].ClientID
+	})
+	return out
+}
+
+// readThrottle sums sluice_broker_client_throttle_seconds_total over
+// brokers, by user, client id and quota type.
+func readThrottle(g prometheus.Gatherer) map[[3]string]float64 {
+	sums := map[[3]string]float64{}
 	families, err := g.Gather()
 	if err != nil && len(families) == 0 {
-		return nil
+		return sums
 	}
-	sums := map[[3]string]float64{}
 	for _, mf := range families {
 		if mf.GetName() != "sluice_broker_client_throttle_seconds_total" {
 			continue
@@ -213,19 +260,7 @@ func throttled(g prometheus.Gatherer) []tpl.Throttled {
 			sums[k] += m.GetCounter().GetValue()
 		}
 	}
-	out := make([]tpl.Throttled, 0, len(sums))
-	for k, s := range sums {
-		if s > 0 {
-			out = append(out, tpl.Throttled{User: k[0], ClientID: k[1], QuotaType: k[2], Seconds: s})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Seconds != out[j].Seconds {
-			return out[i].Seconds > out[j].Seconds
-		}
-		return out[i].User+"\x00"+out[i].ClientID < out[j].User+"\x00"+out[j].ClientID
-	})
-	return out
+	return sums
 }
 
 // maxNameBytes bounds a user or client id.

@@ -153,6 +153,10 @@ func TestQuotasPage(t *testing.T) {
 				i := strings.Index(r.Text, `id="throttled"`)
 				return fmt.Errorf("hog not listed as throttled: %s", webtest.Snippet(r.Text[i:]))
 			}
+			// The page read before hog was throttled: it is throttled now.
+			if !strings.Contains(r.Text, "throttled now: ") {
+				t.Fatalf("hog not shown as throttled lately: %s", webtest.Snippet(r.Text[strings.Index(r.Text, `id="throttled"`):]))
+			}
 			return nil
 		})
 
