@@ -27,6 +27,7 @@ import (
 	alertpages "github.com/sluice-io/sluice/web/alerts"
 	"github.com/sluice-io/sluice/web/comparisons"
 	"github.com/sluice-io/sluice/web/kafkasec"
+	quotapages "github.com/sluice-io/sluice/web/quotas"
 	schemapages "github.com/sluice-io/sluice/web/schemas"
 	"github.com/sluice-io/sluice/zkcoord"
 )
@@ -292,6 +293,7 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 			alertpages.PageGroup(c.alerts, alertpages.Options{Interval: cfg.AlertingEvaluationInterval, Evaluating: c.leader.IsLeader}),
 			comparisons.PageGroup(c.mgr, comparisons.Options{}),
 			kafkasec.PageGroup(),
+			quotapages.PageGroup(quotapages.Options{Metrics: c.reg.Gatherer()}),
 		},
 	}
 	if cfg.SchemaRegistryListen != "" {

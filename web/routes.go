@@ -71,6 +71,8 @@ func (s *Server) routes() error {
 	r.Post("/topics/:name/partitions", RoleOperator, topicPartitions{kc: s.kc, show: show}.post)
 	r.Post("/topics/:name/delete", RoleOperator, topicDelete{kc: s.kc, show: show}.post)
 	r.Post("/topics/:name/purge", RoleOperator, topicPurge{kc: s.kc, show: show}.post)
+	r.Get("/topics/:name/elect", RoleOperator, topicElect{kc: s.kc}.get)
+	r.Post("/topics/:name/elect", RoleOperator, topicElect{kc: s.kc}.post)
 
 	browse := messagesBrowse{kc: s.kc, dec: s.cfg.Decoder}
 	r.Get("/topics/:name/messages", RoleViewer, browse.get)
