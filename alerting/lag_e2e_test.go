@@ -39,6 +39,7 @@ func kafkaSeeds(t *testing.T) []string {
 // sends exactly one PagerDuty trigger (and one webhook "firing"); when it
 // comes back and catches up, exactly one resolve with the same dedup_key.
 func TestLagRuleTriggersOnceAndResolves(t *testing.T) {
+	testutil.Heavy(t, "lag rounds on a real broker, ~6 s")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	seeds := kafkaSeeds(t)

@@ -152,6 +152,7 @@ func (r *pdReceiver) actions(action string) []map[string]any {
 // the same dedup_key when it catches up, and the group's lag is exported;
 // Close stops the console.
 func TestServeWithConsole(t *testing.T) {
+	testutil.Heavy(t, "a whole appliance with its console, ~8 s")
 	consoleAddr := testutil.FreeAddr(t)
 	// The PagerDuty stand-in listens on 127.0.0.1, which notifications
 	// reach only when allowed.

@@ -110,6 +110,7 @@ func TestLargeFrameGrowsAsItArrives(t *testing.T) {
 // TestIdleConnectionsAreClosed: connections.max.idle.ms closes a connection
 // that read and wrote nothing for that long, and only such a one.
 func TestIdleConnectionsAreClosed(t *testing.T) {
+	testutil.Heavy(t, "waits out idle timeouts, ~3 s")
 	reg := metrics.New()
 	const idle = time.Second // well above the scheduling stalls of a loaded machine
 	n := startBenchNode(t, nil, func(c *protocol.Config) { c.ConnectionsMaxIdle = idle; c.Metrics = reg })
@@ -353,6 +354,7 @@ func TestPoisonAndBombRefused(t *testing.T) {
 // answered), but a response write stuck that long (a client that stopped
 // reading) is, and closes the connection.
 func TestIdleCountsRequestsAndWrites(t *testing.T) {
+	testutil.Heavy(t, "waits out idle timeouts, ~4 s")
 	reg := metrics.New()
 	const idle = time.Second
 	n := startBenchNode(t, nil, func(c *protocol.Config) { c.ConnectionsMaxIdle = idle; c.Metrics = reg })

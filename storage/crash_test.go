@@ -216,6 +216,15 @@ func TestCrashRecoveryTornTail(t *testing.T) {
 func TestCrashRecoveryCorruptTail(t *testing.T) {
 	fx := buildCrashFixture(t)
 	for pos := 0; pos < fx.lastSize; pos++ {
+		// Every byte in the full tier; under -short every 7th and the
+		// batch header's edges.
+		switch pos {
+		case record.OffMagic, record.OffMagic + 1, record.BatchHeaderSize - 1, record.BatchHeaderSize:
+		default:
+			if testing.Short() && pos%7 != 0 {
+				continue
+			}
+		}
 		dir := filepath.Join(t.TempDir(), "d")
 		copyDir(t, fx.pristine, dir)
 		simulateCrash(t, dir)

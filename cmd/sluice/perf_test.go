@@ -260,6 +260,7 @@ func TestPerfLoadFlags(t *testing.T) {
 // summary has both sides with exact tails, the progress lines show the
 // p99 so far, and the broker holds exactly the records produced.
 func TestPerfLoadAgainstServe(t *testing.T) {
+	testutil.Heavy(t, "a load run against sluice serve, ~4 s")
 	b := startServeBroker(t)
 	waitForBroker(t, b.addr)
 	code, out, errOut := perfRun(t, "load", "--brokers", b.addr, "--producers", "2", "--consumers", "2",

@@ -21,6 +21,7 @@ import (
 // start it again on the same data and read everything, produce more, stop
 // it with SIGINT, start again and read everything.
 func TestServeProcessSignalsAndRestart(t *testing.T) {
+	testutil.Heavy(t, "a sluice process started, signalled and restarted, ~4 s")
 	dir := t.TempDir()
 	addr := testutil.FreeAddr(t)
 	p := startProc(t, dir, addr, "num.partitions=3")
