@@ -27,6 +27,7 @@ import (
 	alertpages "github.com/sluice-io/sluice/web/alerts"
 	"github.com/sluice-io/sluice/web/comparisons"
 	"github.com/sluice-io/sluice/web/kafkasec"
+	movepages "github.com/sluice-io/sluice/web/moves"
 	quotapages "github.com/sluice-io/sluice/web/quotas"
 	schemapages "github.com/sluice-io/sluice/web/schemas"
 	"github.com/sluice-io/sluice/zkcoord"
@@ -294,6 +295,7 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 			comparisons.PageGroup(c.mgr, comparisons.Options{}),
 			kafkasec.PageGroup(),
 			quotapages.PageGroup(quotapages.Options{Metrics: c.reg.Gatherer()}),
+			movepages.PageGroup(movepages.Options{}),
 		},
 	}
 	if cfg.SchemaRegistryListen != "" {

@@ -56,3 +56,33 @@ func (c *Console) SettingOrInit(ctx context.Context, key string, init func() str
 	}
 	return c.Setting(ctx, key)
 }
+
+// SettingsWithPrefix returns the settings whose key starts with prefix.
+func (c *Console) SettingsWithPrefix(ctx context.Context, prefix string) (map[string]string, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT key, value FROM settings WHERE substr(key, 1, ?) = ?`, len(prefix), prefix)
+	if err != nil {
+		return nil, fmt.Errorf("read settings %s*: %w", prefix, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, fmt.Errorf("read settings %s*: %w", prefix, err)
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
+}
+
+// DeleteSetting removes the setting under key (none: no error).
+func (c *Console) DeleteSetting(ctx context.Context, key string) error {
+	err := c.db.Change(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM settings WHERE key = ?`, key)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete setting %s: %w", key, err)
+	}
+	return nil
+}

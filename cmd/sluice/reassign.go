@@ -6,18 +6,17 @@ package main
 // work against any broker of the cluster.
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/sluice-io/sluice/reassign"
 )
 
 func init() {
@@ -33,35 +32,14 @@ func init() {
 	})
 }
 
-// reassignmentPlan is Kafka's reassignment JSON (kafka-reassign-partitions.sh
-// --reassignment-json-file).
-type reassignmentPlan struct {
-	Version    int                     `json:"version"`
-	Partitions []reassignmentPlanEntry `json:"partitions"`
-}
-
-type reassignmentPlanEntry struct {
-	Topic     string  `json:"topic"`
-	Partition int32   `json:"partition"`
-	Replicas  []int32 `json:"replicas,omitempty"`
-}
-
-func readPlan(path string) (reassignmentPlan, error) {
-	var p reassignmentPlan
+func readPlan(path string) (reassign.Plan, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return p, err
+		return reassign.Plan{}, err
 	}
-	if err := json.Unmarshal(b, &p); err != nil {
+	p, err := reassign.ParsePlan(b)
+	if err != nil {
 		return p, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(p.Partitions) == 0 {
-		return p, fmt.Errorf("%s: no partitions", path)
-	}
-	for i, e := range p.Partitions {
-		if e.Topic == "" || e.Partition < 0 {
-			return p, fmt.Errorf("%s: entry %d needs a topic and a partition", path, i)
-		}
 	}
 	return p, nil
 }
@@ -102,10 +80,10 @@ func checkThrottle(v int64) error {
 	return nil
 }
 
-func (pf *planFlags) plan(withReplicas bool) (reassignmentPlan, error) {
+func (pf *planFlags) plan(withReplicas bool) (reassign.Plan, error) {
 	if pf.file != "" {
 		if pf.topic != "" || pf.replicas != "" {
-			return reassignmentPlan{}, usagef("--file and --topic/--replicas exclude each other")
+			return reassign.Plan{}, usagef("--file and --topic/--replicas exclude each other")
 		}
 		p, err := readPlan(pf.file)
 		if err != nil {
@@ -114,20 +92,20 @@ func (pf *planFlags) plan(withReplicas bool) (reassignmentPlan, error) {
 		return p, nil
 	}
 	if pf.topic == "" || pf.partition < 0 {
-		return reassignmentPlan{}, usagef("give --file, or --topic and --partition")
+		return reassign.Plan{}, usagef("give --file, or --topic and --partition")
 	}
-	e := reassignmentPlanEntry{Topic: pf.topic, Partition: int32(pf.partition)}
+	e := reassign.Entry{Topic: pf.topic, Partition: int32(pf.partition)}
 	if withReplicas {
 		ids, err := parseIDs(pf.replicas)
 		if err != nil {
-			return reassignmentPlan{}, usagef("--replicas: %v", err)
+			return reassign.Plan{}, usagef("--replicas: %v", err)
 		}
 		if len(ids) == 0 {
-			return reassignmentPlan{}, usagef("--replicas is empty")
+			return reassign.Plan{}, usagef("--replicas is empty")
 		}
 		e.Replicas = ids
 	}
-	return reassignmentPlan{Version: 1, Partitions: []reassignmentPlanEntry{e}}, nil
+	return reassign.Plan{Version: 1, Partitions: []reassign.Entry{e}}, nil
 }
 
 func reassignExecute(ctx context.Context, env *cliEnv, args []string) error {
@@ -166,37 +144,20 @@ func reassignExecute(ctx context.Context, env *cliEnv, args []string) error {
 // submitPlan starts the plan's reassignments, throttled to throttle bytes
 // per second when positive, and optionally waits for them (then removes
 // the throttle).
-func submitPlan(ctx context.Context, env *cliEnv, cf *clientFlags, plan reassignmentPlan, wait bool, throttle int64) error {
+func submitPlan(ctx context.Context, env *cliEnv, cf *clientFlags, plan reassign.Plan, wait bool, throttle int64) error {
 	actx, adm, done, err := cf.adminSession(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if throttle > 0 {
-		cur, err := currentReplicas(actx, adm, plan)
-		if err != nil {
-			return err
-		}
-		if th := planThrottles(plan, cur); len(th.brokers) > 0 {
-			if err := setThrottles(actx, env, adm, th, throttle); err != nil {
-				return err
-			}
-		}
+	th, refused, err := reassign.Start(actx, adm, plan, throttle)
+	if len(th.Brokers) > 0 {
+		fmt.Fprintf(env.stdout, "throttle: %d B/s on brokers %s for the moving replicas of %s\n", throttle, int32List(th.Brokers), strings.Join(th.Topics(), ","))
 	}
-	req := kadm.AlterPartitionAssignmentsReq{}
-	for _, e := range plan.Partitions {
-		req.Assign(e.Topic, e.Partition, e.Replicas)
-	}
-	rs, err := adm.AlterPartitionAssignments(actx, req)
 	if err != nil {
-		return errKafka("alter partition reassignments", err)
+		return err
 	}
-	var failed []string
-	for _, r := range rs.Sorted() {
-		if r.Err != nil {
-			failed = append(failed, fmt.Sprintf("%s-%d: %v %s", r.Topic, r.Partition, r.Err, r.ErrMessage))
-		}
-	}
+	failed := refused
 	fmt.Fprintf(env.stdout, "started %d of %d reassignments\n", len(plan.Partitions)-len(failed), len(plan.Partitions))
 	if len(failed) > 0 {
 		return fmt.Errorf("refused:\n  %s", strings.Join(failed, "\n  "))
@@ -204,13 +165,13 @@ func submitPlan(ctx context.Context, env *cliEnv, cf *clientFlags, plan reassign
 	if !wait {
 		fmt.Fprintln(env.stdout, "follow them with `sluice reassign list`")
 		if throttle > 0 {
-			fmt.Fprintf(env.stdout, "the throttle stays until `sluice reassign verify --topics %s` finds the moves completed\n", strings.Join(planTopics(plan), ","))
+			fmt.Fprintf(env.stdout, "the throttle stays until `sluice reassign verify --topics %s` finds the moves completed\n", strings.Join(plan.Topics(), ","))
 		}
 		return nil
 	}
 	if err := waitPlan(ctx, env, adm, plan); err != nil {
 		if throttle > 0 {
-			fmt.Fprintf(env.stdout, "the throttle stays: remove it with `sluice reassign verify --topics %s` once the moves completed\n", strings.Join(planTopics(plan), ","))
+			fmt.Fprintf(env.stdout, "the throttle stays: remove it with `sluice reassign verify --topics %s` once the moves completed\n", strings.Join(plan.Topics(), ","))
 		}
 		return err
 	}
@@ -218,14 +179,14 @@ func submitPlan(ctx context.Context, env *cliEnv, cf *clientFlags, plan reassign
 		// The wait is not bounded by --timeout; the clean-up is.
 		cctx, cancel := context.WithTimeout(ctx, cf.timeout)
 		defer cancel()
-		return clearThrottles(cctx, env, adm, planTopics(plan))
+		return clearThrottles(cctx, env, adm, plan.Topics())
 	}
 	return nil
 }
 
 // waitPlan waits until no partition of the plan is being reassigned and each
 // has its target replicas, all in sync.
-func waitPlan(ctx context.Context, env *cliEnv, adm *kadm.Client, plan reassignmentPlan) error {
+func waitPlan(ctx context.Context, env *cliEnv, adm *kadm.Client, plan reassign.Plan) error {
 	topics := map[string]bool{}
 	set := kadm.TopicsSet{}
 	for _, e := range plan.Partitions {
@@ -256,7 +217,7 @@ func waitPlan(ctx context.Context, env *cliEnv, adm *kadm.Client, plan reassignm
 			if merr == nil {
 				for _, e := range plan.Partitions {
 					p, ok := md.Topics[e.Topic].Partitions[e.Partition]
-					if !ok || !sameSet(p.Replicas, e.Replicas) || len(p.ISR) != len(p.Replicas) {
+					if !ok || !reassign.SameSet(p.Replicas, e.Replicas) || len(p.ISR) != len(p.Replicas) {
 						pending++
 					}
 				}
@@ -272,16 +233,6 @@ func waitPlan(ctx context.Context, env *cliEnv, adm *kadm.Client, plan reassignm
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-}
-
-func sameSet(a, b []int32) bool {
-	if b == nil {
-		return true // a cancellation: whatever the original was
-	}
-	x, y := slices.Clone(a), slices.Clone(b)
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(x, y)
 }
 
 func reassignList(ctx context.Context, env *cliEnv, args []string) error {
@@ -303,23 +254,15 @@ func reassignList(ctx context.Context, env *cliEnv, args []string) error {
 		for p := range md.Topics[topic].Partitions {
 			set.Add(topic, p)
 		}
-	} else if set, err = allPartitions(ctx, adm); err != nil {
+	} else if set, err = reassign.AllPartitions(ctx, adm); err != nil {
 		return err
 	}
-	lr, err := adm.ListPartitionReassignments(ctx, set)
+	rows, err := reassign.InProgress(ctx, adm, set)
 	if err != nil {
-		return errKafka("list partition reassignments", err)
+		return err
 	}
-	type row struct {
-		Topic     string  `json:"topic"`
-		Partition int32   `json:"partition"`
-		Replicas  []int32 `json:"replicas"`
-		Adding    []int32 `json:"adding_replicas"`
-		Removing  []int32 `json:"removing_replicas"`
-	}
-	rows := []row{}
-	for _, r := range lr.Sorted() {
-		rows = append(rows, row{r.Topic, r.Partition, r.Replicas, nonNilIDs(r.AddingReplicas), nonNilIDs(r.RemovingReplicas)})
+	if rows == nil {
+		rows = []reassign.Moving{}
 	}
 	if cf.json() {
 		return writeJSON(env.stdout, rows)
@@ -333,13 +276,6 @@ func reassignList(ctx context.Context, env *cliEnv, args []string) error {
 		tb.row(r.Topic, r.Partition, int32List(r.Replicas), int32List(r.Adding), int32List(r.Removing))
 	}
 	return tb.flush()
-}
-
-func nonNilIDs(v []int32) []int32 {
-	if v == nil {
-		return []int32{}
-	}
-	return v
 }
 
 func reassignCancel(ctx context.Context, env *cliEnv, args []string) error {
@@ -361,151 +297,30 @@ func reassignCancel(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer done()
-	req := kadm.AlterPartitionAssignmentsReq{}
+	var parts []reassign.Part
 	for _, e := range plan.Partitions {
-		req.CancelAssign(e.Topic, e.Partition)
+		parts = append(parts, reassign.Part{Topic: e.Topic, Partition: e.Partition})
 	}
-	rs, err := adm.AlterPartitionAssignments(ctx, req)
+	failed, err := reassign.Cancel(ctx, adm, parts)
 	if err != nil {
-		return errKafka("alter partition reassignments", err)
-	}
-	var failed []string
-	for _, r := range rs.Sorted() {
-		if r.Err != nil {
-			failed = append(failed, fmt.Sprintf("%s-%d: %v", r.Topic, r.Partition, r.Err))
-		}
+		return err
 	}
 	fmt.Fprintf(env.stdout, "cancelled %d of %d reassignments\n", len(plan.Partitions)-len(failed), len(plan.Partitions))
+	// The throttle a --throttle move set goes with it, from the topics with
+	// no partition moving any more (and the brokers' rates once nothing
+	// moves in the cluster), as after a completed move.
+	cerr := clearFinished(ctx, env, adm, plan.Topics())
 	if len(failed) > 0 {
 		return fmt.Errorf("not cancelled:\n  %s", strings.Join(failed, "\n  "))
 	}
-	return nil
+	return cerr
 }
 
 // ---- sluice broker add / drain ----
 
-// assignment is every partition's replicas, from Metadata.
-type assignment struct {
-	parts   []partKey
-	current map[partKey][]int32
-}
-
-type partKey struct {
-	topic     string
-	partition int32
-}
-
-func (a assignment) load() map[int32]int {
-	n := map[int32]int{}
-	for _, rs := range a.current {
-		for _, r := range rs {
-			n[r]++
-		}
-	}
-	return n
-}
-
-// drainPlan moves every replica on broker off it: each goes to the live
-// broker, not already a replica of that partition, holding the fewest
-// replicas (ties: the lowest id); it takes the drained broker's place in the
-// list, so a drained preferred leader's replacement becomes the preferred
-// leader. Partitions whose every live broker already holds a replica cannot
-// move and are returned apart.
-func drainPlan(a assignment, broker int32, live []int32) (plan reassignmentPlan, stuck []partKey) {
-	load := a.load()
-	plan.Version = 1
-	for _, k := range a.parts {
-		reps := a.current[k]
-		i := slices.Index(reps, broker)
-		if i < 0 {
-			continue
-		}
-		best := int32(-1)
-		for _, b := range live {
-			if b == broker || slices.Contains(reps, b) {
-				continue
-			}
-			if best < 0 || load[b] < load[best] || load[b] == load[best] && b < best {
-				best = b
-			}
-		}
-		if best < 0 {
-			stuck = append(stuck, k)
-			continue
-		}
-		next := slices.Clone(reps)
-		next[i] = best
-		load[best]++
-		load[broker]--
-		plan.Partitions = append(plan.Partitions, reassignmentPlanEntry{Topic: k.topic, Partition: k.partition, Replicas: next})
-	}
-	return plan, stuck
-}
-
-// addPlan moves replicas onto broker until it holds its share (the total
-// replica count over the number of brokers, rounded down): each move takes
-// a replica of the most loaded broker, from a partition the new broker is
-// not yet a replica of, keeping its place in the replica list.
-func addPlan(a assignment, broker int32, live []int32) reassignmentPlan {
-	load := a.load()
-	total := 0
-	for _, n := range load {
-		total += n
-	}
-	brokers := slices.Clone(live)
-	if !slices.Contains(brokers, broker) {
-		brokers = append(brokers, broker)
-	}
-	share := total / len(brokers)
-	next := map[partKey][]int32{}
-	var order []partKey
-	for load[broker] < share {
-		// The most loaded broker, then the first partition it can give.
-		donors := slices.Clone(brokers)
-		slices.SortFunc(donors, func(x, y int32) int { return cmp.Or(cmp.Compare(load[y], load[x]), cmp.Compare(x, y)) })
-		moved := false
-		for _, d := range donors {
-			if d == broker || load[d] <= share {
-				continue
-			}
-			for _, k := range a.parts {
-				reps := next[k]
-				if reps == nil {
-					reps = a.current[k]
-				}
-				i := slices.Index(reps, d)
-				if i < 0 || slices.Contains(reps, broker) {
-					continue
-				}
-				reps = slices.Clone(reps)
-				reps[i] = broker
-				if next[k] == nil {
-					order = append(order, k)
-				}
-				next[k] = reps
-				load[d]--
-				load[broker]++
-				moved = true
-				break
-			}
-			if moved {
-				break
-			}
-		}
-		if !moved {
-			break
-		}
-	}
-	plan := reassignmentPlan{Version: 1}
-	for _, k := range order {
-		plan.Partitions = append(plan.Partitions, reassignmentPlanEntry{Topic: k.topic, Partition: k.partition, Replicas: next[k]})
-	}
-	return plan
-}
-
 // brokerCommand parses `broker add|drain <id>` and loads the assignment.
 func brokerCommand(ctx context.Context, env *cliEnv, args []string, verb, description string,
-	fn func(a assignment, id int32, live []int32) (reassignmentPlan, []partKey)) error {
+	fn func(a reassign.Assignment, id int32, live []int32) (reassign.Plan, []reassign.Part)) error {
 	var topics cliList
 	var wait, dryRun bool
 	var throttle int64
@@ -530,35 +345,19 @@ func brokerCommand(ctx context.Context, env *cliEnv, args []string, verb, descri
 	if err != nil {
 		return err
 	}
-	md, err := adm.Metadata(actx, topics...)
+	a, live, err := reassign.LoadAssignment(actx, adm, topics...)
 	done()
 	if err != nil {
-		return errKafka("metadata", err)
+		return err
 	}
-	var live []int32
-	for _, b := range md.Brokers {
-		live = append(live, b.NodeID)
-	}
-	sort.Slice(live, func(i, j int) bool { return live[i] < live[j] })
 	if verb == "add" && !slices.Contains(live, id) {
 		return fmt.Errorf("broker %d is not live: start it (with broker.id=%d and this cluster's zookeeper.connect) first", id, id)
-	}
-	a := assignment{current: map[partKey][]int32{}}
-	for _, t := range md.Topics.Sorted() {
-		if t.Err != nil {
-			return fmt.Errorf("topic %s: %w", t.Topic, t.Err)
-		}
-		for _, p := range t.Partitions.Sorted() {
-			k := partKey{t.Topic, p.Partition}
-			a.parts = append(a.parts, k)
-			a.current[k] = slices.Clone(p.Replicas)
-		}
 	}
 	plan, stuck := fn(a, id, live)
 	if len(stuck) > 0 {
 		var names []string
 		for _, k := range stuck {
-			names = append(names, fmt.Sprintf("%s-%d", k.topic, k.partition))
+			names = append(names, k.String())
 		}
 		return fmt.Errorf("%d partitions cannot move off broker %d: every other live broker already holds a replica (%s); add a broker or lower their replication factor first",
 			len(stuck), id, strings.Join(names[:min(len(names), 10)], ","))
@@ -577,14 +376,14 @@ func brokerDrain(ctx context.Context, env *cliEnv, args []string) error {
 	return brokerCommand(ctx, env, args, "drain",
 		"Move every replica off the broker, to the live brokers holding the fewest\n"+
 			"replicas, while clients keep working (before decommissioning it). Each replica\n"+
-			"keeps its place in the replica list, so leadership moves with it.", drainPlan)
+			"keeps its place in the replica list, so leadership moves with it.", reassign.Drain)
 }
 
 func brokerAdd(ctx context.Context, env *cliEnv, args []string) error {
 	return brokerCommand(ctx, env, args, "add",
 		"Move replicas from the most loaded brokers onto a broker (a new one, started\n"+
 			"with this cluster's zookeeper.connect) until it holds its share of replicas.",
-		func(a assignment, id int32, live []int32) (reassignmentPlan, []partKey) {
-			return addPlan(a, id, live), nil
+		func(a reassign.Assignment, id int32, live []int32) (reassign.Plan, []reassign.Part) {
+			return reassign.Add(a, id, live), nil
 		})
 }

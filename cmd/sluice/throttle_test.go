@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,31 +19,6 @@ import (
 	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/internal/zktest"
 )
-
-func TestPlanThrottles(t *testing.T) {
-	plan := reassignmentPlan{Version: 1, Partitions: []reassignmentPlanEntry{
-		{Topic: "a", Partition: 0, Replicas: []int32{1, 4}}, // 2 -> 4
-		{Topic: "a", Partition: 1, Replicas: []int32{3, 2}}, // not moving (same set)
-		{Topic: "b", Partition: 0, Replicas: []int32{1}},    // shrinks: nothing added
-	}}
-	cur := map[partKey][]int32{{"a", 0}: {1, 2}, {"a", 1}: {2, 3}, {"b", 0}: {1, 3}}
-	th := planThrottles(plan, cur)
-	if got := th.leader["a"].String(); got != "0:1,0:2" {
-		t.Errorf("leader list of a: %q", got)
-	}
-	if got := th.follower["a"].String(); got != "0:4" {
-		t.Errorf("follower list of a: %q", got)
-	}
-	if got := th.leader["b"].String(); got != "0:1,0:3" {
-		t.Errorf("leader list of b: %q", got)
-	}
-	if _, ok := th.follower["b"]; ok {
-		t.Errorf("b adds no replica but has a follower list %q", th.follower["b"].String())
-	}
-	if !slices.Equal(th.brokers, []int32{1, 2, 3, 4}) {
-		t.Errorf("brokers %v", th.brokers)
-	}
-}
 
 func TestThrottleFlag(t *testing.T) {
 	code, _, stderr := runCLI(t, "127.0.0.1:1", "", "broker", "drain", "3", "--throttle", "-5")
