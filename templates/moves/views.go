@@ -65,6 +65,18 @@ type PreviewView struct {
 	Note string
 }
 
+// Summary is the preview in one sentence.
+func (v PreviewView) Summary() string {
+	s := templates.Plural(len(v.Steps), "partition moves", "partitions move")
+	if v.Bytes >= 0 {
+		s += "; " + templates.BytesText(v.Bytes) + " to copy"
+	}
+	if v.Throttle > 0 {
+		return s + ", throttled to " + templates.BytesText(v.Throttle) + "/s."
+	}
+	return s + ", unthrottled: the copy may use the brokers' whole network and disk bandwidth."
+}
+
 // fieldsOf is f when it is the form of kind, else an empty form (each of
 // the three forms shows its own values and errors only).
 func fieldsOf(f templates.Form, kind string) templates.Form {
