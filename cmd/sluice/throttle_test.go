@@ -39,7 +39,8 @@ func TestThrottleFlag(t *testing.T) {
 // brokers without a throttle unaffected, and removes every throttle config
 // once done. Then the follower's throttle alone holds a move to the rate,
 // and `reassign verify` removes the throttle of a move started without
-// --wait once it completed.
+// --wait once it completed; `reassign cancel` removes that of a move it
+// cancels.
 func TestThrottledDrain(t *testing.T) {
 	testutil.Heavy(t, "ZooKeeper and three brokers, 15 s of throttled copying")
 	zk := zktest.Start(t, zktest.Options{})
@@ -217,6 +218,36 @@ func TestThrottledDrain(t *testing.T) {
 	for _, cfg := range bc[0].Configs {
 		if cfg.Key == config.FollowerThrottledRate && cfg.Source != kmsg.ConfigSourceDefaultConfig {
 			t.Errorf("broker %d keeps %s=%v after verify", drained, cfg.Key, cfg.MaybeValue())
+		}
+	}
+
+	// `reassign cancel` removes the throttle of the moves it cancels: fast
+	// gains a replica on the leader's broker at 1 KiB/s (it would take an
+	// hour), then is cancelled.
+	code, out, stderr = runCLI(t, addrs, "", "reassign", "execute", "--topic", "fast", "--partition", "0",
+		"--replicas", fmt.Sprintf("%d,%d,%d", target, drained, leader), "--throttle", "1024")
+	if code != 0 {
+		t.Fatalf("reassign fast onto %d: exit %d\n%s%s", leader, code, out, stderr)
+	}
+	if got := topicConfig(ctx, t, adm, "fast", config.FollowerThrottledReplicas); got != fmt.Sprintf("0:%d", leader) {
+		t.Errorf("fast's follower list while it moves: %q", got)
+	}
+	code, out, stderr = runCLI(t, addrs, "", "reassign", "cancel", "--topic", "fast", "--partition", "0")
+	if code != 0 || !strings.Contains(out, "cancelled 1 of 1") || !strings.Contains(out, "throttle: removed from the topics fast and the brokers 1,2,3") {
+		t.Fatalf("reassign cancel: exit %d\n%s%s", code, out, stderr)
+	}
+	for _, k := range []string{config.LeaderThrottledReplicas, config.FollowerThrottledReplicas} {
+		if got := topicConfig(ctx, t, adm, "fast", k); got != "" {
+			t.Errorf("fast keeps %s=%q after cancel", k, got)
+		}
+	}
+	bc, err = adm.DescribeBrokerConfigs(ctx, leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range bc[0].Configs {
+		if cfg.Key == config.FollowerThrottledRate && cfg.Source != kmsg.ConfigSourceDefaultConfig {
+			t.Errorf("broker %d keeps %s=%v after cancel", leader, cfg.Key, cfg.MaybeValue())
 		}
 	}
 }

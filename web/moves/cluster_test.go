@@ -57,7 +57,7 @@ func TestMovesOnCluster(t *testing.T) {
 	produce(ctx, t, cl, "slow", records, recordBytes)
 	waitReplicas(ctx, t, adm, "slow", []int32{b1, b2})
 
-	con := newConsole(t, c.Addrs(), moves.Options{CleanupInterval: 200 * time.Millisecond})
+	con := newConsole(t, c.Addrs(), moves.Options{CleanupInterval: 200 * time.Millisecond, Grace: 2 * time.Second})
 	op := con.signedIn("op", web.RoleOperator)
 
 	// The preview: slow-0 moves from broker 2 to 3, 4 MiB to copy.

@@ -49,13 +49,34 @@ type Options struct {
 	// CleanupInterval is how often the leading console looks for ended
 	// moves whose throttle to remove (default 5 s).
 	CleanupInterval time.Duration
+	// Grace is how long after a throttled move started the cleaner leaves
+	// the throttles alone (default 30 s): the page records a throttle
+	// before it sets it and starts the move, and a round in between would
+	// find the topic not moving yet.
+	Grace time.Duration
 }
 
 // The settings rows recording the throttles the console set.
+// Each holds when it was written (Unix milliseconds) and the rate.
 const (
-	topicKeyPrefix = "moves.throttle.topic:" // + topic; value: the rate
+	topicKeyPrefix = "moves.throttle.topic:" // + topic
 	ratesKey       = "moves.throttle.rates"  // the brokers' rates were set
 )
+
+// recordValue is a record's value: when, and the rate.
+func recordValue(at time.Time, rate int64) string {
+	return strconv.FormatInt(at.UnixMilli(), 10) + " " + strconv.FormatInt(rate, 10)
+}
+
+// recordedAt reads when a record was written (zero when unreadable: old).
+func recordedAt(v string) time.Time {
+	ms, _, _ := strings.Cut(v, " ")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
 
 // requestTimeout bounds one page's Kafka requests.
 const requestTimeout = 30 * time.Second
@@ -64,6 +85,9 @@ const requestTimeout = 30 * time.Second
 func PageGroup(o Options) web.PageGroup {
 	if o.CleanupInterval <= 0 {
 		o.CleanupInterval = 5 * time.Second
+	}
+	if o.Grace <= 0 {
+		o.Grace = 30 * time.Second
 	}
 	return web.PageGroup{
 		Name: "moves",
@@ -78,7 +102,7 @@ func PageGroup(o Options) web.PageGroup {
 			return nil
 		},
 		Run: func(ctx context.Context, s *web.Server) error {
-			c := Cleaner{Admin: func() *kadm.Client { return s.Kafka().Admin() }, Store: s.Store(), Leader: s.IsLeader, Logger: s.Logger()}
+			c := Cleaner{Admin: func() *kadm.Client { return s.Kafka().Admin() }, Store: s.Store(), Leader: s.IsLeader, Logger: s.Logger(), Grace: o.Grace}
 			c.Run(ctx, o.CleanupInterval)
 			return nil
 		},
@@ -398,6 +422,10 @@ func (h handler) start(c *fiber.Ctx) error {
 		}
 	}
 	th, refused, err := reassign.Start(ctx, h.adm(), plan, r.throttle)
+	if r.throttle > 0 {
+		// Again, now the partitions move: the grace starts from here.
+		_ = h.record(ctx, plan.Topics(), r.throttle)
+	}
 	if err == nil && len(refused) > 0 {
 		err = fmt.Errorf("refused %d of %d: %s", len(refused), len(plan.Partitions), strings.Join(refused[:min(len(refused), 10)], "; "))
 	}
@@ -439,12 +467,13 @@ func describe(steps []reassign.Step, throttle int64) string {
 
 // record notes the throttle of topics, for the cleaner.
 func (h handler) record(ctx context.Context, topics []string, rate int64) error {
+	v := recordValue(time.Now(), rate)
 	for _, t := range topics {
-		if err := h.store.SetSetting(ctx, topicKeyPrefix+t, strconv.FormatInt(rate, 10)); err != nil {
+		if err := h.store.SetSetting(ctx, topicKeyPrefix+t, v); err != nil {
 			return err
 		}
 	}
-	return h.store.SetSetting(ctx, ratesKey, strconv.FormatInt(rate, 10))
+	return h.store.SetSetting(ctx, ratesKey, v)
 }
 
 // POST /moves/cancel: cancel one partition's move (topic, partition) or
@@ -535,6 +564,9 @@ type Cleaner struct {
 	Store  *consoledb.Console
 	Leader func() bool
 	Logger *slog.Logger
+	// Grace: a round does nothing while a record is younger (see
+	// Options.Grace).
+	Grace time.Duration
 }
 
 // Run runs a round every interval until ctx ends.
@@ -564,7 +596,10 @@ func (cl Cleaner) Round(ctx context.Context) error {
 		return err
 	}
 	var topics []string
-	for k := range rows {
+	for k, v := range rows {
+		if time.Since(recordedAt(v)) < cl.Grace {
+			return nil // a move is starting
+		}
 		if t, ok := strings.CutPrefix(k, topicKeyPrefix); ok {
 			topics = append(topics, t)
 		}

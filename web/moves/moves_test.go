@@ -221,6 +221,18 @@ func TestMovesPage(t *testing.T) {
 		}
 		webtest.ExpectContains(t, op.Get("/moves"), `id="moves-throttled"`, "gone, orders")
 		cl := moves.Cleaner{Admin: func() *kadm.Client { return adm }, Store: store, Leader: func() bool { return true }, Logger: webtest.Logger()}
+		// A move starting (a record younger than the grace): left alone.
+		if err := store.SetSetting(ctx, "moves.throttle.topic:orders", strconv.FormatInt(time.Now().UnixMilli(), 10)+" "+rate); err != nil {
+			t.Fatal(err)
+		}
+		cl.Grace = time.Minute
+		if err := cl.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if left, _ := store.SettingsWithPrefix(ctx, "moves."); len(left) != 3 {
+			t.Fatalf("a round within the grace removed records: %v", left)
+		}
+		cl.Grace = 0
 		if err := cl.Round(ctx); err != nil {
 			t.Fatal(err)
 		}
