@@ -175,6 +175,12 @@ func TestServeWithConsole(t *testing.T) {
 	if status, _, _ = httpGet(t, base+"/alerts"); status != http.StatusSeeOther {
 		t.Fatalf("the alert pages answered %d signed out", status)
 	}
+	if status, _, _ = httpGet(t, base+"/moves"); status != http.StatusSeeOther {
+		t.Fatalf("the partition moves page answered %d signed out", status)
+	}
+	if status, _, _ = httpGet(t, base+"/no-such-page"); status == http.StatusSeeOther {
+		t.Fatalf("an unknown page redirects to sign in too: the check above proves nothing")
+	}
 
 	// Metrics on the console, without signing in.
 	fams := scrape(t, base+"/metrics")
