@@ -192,3 +192,37 @@ func TestSettingsAndKnownBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSettingsWithPrefix: settings listed by a key prefix (taken
+// literally: % and _ are no wildcards), and deleted.
+func TestSettingsWithPrefix(t *testing.T) {
+	ctx := context.Background()
+	_, c := openConsole(t)
+	for k, v := range map[string]string{"moves.a": "1", "moves.b": "2", "movesXc": "3", "moves%d": "4", "other": "5", "ünï.x": "6"} {
+		if err := c.SetSetting(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := c.SettingsWithPrefix(ctx, "moves.")
+	if err != nil || len(got) != 2 || got["moves.a"] != "1" || got["moves.b"] != "2" {
+		t.Fatalf("moves.*: %v %v", got, err)
+	}
+	if got, _ := c.SettingsWithPrefix(ctx, "moves%"); len(got) != 1 || got["moves%d"] != "4" {
+		t.Fatalf("moves%%*: %v", got)
+	}
+	if got, _ := c.SettingsWithPrefix(ctx, "ünï."); len(got) != 1 {
+		t.Fatalf("a prefix beyond ASCII: %v", got)
+	}
+	if err := c.DeleteSetting(ctx, "moves.a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteSetting(ctx, "moves.a"); err != nil {
+		t.Fatalf("deleting a missing setting: %v", err)
+	}
+	if _, err := c.Setting(ctx, "moves.a"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted setting: %v", err)
+	}
+	if got, _ := c.SettingsWithPrefix(ctx, "moves."); len(got) != 1 {
+		t.Fatalf("after delete: %v", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Setting returns the value stored under key, or ErrNotFound.
@@ -59,7 +60,7 @@ func (c *Console) SettingOrInit(ctx context.Context, key string, init func() str
 
 // SettingsWithPrefix returns the settings whose key starts with prefix.
 func (c *Console) SettingsWithPrefix(ctx context.Context, prefix string) (map[string]string, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT key, value FROM settings WHERE substr(key, 1, ?) = ?`, len(prefix), prefix)
+	rows, err := c.db.QueryContext(ctx, `SELECT key, value FROM settings WHERE substr(key, 1, ?) = ?`, utf8.RuneCountInString(prefix), prefix)
 	if err != nil {
 		return nil, fmt.Errorf("read settings %s*: %w", prefix, err)
 	}
