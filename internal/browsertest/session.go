@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -77,4 +78,40 @@ func (b *Browser) ForgedPost(path string, fields map[string]string) int {
 		b.T.Fatalf("post %s: the page has no CSRF token (page text: %.300s)", path, b.PageText())
 	}
 	return status
+}
+
+// Confirm runs trigger, which must open a JavaScript confirm dialog (a
+// form with data-confirm-click), accepts the dialog as a user clicking OK
+// does, and returns the dialog's message. The test fails when no dialog
+// opens within ActionTimeout.
+func (b *Browser) Confirm(what string, trigger chromedp.Action[chromedp.Void]) string {
+	b.T.Helper()
+	ctx, cancel := context.WithTimeout(b.Ctx, ActionTimeout)
+	defer cancel()
+	events := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	type answer struct {
+		msg string
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		for e, err := range events {
+			if err == nil {
+				_, err = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+			}
+			answered <- answer{e.Message, err}
+			return
+		}
+		answered <- answer{err: ctx.Err()}
+	}()
+	if err := chromedp.Do(ctx, trigger); err != nil {
+		cancel()
+		<-answered
+		b.T.Fatalf("%s: %v (page text: %.600s)", what, err, b.PageText())
+	}
+	a := <-answered
+	if a.err != nil {
+		b.T.Fatalf("%s: no confirm dialog accepted: %v", what, a.err)
+	}
+	return a.msg
 }
