@@ -9,13 +9,16 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/sluice-io/sluice/consoledb"
 	"github.com/sluice-io/sluice/internal/browsertest"
 	"github.com/sluice-io/sluice/internal/testcluster"
 	"github.com/sluice-io/sluice/internal/testutil"
+	"github.com/sluice-io/sluice/internal/zktest"
 	"github.com/sluice-io/sluice/web"
 	"github.com/sluice-io/sluice/web/webtest"
 )
@@ -163,5 +166,155 @@ func TestBrowserAbortTransaction(t *testing.T) {
 	if es := auditOf(t, srv, "transaction.abort"); len(es) != 1 || es[0].User != "olga" || es[0].Target != "escrow-stuck" || es[0].Outcome != "ok" ||
 		!strings.Contains(es[0].Detail, "aborted=escrow-0,escrow-1") {
 		t.Fatalf("audit: %+v", es)
+	}
+}
+
+// TestBrowserLeaderElections runs both leader elections from a topic's
+// elections page in Chromium on two brokers. A preferred election moves
+// the leadership of a partition led by its second replica back to its
+// first; an unclean election, for a partition whose leader is down and
+// whose only live replica is out of sync, is offered behind a notice that
+// says which records are lost and a box to tick (the form cannot be sent
+// without it), and makes that replica the leader. Each is checked on the
+// brokers and in the audit log. A viewer has no link to the page, is
+// refused it, and its forged posts of either election (with its session's
+// valid CSRF token) get 403 and move no leader.
+func TestBrowserLeaderElections(t *testing.T) {
+	testutil.Heavy(t, "Chromium, ZooKeeper and two brokers, brokers stopped and started")
+	zk := zktest.Start(t, zktest.Options{})
+	c := testcluster.New(t, testcluster.Brokers(2), testcluster.ZooKeeper(zk.Addr()+"/belect"),
+		testcluster.Settings("auto.leader.rebalance.enable=false", "auto.create.topics.enable=false", "replica.lag.time.max.ms=2000"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	adm := c.Admin()
+	partition := func(topic string) kadm.PartitionDetail {
+		t.Helper()
+		var pd kadm.PartitionDetail
+		testutil.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+			td, err := adm.ListTopics(ctx, topic)
+			if err != nil {
+				return err
+			}
+			p, ok := td[topic].Partitions[0]
+			if !ok {
+				return fmt.Errorf("no partition 0 of %s", topic)
+			}
+			pd = p
+			return nil
+		})
+		return pd
+	}
+	// waitFor polls partition 0 of topic until ok holds.
+	waitFor := func(topic, what string, ok func(kadm.PartitionDetail) bool) {
+		t.Helper()
+		testutil.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+			if p := partition(topic); !ok(p) {
+				return fmt.Errorf("%s/0 (%s): leader %d, replicas %v, ISR %v", topic, what, p.Leader, p.Replicas, p.ISR)
+			}
+			return nil
+		})
+	}
+	createAssigned := func(topic string, replicas ...int32) {
+		t.Helper()
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, -1, -1
+		ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		ra.Partition, ra.Replicas = 0, replicas
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+		req.Topics = append(req.Topics, rt)
+		req.TimeoutMillis = 30000
+		if resp, err := req.RequestWith(ctx, c.Client()); err != nil || resp.Topics[0].ErrorCode != 0 {
+			t.Fatalf("create %s: %v %+v", topic, err, resp)
+		}
+		waitFor(topic, "both in sync", func(p kadm.PartitionDetail) bool { return len(p.ISR) == 2 })
+	}
+	first, second := c.Node(0), c.Node(1)
+	a, bID := first.ID(), second.ID()
+
+	// orders/0 is led by a, its second replica: reorder its replicas.
+	createAssigned("orders", a, bID)
+	createAssigned("split", a, bID)
+	ra := kadm.AlterPartitionAssignmentsReq{}
+	ra.Assign("orders", 0, []int32{bID, a})
+	if res, err := adm.AlterPartitionAssignments(ctx, ra); err != nil || res.Error() != nil {
+		t.Fatalf("reorder the replicas of orders: %v %v", err, res.Error())
+	}
+	waitFor("orders", "led by its second replica", func(p kadm.PartitionDetail) bool {
+		return p.Leader == a && fmt.Sprint(p.Replicas) == fmt.Sprint([]int32{bID, a})
+	})
+
+	srv, b := browserConsole(t, c.Addrs())
+	defer b.PublishScreenshots()
+
+	// A viewer.
+	b.SignIn("vic", "password-1")
+	b.Visit("/topics/orders")
+	b.WaitText("Partitions")
+	if n := b.Count(`a[href="/topics/orders/elect"]`); n != 0 {
+		t.Fatalf("a viewer is offered %d links to the elections page", n)
+	}
+	for _, f := range []map[string]string{{"type": "preferred"}, {"type": "unclean", "partition": "0", "confirm": "lose-records"}} {
+		if st := b.ForgedPost("/topics/orders/elect", f); st != http.StatusForbidden {
+			t.Fatalf("a viewer's %s election: status %d, want 403", f["type"], st)
+		}
+	}
+	b.Visit("/topics/orders/elect")
+	b.WaitText("this needs operator")
+	if p := partition("orders"); p.Leader != a {
+		t.Fatalf("orders/0 is led by %d after the viewer's posts, want %d", p.Leader, a)
+	}
+	b.SignOut()
+
+	// Preferred election.
+	b.SignIn("olga", "password-1")
+	b.Visit("/topics/orders")
+	b.Do("open the elections page", chromedp.Click(chromedp.CSS(`a[href="/topics/orders/elect"]`)))
+	b.WaitText("1 partition is not led by their preferred replica")
+	b.Screenshot("elect-preferred-preview")
+	b.Do("elect", chromedp.Click(chromedp.CSS(`section[aria-labelledby="elect-preferred"] button[type="submit"]`)))
+	b.WaitText("Its preferred replica leads it now.")
+	waitFor("orders", "led by its preferred replica", func(p kadm.PartitionDetail) bool { return p.Leader == bID })
+
+	// split/0: its follower stops and drops out of the ISR, its leader
+	// stops, the follower comes back: no leader, one live replica that is
+	// not in sync.
+	second.Stop()
+	waitFor("split", "follower out of sync", func(p kadm.PartitionDetail) bool { return len(p.ISR) == 1 })
+	first.Stop()
+	second.Start()
+	waitFor("split", "no leader", func(p kadm.PartitionDetail) bool {
+		return p.Leader < 0 && fmt.Sprint(p.ISR) == fmt.Sprint([]int32{a})
+	})
+	visitUntil(t, b, "/topics/split/elect", "Unclean election for partition 0", 30*time.Second)
+	if notice := b.Text(`section[aria-labelledby="unclean-0"] .note`); !strings.Contains(notice, "Records that replica never received are lost for good") ||
+		!strings.Contains(notice, fmt.Sprintf("in-sync replicas (%d)", a)) {
+		t.Fatalf("the unclean election's notice says %q", notice)
+	}
+	b.Screenshot("elect-unclean-confirm")
+	const uncleanForm = `section[aria-labelledby="unclean-0"] form`
+	if browsertest.Eval[bool](b, `document.querySelector('`+uncleanForm+`').checkValidity()`) {
+		t.Fatal("the unclean election's form can be sent without ticking the box")
+	}
+	b.Do("accept the loss and elect",
+		chromedp.Click(chromedp.CSS(uncleanForm+` input[name="confirm"]`)),
+		chromedp.Click(chromedp.CSS(uncleanForm+` button[type="submit"]`)),
+	)
+	b.WaitText("A new leader was elected.")
+	waitFor("split", "led by the replica that was out of sync", func(p kadm.PartitionDetail) bool { return p.Leader == bID })
+
+	var got []string
+	for _, e := range auditOf(t, srv, "topic.") {
+		if !strings.HasPrefix(e.Action, "topic.elect-") {
+			continue
+		}
+		got = append(got, e.Action+" "+e.Target+" "+e.Detail+" "+e.Outcome+" "+e.User)
+	}
+	want := []string{
+		"topic.elect-unclean split/0 elected=1 not-needed=0 failed=0 ok olga",
+		"topic.elect-preferred orders elected=1 not-needed=0 failed=0 ok olga",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("audit entries\n%q\nwant\n%q", got, want)
 	}
 }
