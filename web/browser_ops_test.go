@@ -121,6 +121,9 @@ func TestBrowserTopicAndGroupOperations(t *testing.T) {
 
 	// Add partitions, below the warning about keys.
 	b.Visit("/topics/grow")
+	if d := b.DuplicateIDs(); len(d) != 0 {
+		t.Fatalf("ids used twice on the topic page: %v", d)
+	}
 	if w := b.Text(`section[aria-labelledby="add-partitions"] p`); !strings.Contains(w, "breaks per-key order") {
 		t.Fatalf("the add-partitions form does not warn about key order: %q", w)
 	}
@@ -175,6 +178,9 @@ func TestBrowserTopicAndGroupOperations(t *testing.T) {
 
 	// Reset a group's offsets: preview, then apply.
 	b.Visit("/groups/replay")
+	if d := b.DuplicateIDs(); len(d) != 0 {
+		t.Fatalf("ids used twice on the group page: %v", d)
+	}
 	b.Do("preview a reset to the earliest offsets",
 		chromedp.SetValue(chromedp.CSS(`#reset select[name="topic"]`), "events"),
 		chromedp.SetValue(chromedp.CSS(`#reset select[name="mode"]`), "earliest"),

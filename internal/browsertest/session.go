@@ -115,3 +115,15 @@ func (b *Browser) Confirm(what string, trigger chromedp.Action[chromedp.Void]) s
 	}
 	return a.msg
 }
+
+// DuplicateIDs is the ids that more than one element of the current page
+// carries (a label's for, an aria reference or a test's selector then
+// finds the wrong one).
+func (b *Browser) DuplicateIDs() []string {
+	b.T.Helper()
+	return Eval[[]string](b, `(() => {
+		const seen = new Map();
+		for (const e of document.querySelectorAll("[id]")) seen.set(e.id, (seen.get(e.id) || 0) + 1);
+		return [...seen].filter(([, n]) => n > 1).map(([id]) => id);
+	})()`)
+}
