@@ -135,7 +135,7 @@ func TestBrowserKafkaUsersAndACLs(t *testing.T) {
 	if msg != "Remove the SCRAM-SHA-256 credential of alice? Clients using it can no longer authenticate." {
 		t.Fatalf("the confirm dialog says %q", msg)
 	}
-	b.WaitText("removed")
+	b.WaitText("SCRAM-SHA-256 credential of alice removed.")
 	testutil.CheckFor(t, 10*time.Second, 100*time.Millisecond, func() error {
 		if brk.login("alice", pw, scram.Auth{User: "alice", Pass: pw}.AsSha256Mechanism()) == nil {
 			return fmt.Errorf("alice still logs in")
