@@ -479,7 +479,7 @@ func GroupDeleteForms(v GroupView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = SelectField(v.OffsetsForm, "topic", "Topic", "", topicChoice(v.Topics)).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = SelectFieldAs(v.OffsetsForm, "offsets-topic", "topic", "Topic", "", topicChoice(v.Topics)).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
