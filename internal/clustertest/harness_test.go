@@ -181,14 +181,15 @@ func sluiceBinary() (string, error) {
 }
 
 func startCluster(opts clusterOptions) (*testCluster, error) {
-	dir, err := os.MkdirTemp("", "sluice-cluster-")
-	if err != nil {
-		return nil, err
-	}
+	var err error
 	if opts.security == "" {
 		if opts.security, err = securityFromEnv(); err != nil {
 			return nil, err
 		}
+	}
+	dir, err := os.MkdirTemp("", "sluice-cluster-")
+	if err != nil {
+		return nil, err
 	}
 	c := &testCluster{dir: dir, opts: opts}
 	if c.bin, err = sluiceBinary(); err != nil {
