@@ -48,25 +48,33 @@ func (e *evaluator) observeMetrics(r Rule, in *inputs, m matcher, states map[str
 			return details, e.labels(r, append([]string{"broker", id}, kv...)...), e.links(r, "/brokers/"+id, "Broker "+id)
 		}
 	}
-	switch r.Kind {
-	case KindAuthFailures, KindAuthzDenials:
-		family, what, by := MetricAuthFailures, "failed authentications", []string{"listener", "mechanism"}
-		if r.Kind == KindAuthzDenials {
-			family, what, by = MetricAuthzDenials, "authorization denials", []string{"resource_type", "operation"}
-		}
+	// eachBroker calls fn for each host whose broker the rule names and
+	// whose metrics were read; a host that could not be read makes its
+	// subject unknown.
+	eachBroker := func(fn func(h hostRound, id, subject string)) {
 		for _, h := range in.metrics {
 			id := strconv.Itoa(int(h.broker))
 			if !m.name(id) {
 				continue
 			}
 			subject := brokerSubject(h.broker)
-			switch {
-			case h.err != nil:
+			if h.err != nil {
 				unknown(subject)
 				continue
-			case h.fresh:
+			}
+			fn(h, id, subject)
+		}
+	}
+	switch r.Kind {
+	case KindAuthFailures, KindAuthzDenials:
+		family, what, by := MetricAuthFailures, "failed authentications", []string{"listener", "mechanism"}
+		if r.Kind == KindAuthzDenials {
+			family, what, by = MetricAuthzDenials, "authorization denials", []string{"resource_type", "operation"}
+		}
+		eachBroker(func(h hostRound, id, subject string) {
+			if h.fresh {
 				notYet(subject, "broker "+id)
-				continue
+				return
 			}
 			var total float64
 			breakdown := map[string]float64{}
@@ -92,18 +100,9 @@ func (e *evaluator) observeMetrics(r Rule, in *inputs, m matcher, states map[str
 			add(subject, total > r.Threshold, perMinute(total),
 				fmt.Sprintf("broker %d: %s %s%s (threshold %s)", h.broker, perMinute(total), what, where, human.Number(r.Threshold)),
 				brokerExtra(h, map[string]any{"per_minute": math.Round(total*100) / 100, "by_" + by[0] + "_" + by[1]: breakdown}, kv...))
-		}
+		})
 	case KindHangingTxn:
-		for _, h := range in.metrics {
-			id := strconv.Itoa(int(h.broker))
-			if !m.name(id) {
-				continue
-			}
-			subject := brokerSubject(h.broker)
-			if h.err != nil {
-				unknown(subject)
-				continue
-			}
+		eachBroker(func(h hostRound, _, subject string) {
 			oldest, found := 0.0, false
 			for _, s := range h.series {
 				if s.Name == MetricTxnOldestOpen {
@@ -111,7 +110,7 @@ func (e *evaluator) observeMetrics(r Rule, in *inputs, m matcher, states map[str
 				}
 			}
 			if !found {
-				continue // this broker exports no transaction metrics
+				return // this broker exports no transaction metrics
 			}
 			age := time.Duration(oldest * float64(time.Second))
 			value := "none open"
@@ -122,18 +121,9 @@ func (e *evaluator) observeMetrics(r Rule, in *inputs, m matcher, states map[str
 				fmt.Sprintf("broker %d: the oldest transaction it coordinates has been open %s (threshold %s)", h.broker, human.Duration(age),
 					human.Duration(time.Duration(r.Threshold*float64(time.Second)))),
 				brokerExtra(h, map[string]any{"oldest_open_seconds": math.Round(oldest)}))
-		}
+		})
 	case KindReassignStuck:
-		for _, h := range in.metrics {
-			id := strconv.Itoa(int(h.broker))
-			if !m.name(id) {
-				continue
-			}
-			subject := brokerSubject(h.broker)
-			if h.err != nil {
-				unknown(subject)
-				continue
-			}
+		eachBroker(func(h hostRound, _, subject string) {
 			remaining, since, found := 0.0, time.Time{}, false
 			for _, s := range h.series {
 				if s.Name == MetricReassignRemaining {
@@ -145,11 +135,11 @@ func (e *evaluator) observeMetrics(r Rule, in *inputs, m matcher, states map[str
 				}
 			}
 			if !found {
-				continue
+				return
 			}
 			if remaining <= 0 {
 				add(subject, false, "nothing left to move", fmt.Sprintf("broker %d has no partition move with bytes left to copy", h.broker), nil)
-				continue
+				return
 			}
 			still := now.Sub(since)
 			left := human.BytesText(int64(min(remaining, math.MaxInt64)))
@@ -157,7 +147,7 @@ func (e *evaluator) observeMetrics(r Rule, in *inputs, m matcher, states map[str
 				fmt.Sprintf("broker %d: %s left to move, no progress for %s (threshold %s)", h.broker, left, human.Duration(still),
 					human.Duration(time.Duration(r.Threshold*float64(time.Second)))),
 				brokerExtra(h, map[string]any{"bytes_remaining": remaining, "unchanged_seconds": math.Round(still.Seconds())}))
-		}
+		})
 	case KindClientThrottled:
 		type client struct {
 			user, id string

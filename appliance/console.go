@@ -194,7 +194,7 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	// history topic, every console applies that topic to its lag_samples
 	// (so the sampler stores through lagHist on every console, and
 	// lagHist publishes only while this one leads).
-	c.lagLog = consolestate.NewKafkaLog(c.a.BootstrapAddrs(), withWait(consolestate.LagTopicSpec(consoleTopicRF(cfg), cfg.ConsoleLagHistoryRetention), cfg), consoleLog)
+	c.lagLog = consolestate.NewKafkaLog(c.a.BootstrapAddrs(), withWait(consolestate.LagTopicSpec(consoleTopicRF(cfg), cfg.ConsoleLagHistoryRetention), cfg), consoleLog, c.a.ClientOpts()...)
 	c.lagHist = consolestate.NewLagHistory(consolestate.LagHistoryConfig{Log: c.lagLog, Console: c.store, Host: c.a.BrokerID(),
 		Leader: c.leader.IsLeader, Logger: consoleLog, Window: max(15*time.Minute, 5*cfg.ConsoleLagSampleInterval)})
 	c.sampler = sampler.New(sampler.Config{
@@ -255,7 +255,7 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 	// (importing this host's state, replaying the topic's, or catching
 	// up; see consoledb.Replica) and from now on every change is written
 	// through it. The pages wait for it to catch up, for a while.
-	c.stateLog = consolestate.NewKafkaLog(c.a.BootstrapAddrs(), withWait(consolestate.StateTopicSpec(consoleTopicRF(cfg)), cfg), consoleLog)
+	c.stateLog = consolestate.NewKafkaLog(c.a.BootstrapAddrs(), withWait(consolestate.StateTopicSpec(consoleTopicRF(cfg)), cfg), consoleLog, c.a.ClientOpts()...)
 	c.replica, err = consoledb.StartReplica(ctx, c.db, consoledb.ReplicaConfig{
 		Topic:  consolestate.StateTopic,
 		Log:    c.stateLog,

@@ -8,7 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/consolestate"
 	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/security"
 )
@@ -49,6 +53,55 @@ func TestOwnClientsUseConsoleKafkaSettings(t *testing.T) {
 	if st, body := httpDo(t, "POST", "http://"+regAddr+"/subjects/orders-value/versions", "", "", testAvro); st != 200 || body != `{"id":1}` {
 		t.Fatalf("register a schema through the SASL_SSL client: %d %s", st, body)
 	}
+}
+
+// The console's own topics (__sluice_console, its replicated state, and
+// __sluice_console_lag, the lag history) are written and read with the
+// console.kafka.* settings too: on a broker whose only listener of the
+// console's protocol is SSL, the console creates both and its state
+// replica catches up.
+func TestConsoleTopicsUseConsoleKafkaSettings(t *testing.T) {
+	testutil.Heavy(t, "a broker with its console (about 5 s)")
+	ca := testutil.NewCA(t, "")
+	srv := ca.Server(t, "broker")
+	internal, external := testutil.FreeAddr(t), testutil.FreeAddr(t)
+	start := time.Now()
+	app := startApplianceIn(t, t.TempDir(),
+		fmt.Sprintf("listeners=INTERNAL://%s,SSL://%s", internal, external),
+		"listener.security.protocol.map=INTERNAL:PLAINTEXT,SSL:SSL",
+		"inter.broker.listener.name=INTERNAL",
+		"ssl.keystore.location="+srv.KeystorePath,
+		"console.listen="+testutil.FreeAddr(t),
+		"console.lag.sample.interval.ms=1000",
+		"console.kafka.security.protocol=SSL",
+		"console.kafka.ssl.truststore.location="+ca.TrustPath,
+	)
+	defer app.Close()
+	// Start waits up to 30 s for the state replica to catch up, and goes
+	// on without it (with a warning) when the topic does not answer.
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("start took %v: the console's state topic did not answer", d)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(internal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	testutil.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		td, err := adm.ListTopics(ctx, consolestate.StateTopic, consolestate.LagTopic)
+		if err != nil {
+			return err
+		}
+		for _, topic := range []string{consolestate.StateTopic, consolestate.LagTopic} {
+			if !td.Has(topic) || td[topic].Err != nil {
+				return fmt.Errorf("%s not created by the console", topic)
+			}
+		}
+		return nil
+	})
 }
 
 // Security settings that cannot work stop the start with a message naming

@@ -139,29 +139,59 @@ func opNames(ops []security.Operation) string {
 	return strings.Join(names, ", ")
 }
 
+// aclPrincipal is a principal the flags name, with the hosts given for
+// it (none: any) and its permission.
+type aclPrincipal struct {
+	principal  string
+	hosts      []string
+	permission security.Permission
+}
+
+// principalsNamed are the principals the flags name, each checked: --principal
+// (list: any permission, any host), or --allow-principal with
+// --allow-host and --deny-principal with --deny-host.
+func (f *aclFlags) principalsNamed() ([]aclPrincipal, error) {
+	sides := []struct {
+		principals, hosts cliList
+		perm              security.Permission
+	}{{f.allow, f.allowHosts, security.Allow}, {f.deny, f.denyHosts, security.Deny}}
+	if f.command == "list" {
+		sides = sides[:1]
+		sides[0].principals, sides[0].hosts, sides[0].perm = f.principals, nil, security.PermissionAny
+	}
+	var out []aclPrincipal
+	for _, side := range sides {
+		for _, p := range side.principals {
+			if _, err := security.ParsePrincipal(p); err != nil {
+				return nil, usagef("%v", err)
+			}
+			out = append(out, aclPrincipal{principal: p, hosts: side.hosts, permission: side.perm})
+		}
+	}
+	return out, nil
+}
+
 // entries are the principal and host pairs with their permission.
 type aclParty struct {
 	principal, host string
 	permission      security.Permission
 }
 
+// parties are the entries of ACLs to add: a principal without --*-host
+// may connect from any host (*).
 func (f *aclFlags) parties() ([]aclParty, error) {
+	named, err := f.principalsNamed()
+	if err != nil {
+		return nil, err
+	}
 	var out []aclParty
-	for _, side := range []struct {
-		principals, hosts cliList
-		perm              security.Permission
-	}{{f.allow, f.allowHosts, security.Allow}, {f.deny, f.denyHosts, security.Deny}} {
-		hosts := []string(side.hosts)
+	for _, p := range named {
+		hosts := p.hosts
 		if len(hosts) == 0 {
 			hosts = []string{security.Wildcard}
 		}
-		for _, p := range side.principals {
-			if _, err := security.ParsePrincipal(p); err != nil {
-				return nil, usagef("%v", err)
-			}
-			for _, h := range hosts {
-				out = append(out, aclParty{principal: p, host: h, permission: side.perm})
-			}
+		for _, h := range hosts {
+			out = append(out, aclParty{principal: p.principal, host: h, permission: p.permission})
 		}
 	}
 	return out, nil
@@ -318,30 +348,17 @@ func (f *aclFlags) filters() ([]security.Filter, error) {
 		principal, host *string
 		perm            security.Permission
 	}
+	named, err := f.principalsNamed()
+	if err != nil {
+		return nil, err
+	}
 	var parties []party
-	if f.command == "list" {
-		for _, p := range f.principals {
-			if _, err := security.ParsePrincipal(p); err != nil {
-				return nil, usagef("%v", err)
-			}
-			parties = append(parties, party{principal: &p, perm: security.PermissionAny})
+	for _, p := range named {
+		if len(p.hosts) == 0 {
+			parties = append(parties, party{principal: &p.principal, perm: p.permission})
 		}
-	} else {
-		for _, side := range []struct {
-			principals, hosts cliList
-			perm              security.Permission
-		}{{f.allow, f.allowHosts, security.Allow}, {f.deny, f.denyHosts, security.Deny}} {
-			for _, p := range side.principals {
-				if _, err := security.ParsePrincipal(p); err != nil {
-					return nil, usagef("%v", err)
-				}
-				if len(side.hosts) == 0 {
-					parties = append(parties, party{principal: &p, perm: side.perm})
-				}
-				for _, h := range side.hosts {
-					parties = append(parties, party{principal: &p, host: &h, perm: side.perm})
-				}
-			}
+		for _, h := range p.hosts {
+			parties = append(parties, party{principal: &p.principal, host: &h, perm: p.permission})
 		}
 	}
 	if len(parties) == 0 {

@@ -218,7 +218,8 @@ func BenchmarkTenThousandPartitions(b *testing.B) {
 
 // benchClient is a kgo client for benchmarks.
 func (c *testCluster) benchClient(b *testing.B, opts ...kgo.Opt) *kgo.Client {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.RequestTimeoutOverhead(2 * time.Minute)}, opts...)...)
+	base := append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.RequestTimeoutOverhead(2 * time.Minute)}, c.clientOpts()...)
+	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -302,7 +303,7 @@ func createBenchTopic(tb testing.TB, c *testCluster, topic string, partitions, r
 	waitLiveBrokers(tb, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...)}, c.clientOpts()...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func sluice(t *testing.T, c *testCluster, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.bin, append(args, "--brokers", strings.Join(c.seeds(), ","), "--timeout", "90s")...)
+	cmd := exec.CommandContext(ctx, c.bin, append(append(args, "--brokers", strings.Join(c.seeds(), ","), "--timeout", "90s"), c.cliArgs()...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, out)

@@ -256,7 +256,7 @@ func TestConsoleFailover(t *testing.T) {
 	// same records.
 	spec := migration.DefaultSpec()
 	spec.Left, spec.Right, spec.Window, spec.Bounded = left, right, migration.Duration(time.Second), true
-	ref, err := migration.New(spec, migration.Options{Brokers: c.seeds()})
+	ref, err := migration.New(spec, migration.Options{Brokers: c.seeds(), ClientOpts: c.clientOpts()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -298,8 +298,9 @@ func statusOf(t *testing.T, cl *webtest.Client) struct {
 // kcatTopic reads every record of topic with kcat: key, value and headers.
 func kcatTopic(t *testing.T, c *testCluster, topic string) string {
 	t.Helper()
-	out, err := exec.Command("kcat", "-b", strings.Join(c.seeds(), ","), "-C", "-t", topic, "-e", "-q",
-		"-f", "%k\t%s\t%h\n").CombinedOutput()
+	args := append([]string{"-b", strings.Join(c.seeds(), ","), "-C", "-t", topic, "-e", "-q",
+		"-f", "%k\t%s\t%h\n"}, c.kcatArgs()...)
+	out, err := exec.Command("kcat", args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kcat: %v\n%s", err, out)
 	}

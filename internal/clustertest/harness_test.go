@@ -2,7 +2,9 @@
 // by the tests on a free port) and three `sluice serve` processes on
 // 127.0.0.1, 127.0.0.2 and 127.0.0.3, driven with franz-go's kgo and kadm.
 // One cluster is shared by the tests of the package, which run one after
-// another; each leaves every broker running.
+// another; each leaves every broker running. $SLUICE_CLUSTER_SECURITY=sasl_ssl
+// runs every cluster with a SASL_SSL inter-broker listener, the authorizer
+// on and the tests' clients logged in over it (security_test.go).
 package clustertest
 
 import (
@@ -54,6 +56,7 @@ func lagMaxFor() time.Duration {
 // testCluster is ZooKeeper and three brokers.
 type testCluster struct {
 	opts    clusterOptions
+	sec     *clusterSecurity // a SASL_SSL cluster's (nil: PLAINTEXT)
 	zk      *zktest.Server
 	bin     string
 	dir     string
@@ -118,6 +121,9 @@ func TestMain(m *testing.M) {
 			if benchShared != nil {
 				benchShared.close()
 			}
+			if binDir != "" {
+				os.RemoveAll(binDir)
+			}
 		}()
 		return m.Run()
 	}()
@@ -135,36 +141,67 @@ type clusterOptions struct {
 	// pprof gives every broker the profiling endpoints
 	// (SLUICE_PPROF_LISTEN) on a free port of its host.
 	pprof bool
+	// security is "plaintext" or "sasl_ssl" (security_test.go); ""
+	// takes $SLUICE_CLUSTER_SECURITY.
+	security string
 }
 
-// sluiceBinary builds the sluice binary into dir, or returns $SLUICE_BIN.
-func sluiceBinary(dir string) (string, error) {
+// The sluice binary the clusters run, built once per test binary (every
+// cluster of the package runs the same one); binDir is removed by TestMain.
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// sluiceBinary returns $SLUICE_BIN, or builds the sluice binary on first
+// use.
+func sluiceBinary() (string, error) {
 	if bin := os.Getenv("SLUICE_BIN"); bin != "" {
 		return bin, nil
 	}
-	bin := filepath.Join(dir, "sluice")
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/sluice")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "sluice-bin-"); binErr != nil {
+			return
+		}
+		bin := filepath.Join(binDir, "sluice")
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/sluice")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		binPath = bin
+	})
+	return binPath, binErr
 }
 
 func startCluster(opts clusterOptions) (*testCluster, error) {
+	var err error
+	if opts.security == "" {
+		if opts.security, err = securityFromEnv(); err != nil {
+			return nil, err
+		}
+	}
 	dir, err := os.MkdirTemp("", "sluice-cluster-")
 	if err != nil {
 		return nil, err
 	}
 	c := &testCluster{dir: dir, opts: opts}
-	if c.bin, err = sluiceBinary(dir); err != nil {
+	if c.bin, err = sluiceBinary(); err != nil {
 		return c, err
 	}
 	if c.zk, err = zktest.StartServer(zktest.Options{Dir: filepath.Join(dir, "zk")}); err != nil {
 		return c, err
+	}
+	if opts.security == securitySASLSSL {
+		if c.sec, err = setupSASLSSL(filepath.Join(dir, "tls"), c.zk.Addr()); err != nil {
+			return c, err
+		}
 	}
 	for i := 1; i <= 3; i++ {
 		host := fmt.Sprintf("127.0.0.%d", i)
@@ -262,6 +299,9 @@ func (b *brokerProc) args() []string {
 		"group.initial.rebalance.delay.ms=0",
 		"offsets.topic.num.partitions=6",
 		"num.partitions=1",
+	}
+	if b.c.sec != nil {
+		over = append(over, b.c.sec.brokerArgs(b.addr)...)
 	}
 	over = append(over, b.c.opts.overrides...)
 	level := os.Getenv("SLUICE_BROKER_LOG_LEVEL")
@@ -472,8 +512,9 @@ func (c *testCluster) broker(id int32) *brokerProc { return c.brokers[id-1] }
 // client returns a kgo client seeded with every broker, closed with the test.
 func (c *testCluster) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.MetadataMinAge(100 * time.Millisecond),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond })}, opts...)...)
+	base := append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.MetadataMinAge(100 * time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond })}, c.clientOpts()...)
+	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +534,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 
 // metadataFrom asks one broker for the metadata of topics (nil: all).
 func metadataFrom(ctx context.Context, b *brokerProc, topics ...string) (*kmsg.MetadataResponse, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.MetadataMinAge(10*time.Millisecond))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.addr), kgo.MetadataMinAge(10 * time.Millisecond)}, b.c.clientOpts()...)...)
 	if err != nil {
 		return nil, err
 	}

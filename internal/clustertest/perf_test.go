@@ -60,6 +60,7 @@ func (c *testCluster) perfRun(tb testing.TB, args ...string) perf.Result {
 	tb.Helper()
 	args = append([]string{"perf"}, args...)
 	args = append(args, "--brokers", strings.Join(c.seeds(), ","), "--progress", "0", "--output", "json")
+	args = append(args, c.cliArgs()...)
 	cmd := exec.Command(c.bin, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -35,12 +35,22 @@ var certSerial atomic.Int64
 // NewCA creates a CA named name ("" = "Sluice Test CA").
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
+	ca, err := NewCAIn(t.TempDir(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// NewCAIn is NewCA writing its files in dir, for certificates that outlive
+// one test (a cluster the tests of a package share).
+func NewCAIn(dir, name string) (*CA, error) {
 	if name == "" {
 		name = "Sluice Test CA"
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(certSerial.Add(1)),
@@ -53,16 +63,16 @@ func NewCA(t testing.TB, name string) *CA {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cert, _ := x509.ParseCertificate(der)
-	ca := &CA{Cert: cert, key: key, dir: t.TempDir()}
+	ca := &CA{Cert: cert, key: key, dir: dir}
 	ca.CertPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	ca.TrustPath = filepath.Join(ca.dir, "ca.pem")
 	if err := os.WriteFile(ca.TrustPath, ca.CertPEM, 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return ca
+	return ca, nil
 }
 
 // CertOptions describe a certificate to issue.
@@ -90,9 +100,18 @@ type Cert struct {
 // Issue signs a certificate usable by servers and clients alike.
 func (ca *CA) Issue(t testing.TB, name string, o CertOptions) *Cert {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := ca.IssueCert(name, o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return c
+}
+
+// IssueCert is Issue returning its error.
+func (ca *CA) IssueCert(name string, o CertOptions) (*Cert, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
 	}
 	if o.NotBefore.IsZero() {
 		o.NotBefore = time.Now().Add(-time.Hour)
@@ -117,11 +136,11 @@ func (ca *CA) Issue(t testing.TB, name string, o CertOptions) *Cert {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	pk, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	c := &Cert{
 		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
@@ -133,17 +152,26 @@ func (ca *CA) Issue(t testing.TB, name string, o CertOptions) *Cert {
 	c.KeystorePath = filepath.Join(ca.dir, name+".pem")
 	for path, data := range map[string][]byte{c.CertPath: c.CertPEM, c.KeyPath: c.KeyPEM, c.KeystorePath: append(append([]byte{}, c.KeyPEM...), c.CertPEM...)} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
-	return c
+	return c, nil
 }
 
 // Server issues a server certificate for localhost, 127.0.0.1-3 and hosts.
 func (ca *CA) Server(t testing.TB, name string, hosts ...string) *Cert {
 	t.Helper()
-	return ca.Issue(t, name, CertOptions{Subject: pkix.Name{CommonName: name},
-		Hosts: append([]string{"localhost", "127.0.0.1", "127.0.0.2", "127.0.0.3", "::1"}, hosts...)})
+	return ca.Issue(t, name, serverOptions(name, hosts))
+}
+
+// ServerCert is Server returning its error.
+func (ca *CA) ServerCert(name string, hosts ...string) (*Cert, error) {
+	return ca.IssueCert(name, serverOptions(name, hosts))
+}
+
+func serverOptions(name string, hosts []string) CertOptions {
+	return CertOptions{Subject: pkix.Name{CommonName: name},
+		Hosts: append([]string{"localhost", "127.0.0.1", "127.0.0.2", "127.0.0.3", "::1"}, hosts...)}
 }
 
 // Client issues a client certificate whose subject is CN=cn,OU=ou (ou
