@@ -158,6 +158,7 @@ type conn struct {
 	cancel context.CancelFunc
 
 	br       *bufio.Reader // the reader's
+	tlsSrc   *tlsSource    // under crypto/tls on a TLS listener (the reader's), else nil
 	clientID string        // the client id of the last request read (the reader's)
 	inflight chan struct{} // one token per request read and not yet answered
 	stopped  atomic.Bool   // stopReading was called (shutdown)
@@ -188,14 +189,17 @@ type conn struct {
 func newConn(s *Server, nc net.Conn, l *Listener) *conn {
 	ctx, cancel := context.WithCancel(s.baseCtx)
 	listener := l.Name
+	var src *tlsSource
 	if l.TLS != nil {
 		// The handshake runs on the connection's goroutine (authenticate).
-		nc = tls.Server(nc, l.TLS.Config())
+		src = newTLSSource(nc)
+		nc = tls.Server(src, l.TLS.Config())
 	}
 	c := &conn{
 		s: s, nc: nc, listener: listener, lcfg: l, remote: nc.RemoteAddr().String(),
 		principal: security.Anonymous,
 		ctx:       ctx, cancel: cancel,
+		tlsSrc:   src,
 		br:       bufio.NewReaderSize(nc, 32<<10),
 		inflight: make(chan struct{}, s.cfg.MaxInFlight),
 		drained:  make(chan struct{}),
@@ -406,6 +410,9 @@ func (c *conn) readFrame(size int32) (frame []byte, fb *[]byte, held int64, err 
 		return nil, nil, 0, err
 	}
 
+	if c.tlsSrc != nil {
+		c.tlsSrc.expect(int(size), c.br.Buffered())
+	}
 	n := min(int(size), frameEagerBytes)
 	if err := reserve(int64(n)); err != nil {
 		return fail(err)
