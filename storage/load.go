@@ -73,6 +73,11 @@ func openLog(p logLoad) (*Log, error) {
 		l.logStart.Store(leo)
 	}
 	l.recoveryPoint.Store(leo)
+	if !p.cleanShutdown {
+		// Recovered segments are not yet known to be on disk: they stay to
+		// be recovered until the next flush.
+		l.recoveryPoint.Store(min(max(p.recoveryPoint, 0), leo))
+	}
 	l.hw.Store(min(max(p.hw, l.logStart.Load()), leo))
 	l.lastFlushMs = p.env.nowMs()
 
@@ -578,9 +583,12 @@ func (l *Log) recoverSegment(p logLoad, s *segment, last bool) (truncated bool, 
 			return truncated, err
 		}
 	}
-	if err := fsyncFile(f); err != nil {
-		return truncated, fmt.Errorf("fsync %s: %w", path, err)
-	}
+	// The file is not fsynced here: the log's recovery point stays where
+	// the checkpoint had it (openLog), so the next flush (a roll, flush.ms,
+	// the close) makes the recovered segments durable and only then moves
+	// it, and a crash before that recovers them again (Kafka's
+	// LogLoader.recoverLog). A start after kill -9 does not wait for
+	// one fsync per log.
 	if p.recovered != nil {
 		p.recovered.Add(size)
 	}

@@ -216,6 +216,12 @@ func TestRecoveryFromCheckpoint(t *testing.T) {
 		if got := l.LogEndOffset(); got != wantEnd {
 			t.Errorf("%s: log end %d, want %d", tp, got, wantEnd)
 		}
+		// What recovery read is not known to be on disk (kill -9 leaves it
+		// in the page cache): the recovery point stays at the checkpoint
+		// until a flush, so a second crash recovers it again.
+		if rp := l.RecoveryPoint(); rp != fx.lastSeg[tp] {
+			t.Errorf("%s: recovery point %d after recovery, want the checkpoint's %d", tp, rp, fx.lastSeg[tp])
+		}
 		if tp == torn {
 			st, err := os.Stat(filepath.Join(l.Dir(), offsetFileName(fx.lastSeg[tp], logSuffix)))
 			if err != nil || st.Size() != fx.lastPos[tp]+fx.lastSize[tp] {
@@ -230,6 +236,10 @@ func TestRecoveryFromCheckpoint(t *testing.T) {
 		if _, err := l.AppendAsLeader(producerBatch(t, int64(100+tp.Partition), 0, next, 1), 0); err != nil {
 			t.Errorf("%s: append after recovery: %v", tp, err)
 		}
+	}
+	l, _ := m.Log(torn)
+	if err := l.Flush(); err != nil || l.RecoveryPoint() != l.LogEndOffset() {
+		t.Errorf("after a flush: recovery point %d, log end %d, %v", l.RecoveryPoint(), l.LogEndOffset(), err)
 	}
 	// Damage below the recovery point is not looked at: the log is as long
 	// as before (reading that batch would fail its CRC check).
