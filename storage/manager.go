@@ -659,8 +659,9 @@ func deleteDirName(tp TopicPartition) string {
 // replace it to make a rename fail).
 var deleteDirRand = func(b []byte) { rand.Read(b) }
 
-// Close stops the background work, flushes every log, writes all
-// checkpoints and the clean-shutdown marker, and releases the directories.
+// Close stops the background work, flushes and closes every log (in
+// parallel, as they load), writes all checkpoints and the clean-shutdown
+// marker, and releases the directories.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
@@ -672,12 +673,36 @@ func (m *Manager) Close() error {
 	m.cancel()
 	m.wg.Wait()
 
+	// Each log's flush waits for the disk: the logs of each dir are closed
+	// by RecoveryThreadsPerDir workers, all dirs at once (Kafka's
+	// LogManager.shutdown uses the recovery threads the same way).
 	var errs []error
-	for _, l := range m.Logs() {
-		if err := l.close(); err != nil {
-			errs = append(errs, err)
-		}
+	var errMu sync.Mutex
+	byDir := map[string][]*Log{}
+	m.mu.Lock()
+	for tp, l := range m.logs {
+		byDir[m.dirOf[tp]] = append(byDir[m.dirOf[tp]], l)
 	}
+	m.mu.Unlock()
+	var outer sync.WaitGroup
+	for _, logs := range byDir {
+		outer.Go(func() {
+			var g errgroup.Group
+			g.SetLimit(m.cfg.RecoveryThreadsPerDir)
+			for _, l := range logs {
+				g.Go(func() error {
+					if err := l.close(); err != nil {
+						errMu.Lock()
+						errs = append(errs, err)
+						errMu.Unlock()
+					}
+					return nil
+				})
+			}
+			g.Wait()
+		})
+	}
+	outer.Wait()
 	if err := m.writeCheckpoints(true, true); err != nil {
 		errs = append(errs, err)
 	}

@@ -19,11 +19,13 @@ import (
 // marker: nothing is recovered), and after a simulated kill -9 (no marker,
 // the recovery points behind: at the base of each log's last segment, so
 // every active segment is read, checked and re-indexed, as Kafka's recovery
-// from recovery-point-offset-checkpoint does). The dir is built once
+// from recovery-point-offset-checkpoint does), and crash-full: no recovery
+// point at all, every byte recovered. The dir is built once
 // (SLUICE_BENCH_RESTART_LOGS logs of SLUICE_BENCH_RESTART_MB MiB in
 // 512 KiB segments; default 1,000 × 2 MiB, 2 GiB) and kept when
 // SLUICE_BENCH_RESTART_DIR names where, so several builds time the same data.
-// SLUICE_BENCH_COLD=1 drops the dir's files from the page cache before each
+// The Close after each open (the clean stop: a flush of every log) is
+// reported apart, as ms/close. SLUICE_BENCH_COLD=1 drops the dir's files from the page cache before each
 // open (posix_fadvise DONTNEED), as after a reboot. Run:
 //
 //	SLUICE_BENCH_RESTART_DIR=/tmp/restart go test -run '^$' -bench Restart -benchtime 3x -timeout 30m ./storage/
@@ -38,17 +40,14 @@ func BenchmarkRestart(b *testing.B) {
 	cold := os.Getenv("SLUICE_BENCH_COLD") == "1"
 	cfg := ManagerConfig{Dirs: []string{dir}, CheckpointInterval: time.Hour, FlushSchedulerInterval: time.Hour,
 		RetentionCheckInterval: time.Hour, HighWatermarkCheckpointInterval: time.Hour, IdleSegmentTimeout: time.Hour}
-	for _, crash := range []bool{false, true} {
-		name := "clean"
-		if crash {
-			name = "crash"
-		}
+	for _, name := range []string{"clean", "crash", "crash-full"} {
 		b.Run(name, func(b *testing.B) {
 			var recovered int64
+			var closing time.Duration
 			for range b.N {
 				b.StopTimer()
-				if crash {
-					recovered = simulateKill(b, dir)
+				if name != "clean" {
+					recovered = simulateKill(b, dir, name == "crash-full")
 				}
 				if cold {
 					dropPageCache(b, dir)
@@ -62,11 +61,14 @@ func BenchmarkRestart(b *testing.B) {
 				if n := len(m.Logs()); n != logs {
 					b.Fatalf("%d logs loaded, want %d", n, logs)
 				}
+				t0 := time.Now()
 				if err := m.Close(); err != nil {
 					b.Fatal(err)
 				}
+				closing += time.Since(t0)
 			}
 			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/open")
+			b.ReportMetric(float64(closing.Milliseconds())/float64(b.N), "ms/close")
 			b.ReportMetric(float64(recovered)/(1<<20), "MiB-recovered")
 		})
 	}
@@ -125,8 +127,12 @@ func buildRestartDir(b *testing.B, dir string, logs, mib int) {
 // simulateKill turns a cleanly closed dir into one left by kill -9 after
 // the last segment rolled: no clean-shutdown marker, every recovery point
 // at the base of the log's last segment, no producer snapshot past it.
-// Returns the bytes recovery will read.
-func simulateKill(b *testing.B, dir string) (bytes int64) {
+// With full, every recovery point is 0 and no snapshot is left: the whole
+// of every log is recovered (a broker killed before its first recovery
+// checkpoint, or whose logs were never flushed: Kafka's default flush
+// settings leave the active segment unflushed until it rolls). Returns the
+// bytes recovery will read.
+func simulateKill(b *testing.B, dir string, full bool) (bytes int64) {
 	if err := os.Remove(filepath.Join(dir, cleanShutdownFile)); err != nil {
 		b.Fatal(err)
 	}
@@ -144,17 +150,23 @@ func simulateKill(b *testing.B, dir string) (bytes int64) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		last, size := int64(-1), int64(0)
+		last, size, total := int64(-1), int64(0), int64(0)
 		for _, f := range files {
-			if o, ok := parseOffsetFileName(f.Name(), logSuffix); ok && o > last {
+			if o, ok := parseOffsetFileName(f.Name(), logSuffix); ok {
 				info, err := f.Info()
 				if err != nil {
 					b.Fatal(err)
 				}
-				last, size = o, info.Size()
+				total += info.Size()
+				if o > last {
+					last, size = o, info.Size()
+				}
 			}
 		}
-		rps[tp] = last
+		if full {
+			last, size = -1, total
+		}
+		rps[tp] = max(last, 0)
 		bytes += size
 		for _, f := range files {
 			if o, ok := parseOffsetFileName(f.Name(), snapshotSuffix); ok && o > last {
