@@ -162,10 +162,13 @@ func (ix *index) ensureMapped(writable bool, maxBytes int) error {
 
 // makeWritable extends the file to maxBytes and maps it read-write.
 func (ix *index) makeWritable(maxBytes int) error {
+	maxBytes = max(maxBytes/ix.entrySize*ix.entrySize, int(ix.n.Load())*ix.entrySize)
+	if ix.mapped && ix.writable && len(ix.data) == maxBytes {
+		return nil // already so (a segment recovery just rebuilt it)
+	}
 	if err := ix.unmap(); err != nil {
 		return err
 	}
-	maxBytes = max(maxBytes/ix.entrySize*ix.entrySize, int(ix.n.Load())*ix.entrySize)
 	return ix.mapFile(true, maxBytes)
 }
 

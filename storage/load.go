@@ -576,10 +576,10 @@ func (l *Log) recoverSegment(p logLoad, s *segment, last bool) (truncated bool, 
 	if !last {
 		s.appendFinalTimeEntry()
 		s.active = false
+		// Trimmed, not fsynced: the flush that moves the recovery point
+		// past this segment fsyncs them (trim marks them unsynced), and
+		// an index lost before that is checked and rebuilt at load.
 		if err := errors.Join(s.oi.trim(), s.ti.trim()); err != nil {
-			return truncated, err
-		}
-		if err := errors.Join(s.oi.sync(), s.ti.sync()); err != nil {
 			return truncated, err
 		}
 	}
