@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-io/sluice/config"
 	"github.com/sluice-io/sluice/internal/kclient"
 	"github.com/sluice-io/sluice/internal/loglevels"
+	"github.com/sluice-io/sluice/internal/sdnotify"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/protocol"
 	"github.com/sluice-io/sluice/schemareg"
@@ -242,6 +243,9 @@ func (a *App) Start(ctx context.Context) (err error) {
 		},
 		MaxDecompressedBatchBytes: cfg.MessageDecompressedMaxBytes,
 		ProducerIDExpiration:      cfg.ProducerIDExpiration,
+		// `systemctl status` shows the start-up load's progress (the unit
+		// is Type=notify: READY=1 follows once the broker listens).
+		LoadProgress: func(p storage.LoadProgress) { sdnotify.Status(p.String()) },
 	})
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)

@@ -73,6 +73,30 @@ func openIndex(fsys vfs.FS, path string, base int64, entrySize int) (*index, err
 	return ix, nil
 }
 
+// readIndex reads an index file into memory, not mapped, to check it and
+// count its entries at load: a read costs less than a mapping made and
+// unmapped at once (munmap flushes every core's TLB). The caller drops
+// the data (forget) when done; the index is mapped when first used.
+func readIndex(fsys vfs.FS, path string, base int64, entrySize int) (*index, error) {
+	ix := &index{fs: fsys, path: path, base: base, entrySize: entrySize}
+	data, err := vfs.ReadFile(fsys, path)
+	if err != nil {
+		return nil, err
+	}
+	ix.data = data[:len(data)/entrySize*entrySize]
+	total := len(ix.data) / entrySize
+	used := sort.Search(total, func(i int) bool { return ix.zero(i) })
+	ix.n.Store(int32(used))
+	return ix, nil
+}
+
+// forget drops the data readIndex read.
+func (ix *index) forget() {
+	if !ix.mapped {
+		ix.data = nil
+	}
+}
+
 // zero reports whether entry i is all zero bytes.
 func (ix *index) zero(i int) bool {
 	for _, b := range ix.data[i*ix.entrySize : (i+1)*ix.entrySize] {
@@ -138,10 +162,13 @@ func (ix *index) ensureMapped(writable bool, maxBytes int) error {
 
 // makeWritable extends the file to maxBytes and maps it read-write.
 func (ix *index) makeWritable(maxBytes int) error {
+	maxBytes = max(maxBytes/ix.entrySize*ix.entrySize, int(ix.n.Load())*ix.entrySize)
+	if ix.mapped && ix.writable && len(ix.data) == maxBytes {
+		return nil // already so (a segment recovery just rebuilt it)
+	}
 	if err := ix.unmap(); err != nil {
 		return err
 	}
-	maxBytes = max(maxBytes/ix.entrySize*ix.entrySize, int(ix.n.Load())*ix.entrySize)
 	return ix.mapFile(true, maxBytes)
 }
 

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-io/sluice/record"
@@ -28,11 +29,28 @@ type logLoad struct {
 	hw            int64 // -1: none
 	firstDirty    int64 // -1: none
 	cleanShutdown bool
+	// create: the log is new (CreateLogs); see openLog.
+	create bool
+	// recovered, when set, counts the log bytes recovery reads.
+	recovered *atomic.Int64
 }
 
 // openLog loads (and if needed recovers) the log in p.dir, creating the
-// directory and a first segment when it does not exist.
+// directory and a first segment when it does not exist. With p.create it
+// first tries to make the directory itself: when that succeeds the
+// directory is new and empty, and the log starts with one empty segment
+// without the load's directory scans (the epoch cache, leftover files,
+// producer snapshots); when the directory exists it is loaded as usual.
 func openLog(p logLoad) (*Log, error) {
+	if p.create {
+		err := p.env.fs.Mkdir(p.dir, 0o755)
+		if err == nil {
+			return newEmptyLog(p)
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("create %s: %w", p.dir, err)
+		}
+	}
 	if err := p.env.fs.MkdirAll(p.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", p.dir, err)
 	}
@@ -55,6 +73,11 @@ func openLog(p logLoad) (*Log, error) {
 		l.logStart.Store(leo)
 	}
 	l.recoveryPoint.Store(leo)
+	if !p.cleanShutdown {
+		// Recovered segments are not yet known to be on disk: they stay to
+		// be recovered until the next flush.
+		l.recoveryPoint.Store(min(max(p.recoveryPoint, 0), leo))
+	}
 	l.hw.Store(min(max(p.hw, l.logStart.Load()), leo))
 	l.lastFlushMs = p.env.nowMs()
 
@@ -75,16 +98,27 @@ func openLog(p logLoad) (*Log, error) {
 	}
 	l.producers.deleteSnapshots(-1, leo)
 	from := l.producers.loadLatest(rebuildFrom, warn)
+	l.producers.listed = nil // from now on snapshots come and go: read the directory
 	if from < 0 {
 		from = l.logStart.Load()
 		// Every segment replayed gets its index rebuilt: with the
-		// snapshots gone, nothing says the indexes are complete.
-		for _, s := range segs {
-			s.txn.rebuild = true
+		// snapshots gone, nothing says the indexes are complete. A log
+		// with no byte in it has nothing to replay or index (a log closed
+		// empty leaves no snapshot, as Kafka's).
+		if !emptySegments(segs) {
+			for _, s := range segs {
+				s.txn.rebuild = true
+			}
 		}
 	}
 	if err := l.replayProducers(from, leo, true); err != nil {
 		return nil, err
+	}
+	if from == leo {
+		// Nothing replayed: the snapshot at the log end (or the absence
+		// of any, for an empty log) is the state; closing again need not
+		// write it.
+		l.producers.snapshotCurrent(leo)
 	}
 	l.producers.truncateHead(l.logStart.Load())
 	l.producers.replicated(l.hw.Load())
@@ -97,6 +131,42 @@ func openLog(p logLoad) (*Log, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// newEmptyLog starts a log in the directory openLog has just made: one
+// empty active segment at the log start, no epochs, no producers. Nothing
+// is fsynced here: the caller fsyncs the log dir holding the new directory
+// (CreateLogs), and an empty log lost to a crash is created again.
+func newEmptyLog(p logLoad) (*Log, error) {
+	l := &Log{tp: p.tp, dir: p.dir, env: p.env, producers: newProducerStates(p.env.fs, p.dir)}
+	l.cfg.Store(p.cfg)
+	l.firstDirty.Store(p.firstDirty)
+	l.touch()
+	l.epochs = &leaderEpochCache{fs: p.env.fs, path: p.dir + "/" + leaderEpochCheckpoint}
+	start := max(p.logStart, 0)
+	s, err := createSegment(p.env.fs, p.dir, start, &p.cfg.LogConfig, p.env.nowMs())
+	if err != nil {
+		return nil, fmt.Errorf("create first segment: %w", err)
+	}
+	segs := []*segment{s}
+	l.segs.Store(&segs)
+	l.logStart.Store(start)
+	l.recoveryPoint.Store(start)
+	l.hw.Store(start)
+	l.lastFlushMs = p.env.nowMs()
+	l.producers.snapshotCurrent(start)
+	l.publishUnstableLocked()
+	return l, nil
+}
+
+// emptySegments reports whether no segment holds a byte.
+func emptySegments(segs []*segment) bool {
+	for _, s := range segs {
+		if s.size.Load() > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // replayProducers applies the batches in [from, to) to the producer state:
@@ -178,6 +248,14 @@ func (l *Log) loadSegments(p logLoad) ([]*segment, error) {
 	}
 	var bases []int64
 	var swaps []string
+	listed := []int64{}
+	for _, e := range ents {
+		if o, ok := parseOffsetFileName(e.Name(), snapshotSuffix); ok && !e.IsDir() {
+			listed = append(listed, o)
+		}
+	}
+	slices.Sort(listed)
+	l.producers.listed = listed
 	for _, e := range ents {
 		name := e.Name()
 		path := filepath.Join(p.dir, name)
@@ -330,13 +408,15 @@ func (l *Log) setAside(p logLoad, base int64) {
 // finds the segment's next offset and max timestamp from them.
 func (s *segment) loadIndexes(p logLoad) error {
 	var err error
-	if s.oi, err = openIndex(s.fs, s.path(indexSuffix), s.base, offsetIndexEntry); err != nil {
+	if s.oi, err = readIndex(s.fs, s.path(indexSuffix), s.base, offsetIndexEntry); err != nil {
 		return err
 	}
-	if s.ti, err = openIndex(s.fs, s.path(timeIndexSuffix), s.base, timeIndexEntry); err != nil {
-		s.oi.unmap()
+	if s.ti, err = readIndex(s.fs, s.path(timeIndexSuffix), s.base, timeIndexEntry); err != nil {
+		s.oi.forget()
 		return err
 	}
+	defer s.oi.forget()
+	defer s.ti.forget()
 	size := s.size.Load()
 	scanFrom := int64(0)
 	// Kafka checks only the last entry; a full pass costs about a
@@ -387,8 +467,6 @@ func (s *segment) loadIndexes(p logLoad) error {
 	}
 	s.next.Store(next)
 	// Inactive segments stay unmapped until read.
-	s.oi.unmap()
-	s.ti.unmap()
 	return nil
 }
 
@@ -498,15 +576,21 @@ func (l *Log) recoverSegment(p logLoad, s *segment, last bool) (truncated bool, 
 	if !last {
 		s.appendFinalTimeEntry()
 		s.active = false
+		// Trimmed, not fsynced: the flush that moves the recovery point
+		// past this segment fsyncs them (trim marks them unsynced), and
+		// an index lost before that is checked and rebuilt at load.
 		if err := errors.Join(s.oi.trim(), s.ti.trim()); err != nil {
 			return truncated, err
 		}
-		if err := errors.Join(s.oi.sync(), s.ti.sync()); err != nil {
-			return truncated, err
-		}
 	}
-	if err := fsyncFile(f); err != nil {
-		return truncated, fmt.Errorf("fsync %s: %w", path, err)
+	// The file is not fsynced here: the log's recovery point stays where
+	// the checkpoint had it (openLog), so the next flush (a roll, flush.ms,
+	// the close) makes the recovered segments durable and only then moves
+	// it, and a crash before that recovers them again (Kafka's
+	// LogLoader.recoverLog). A start after kill -9 does not wait for
+	// one fsync per log.
+	if p.recovered != nil {
+		p.recovered.Add(size)
 	}
 	return truncated, nil
 }

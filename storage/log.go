@@ -1113,14 +1113,16 @@ func (l *Log) LeaderEpochs() [][2]int64 {
 }
 
 // closeLocked closes every segment (trimming the active segment's indexes),
-// writes a producer snapshot at the log end. Does not flush.
+// writes a producer snapshot at the log end unless the snapshots already
+// hold the state there (nothing appended since the last one, or an empty
+// log). Does not flush.
 func (l *Log) closeLocked() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
 	var errs []error
-	if !l.deleted {
-		if err := l.producers.writeSnapshot(l.LogEndOffset()); err != nil {
+	if leo := l.LogEndOffset(); !l.deleted && l.producers.needSnapshot(leo) {
+		if err := l.producers.writeSnapshot(leo); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -54,7 +55,21 @@ type ManagerConfig struct {
 	// operating system's). Tests put a fault-injecting one here
 	// (package errorfs).
 	FS vfs.FS
+	// RecoveryThreadsPerDir is how many logs of one log dir load (and
+	// recover) at once at start; the dirs load side by side
+	// (num.recovery.threads.per.data.dir). 0 = DefaultRecoveryThreadsPerDir.
+	RecoveryThreadsPerDir int
+	// LoadProgress, when set, is told how far the start-up load is, about
+	// once a second and when it ends (the appliance sends it to systemd as
+	// sd_notify STATUS=). Called from another goroutine.
+	LoadProgress func(LoadProgress)
 }
+
+// DefaultRecoveryThreadsPerDir is the start-up load's parallelism per log
+// dir when none is configured. Loading is mostly waiting for the disk
+// (directory reads, index and header reads, fsyncs of recovered segments),
+// so it runs more loads than there are cores.
+const DefaultRecoveryThreadsPerDir = 8
 
 func (c *ManagerConfig) setDefaults() {
 	if c.Logger == nil {
@@ -80,6 +95,9 @@ func (c *ManagerConfig) setDefaults() {
 	}
 	if c.FS == nil {
 		c.FS = vfs.Default
+	}
+	if c.RecoveryThreadsPerDir <= 0 {
+		c.RecoveryThreadsPerDir = DefaultRecoveryThreadsPerDir
 	}
 	if c.MaxDecompressedBatchBytes <= 0 {
 		c.MaxDecompressedBatchBytes = record.DefaultMaxDecompressedBatchBytes
@@ -122,6 +140,9 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 		creating: make(map[TopicPartition]*pendingLog), rolledC: make(chan *Log, 1024)}
 	m.env = &env{logger: cfg.Logger, now: cfg.Now, rolled: m.noteRolled, maxDecompressed: cfg.MaxDecompressedBatchBytes, fs: cfg.FS}
 	seen := map[string]bool{}
+	parts := map[TopicPartition]string{}
+	cfgs := map[string]*logConfig{}
+	var scans []*dirScan
 	for _, d := range cfg.Dirs {
 		abs, err := filepath.Abs(d)
 		if err != nil {
@@ -133,11 +154,17 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 			return nil, fmt.Errorf("log dir %s listed twice", d)
 		}
 		seen[abs] = true
-		if err := m.openDir(d); err != nil {
-			m.closeLogs()
+		sc, err := m.openDir(d, parts, cfgs)
+		if err != nil {
 			m.unlock()
 			return nil, err
 		}
+		scans = append(scans, sc)
+	}
+	if err := m.loadLogs(scans); err != nil {
+		m.closeLogs()
+		m.unlock()
+		return nil, err
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.start()
@@ -160,24 +187,34 @@ func (m *Manager) closeLogs() {
 	}
 }
 
-// openDir locks one log directory and loads its logs.
-func (m *Manager) openDir(dir string) error {
+// dirScan is what openDir found in one log dir: the logs to load, and
+// whether the dir was shut down cleanly.
+type dirScan struct {
+	dir   string
+	clean bool
+	loads []logLoad
+}
+
+// openDir locks one log directory, finishes interrupted deletions, removes
+// temporary files, reads its checkpoints and lists its logs (loaded later
+// by loadLogs, in parallel).
+func (m *Manager) openDir(dir string, seen map[TopicPartition]string, cfgs map[string]*logConfig) (*dirScan, error) {
 	if err := m.cfg.FS.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("log dir: %w", err)
+		return nil, fmt.Errorf("log dir: %w", err)
 	}
 	lf, err := m.cfg.FS.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return fmt.Errorf("log dir: %w", err)
+		return nil, fmt.Errorf("log dir: %w", err)
 	}
 	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		lf.Close()
-		return fmt.Errorf("log dir %s is in use by another process (lock %s): %w", dir, lf.Name(), err)
+		return nil, fmt.Errorf("log dir %s is in use by another process (lock %s): %w", dir, lf.Name(), err)
 	}
 	m.locks = append(m.locks, lf)
 
 	ents, err := m.cfg.FS.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("log dir: %w", err)
+		return nil, fmt.Errorf("log dir: %w", err)
 	}
 	clean := fileExists(m.cfg.FS, filepath.Join(dir, cleanShutdownFile))
 	ckpt := func(name string) (map[TopicPartition]int64, error) {
@@ -189,19 +226,19 @@ func (m *Manager) openDir(dir string) error {
 	}
 	rps, err := ckpt(recoveryPointCheckpoint)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	starts, err := ckpt(logStartCheckpoint)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	hws, err := ckpt(replicationCheckpoint)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	dirty, err := ckpt(cleanerCheckpoint)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if rps == nil {
 		clean = false // without recovery points a clean marker alone is not trusted
@@ -212,6 +249,7 @@ func (m *Manager) openDir(dir string) error {
 		}
 		return -1
 	}
+	scan := &dirScan{dir: dir, clean: clean}
 	for _, e := range ents {
 		name := e.Name()
 		path := filepath.Join(dir, name)
@@ -233,7 +271,7 @@ func (m *Manager) openDir(dir string) error {
 			// A log whose deletion was interrupted: finish it.
 			m.cfg.Logger.Info("removing a deleted log", "dir", path)
 			if err := m.cfg.FS.RemoveAll(path); err != nil {
-				return fmt.Errorf("remove deleted log: %w", err)
+				return nil, fmt.Errorf("remove deleted log: %w", err)
 			}
 			continue
 		}
@@ -249,35 +287,135 @@ func (m *Manager) openDir(dir string) error {
 			m.cfg.Logger.Warn("ignoring a directory that is not a partition", "dir", path, "err", err)
 			continue
 		}
-		if other, dup := m.dirOf[tp]; dup {
-			return fmt.Errorf("partition %s is in two log dirs: %s and %s", tp, other, dir)
+		if other, dup := seen[tp]; dup {
+			return nil, fmt.Errorf("partition %s is in two log dirs: %s and %s", tp, other, dir)
 		}
-		lc, err := newLogConfig(m.cfg.DefaultConfig(tp.Topic))
-		if err != nil {
-			return fmt.Errorf("default config for %s: %w", tp, err)
+		seen[tp] = dir
+		// One config per topic: DefaultConfig may ask the metadata store.
+		lc, ok := cfgs[tp.Topic]
+		if !ok {
+			if lc, err = newLogConfig(m.cfg.DefaultConfig(tp.Topic)); err != nil {
+				return nil, fmt.Errorf("default config for %s: %w", tp, err)
+			}
+			cfgs[tp.Topic] = lc
 		}
-		start := time.Now()
-		l, err := openLog(logLoad{dir: path, tp: tp, cfg: lc, env: m.env,
+		scan.loads = append(scan.loads, logLoad{dir: path, tp: tp, cfg: lc, env: m.env,
 			recoveryPoint: get(rps, tp), logStart: get(starts, tp), hw: get(hws, tp),
 			firstDirty: get(dirty, tp), cleanShutdown: clean})
-		if err != nil {
-			return fmt.Errorf("load log %s: %w", path, err)
-		}
-		m.logs[tp], m.dirOf[tp] = l, dir
-		if m.cfg.MaxOpenLogs > 0 && len(m.logs) > m.cfg.MaxOpenLogs {
-			// Past the limit a loaded log gives its descriptors and mappings
-			// back at once: a broker with thousands of partitions must not
-			// hold thousands of files open until the first idle sweep.
-			l.closeIdle(0, true)
-		}
-		m.cfg.Logger.Debug("loaded log", "partition", tp.String(), "segments", l.NumSegments(),
-			"log_start", l.LogStartOffset(), "log_end", l.LogEndOffset(), "took", time.Since(start))
 	}
-	// From now on a crash must trigger recovery.
-	if err := removeIfExists(m.cfg.FS, filepath.Join(dir, cleanShutdownFile)); err != nil {
-		return fmt.Errorf("log dir: %w", err)
+	return scan, nil
+}
+
+// LoadProgress is how far OpenManager is in loading the logs it found.
+type LoadProgress struct {
+	Loaded, Total  int
+	RecoveredBytes int64 // log bytes read and checked by recovery so far
+	Elapsed        time.Duration
+}
+
+// String is the progress line of the broker's log and of systemd's status.
+func (p LoadProgress) String() string {
+	return fmt.Sprintf("loaded %d/%d logs, %.1f MB recovered", p.Loaded, p.Total, float64(p.RecoveredBytes)/1e6)
+}
+
+// loadProgressInterval is how often loadLogs reports its progress.
+var loadProgressInterval = time.Second
+
+// loadLogs loads the logs the scans found: each log dir by its own pool of
+// RecoveryThreadsPerDir workers, all dirs at once (Kafka's
+// num.recovery.threads.per.data.dir). It reports progress every
+// loadProgressInterval and at the end, to the log and to cfg.LoadProgress.
+// The first failure stops the rest and is returned; the logs loaded stay
+// in m.logs for the caller to close.
+func (m *Manager) loadLogs(scans []*dirScan) error {
+	start := time.Now()
+	var loaded atomic.Int64
+	var recovered atomic.Int64
+	total := 0
+	for _, sc := range scans {
+		total += len(sc.loads)
 	}
-	return syncDir(m.cfg.FS, dir)
+	progress := func() LoadProgress {
+		return LoadProgress{Loaded: int(loaded.Load()), Total: total, RecoveredBytes: recovered.Load(), Elapsed: time.Since(start)}
+	}
+	report := func(p LoadProgress) {
+		m.cfg.Logger.Info(p.String(), "elapsed", p.Elapsed.Round(time.Millisecond))
+		if m.cfg.LoadProgress != nil {
+			m.cfg.LoadProgress(p)
+		}
+	}
+	stop, reporterDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(reporterDone)
+		t := time.NewTicker(loadProgressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				report(progress())
+			}
+		}
+	}()
+	threads := m.cfg.RecoveryThreadsPerDir
+	var failed atomic.Bool
+	var outer errgroup.Group
+	for _, sc := range scans {
+		outer.Go(func() error {
+			var g errgroup.Group
+			g.SetLimit(threads)
+			for _, p := range sc.loads {
+				g.Go(func() error {
+					if failed.Load() {
+						return nil
+					}
+					t0 := time.Now()
+					p.recovered = &recovered
+					l, err := openLog(p)
+					if err != nil {
+						failed.Store(true)
+						return fmt.Errorf("load log %s: %w", p.dir, err)
+					}
+					m.mu.Lock()
+					m.logs[p.tp], m.dirOf[p.tp] = l, sc.dir
+					n := len(m.logs)
+					m.mu.Unlock()
+					if m.cfg.MaxOpenLogs > 0 && n > m.cfg.MaxOpenLogs {
+						// Past the limit a loaded log gives its descriptors and
+						// mappings back at once: a broker with thousands of
+						// partitions must not hold thousands of files open
+						// until the first idle sweep.
+						l.closeIdle(0, true)
+					}
+					loaded.Add(1)
+					m.cfg.Logger.Debug("loaded log", "partition", p.tp.String(), "segments", l.NumSegments(),
+						"log_start", l.LogStartOffset(), "log_end", l.LogEndOffset(), "took", time.Since(t0))
+					return nil
+				})
+			}
+			return g.Wait()
+		})
+	}
+	err := outer.Wait()
+	close(stop)
+	<-reporterDone
+	if err != nil {
+		return err
+	}
+	if total > 0 {
+		report(progress())
+	}
+	for _, sc := range scans {
+		// From now on a crash must trigger recovery.
+		if err := removeIfExists(m.cfg.FS, filepath.Join(sc.dir, cleanShutdownFile)); err != nil {
+			return fmt.Errorf("log dir: %w", err)
+		}
+		if err := syncDir(m.cfg.FS, sc.dir); err != nil {
+			return fmt.Errorf("log dir: %w", err)
+		}
+	}
+	return nil
 }
 
 // Logs returns every log, sorted by topic and partition.
@@ -403,7 +541,7 @@ func (m *Manager) CreateLogs(tps []TopicPartition, cfgs []LogConfig) (logs []*Lo
 			g.Go(func() error {
 				tp := tps[n.i]
 				l, err := openLog(logLoad{dir: filepath.Join(n.dir, tp.String()), tp: tp, cfg: lcs[n.i], env: m.env,
-					recoveryPoint: 0, logStart: -1, hw: -1, firstDirty: -1, cleanShutdown: true})
+					recoveryPoint: 0, logStart: -1, hw: -1, firstDirty: -1, cleanShutdown: true, create: true})
 				if err != nil {
 					errs[n.i] = fmt.Errorf("create log %s: %w", tp, err)
 					return nil
@@ -521,8 +659,9 @@ func deleteDirName(tp TopicPartition) string {
 // replace it to make a rename fail).
 var deleteDirRand = func(b []byte) { rand.Read(b) }
 
-// Close stops the background work, flushes every log, writes all
-// checkpoints and the clean-shutdown marker, and releases the directories.
+// Close stops the background work, flushes and closes every log (in
+// parallel, as they load), writes all checkpoints and the clean-shutdown
+// marker, and releases the directories.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
@@ -534,12 +673,36 @@ func (m *Manager) Close() error {
 	m.cancel()
 	m.wg.Wait()
 
+	// Each log's flush waits for the disk: the logs of each dir are closed
+	// by RecoveryThreadsPerDir workers, all dirs at once (Kafka's
+	// LogManager.shutdown uses the recovery threads the same way).
 	var errs []error
-	for _, l := range m.Logs() {
-		if err := l.close(); err != nil {
-			errs = append(errs, err)
-		}
+	var errMu sync.Mutex
+	byDir := map[string][]*Log{}
+	m.mu.Lock()
+	for tp, l := range m.logs {
+		byDir[m.dirOf[tp]] = append(byDir[m.dirOf[tp]], l)
 	}
+	m.mu.Unlock()
+	var outer sync.WaitGroup
+	for _, logs := range byDir {
+		outer.Go(func() {
+			var g errgroup.Group
+			g.SetLimit(m.cfg.RecoveryThreadsPerDir)
+			for _, l := range logs {
+				g.Go(func() error {
+					if err := l.close(); err != nil {
+						errMu.Lock()
+						errs = append(errs, err)
+						errMu.Unlock()
+					}
+					return nil
+				})
+			}
+			g.Wait()
+		})
+	}
+	outer.Wait()
 	if err := m.writeCheckpoints(true, true); err != nil {
 		errs = append(errs, err)
 	}

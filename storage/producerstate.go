@@ -117,11 +117,32 @@ type producerStates struct {
 	// unreplicated are ended transactions whose marker the high watermark
 	// has not passed, by first offset (ascending).
 	unreplicated []doneTxn
+	// snapAt is the offset at which the directory's snapshots already
+	// give this state (a snapshot written or loaded there, or none at all
+	// for an empty log), or snapStale when the state changed since: a
+	// close at snapAt need not write a snapshot (Kafka's takeSnapshot
+	// writes only when the map end offset moved past the last snapshot).
+	snapAt int64
+	// listed, while the log loads, are the snapshot files the load's read
+	// of the directory found (kept up to date by deleteSnapshots), so the
+	// load reads the directory once; nil otherwise.
+	listed []int64
 }
 
+// snapStale: no snapshot is known to hold the current state.
+const snapStale = math.MinInt64
+
 func newProducerStates(fsys vfs.FS, dir string) *producerStates {
-	return &producerStates{fs: fsys, dir: dir, producers: make(map[int64]*producerState)}
+	return &producerStates{fs: fsys, dir: dir, producers: make(map[int64]*producerState), snapAt: snapStale}
 }
+
+// snapshotCurrent records that loading the log's snapshots at or below
+// offset gives the current state, with nothing to replay after it.
+func (ps *producerStates) snapshotCurrent(offset int64) { ps.snapAt = offset }
+
+// needSnapshot reports whether a snapshot at offset must be written to keep
+// the state: not when the snapshots on disk already give it there.
+func (ps *producerStates) needSnapshot(offset int64) bool { return ps.snapAt != offset }
 
 // pendingProducer tracks a producer's state across the batches of one
 // append before they are written.
@@ -252,6 +273,7 @@ func (ps *producerStates) update(h *record.BatchHeader) {
 	if h.ProducerID < 0 {
 		return
 	}
+	ps.snapAt = snapStale
 	st := ps.state(h)
 	if h.BaseSequence >= 0 {
 		st.add(batchMeta{firstSeq: h.BaseSequence, lastSeq: h.LastSequence(),
@@ -271,6 +293,7 @@ func (ps *producerStates) update(h *record.BatchHeader) {
 // producer with nothing open changes nothing else (a marker written twice).
 // The caller indexes an abort and then calls finish.
 func (ps *producerStates) endTxn(h *record.BatchHeader, m record.EndTxnMarker) (completedTxn, bool) {
+	ps.snapAt = snapStale
 	st := ps.state(h)
 	st.coordinatorEpoch = m.CoordinatorEpoch
 	st.lastTimestamp = max(st.lastTimestamp, h.MaxTimestamp)
@@ -354,6 +377,7 @@ func (ps *producerStates) rebuildOpen() {
 func (ps *producerStates) reset() {
 	ps.producers = make(map[int64]*producerState)
 	ps.open, ps.unreplicated = nil, nil
+	ps.snapAt = snapStale
 }
 
 // truncateHead forgets producers whose last batch is below the log start,
@@ -362,6 +386,7 @@ func (ps *producerStates) truncateHead(logStart int64) {
 	for id, st := range ps.producers {
 		if b := st.last(); st.txnFirstOffset < 0 && (b == nil || b.lastOffset < logStart) {
 			delete(ps.producers, id)
+			ps.snapAt = snapStale
 		}
 	}
 	ps.replicated(logStart)
@@ -374,6 +399,7 @@ func (ps *producerStates) expire(cutoffMs int64) {
 	for id, st := range ps.producers {
 		if st.lastTimestamp < cutoffMs && st.txnFirstOffset < 0 {
 			delete(ps.producers, id)
+			ps.snapAt = snapStale
 		}
 	}
 }
@@ -441,7 +467,12 @@ func (ps *producerStates) writeSnapshot(offset int64) error {
 	binary.BigEndian.PutUint16(b, snapshotVersion)
 	binary.BigEndian.PutUint32(b[6:], uint32(count))
 	binary.BigEndian.PutUint32(b[2:], crc32.Checksum(b[6:], crc32c))
-	return writeFileAtomic(ps.fs, ps.snapshotPath(offset), b)
+	if err := writeFileAtomic(ps.fs, ps.snapshotPath(offset), b); err != nil {
+		ps.snapAt = snapStale
+		return err
+	}
+	ps.snapAt = offset
+	return nil
 }
 
 // readSnapshot replaces the state with the snapshot's.
@@ -491,12 +522,16 @@ func (ps *producerStates) readSnapshot(path string) error {
 		}
 	}
 	ps.producers = producers
+	ps.snapAt = snapStale
 	ps.rebuildOpen()
 	return nil
 }
 
 // snapshotOffsets lists the snapshot files of the directory, ascending.
 func (ps *producerStates) snapshotOffsets() []int64 {
+	if ps.listed != nil {
+		return slices.Clone(ps.listed)
+	}
 	ents, _ := ps.fs.ReadDir(ps.dir)
 	var offs []int64
 	for _, e := range ents {
@@ -513,6 +548,12 @@ func (ps *producerStates) deleteSnapshots(below, above int64) {
 	for _, o := range ps.snapshotOffsets() {
 		if o > above || o < below {
 			ps.fs.Remove(ps.snapshotPath(o))
+			if o == ps.snapAt {
+				ps.snapAt = snapStale
+			}
+			if ps.listed != nil {
+				ps.listed = slices.DeleteFunc(ps.listed, func(x int64) bool { return x == o })
+			}
 		}
 	}
 }

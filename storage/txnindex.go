@@ -123,6 +123,9 @@ func (x *txnIndex) create() error {
 // open reads the file. A missing or corrupt file is reported with
 // rebuild set, and the entries left empty.
 func (x *txnIndex) open() error {
+	if st, err := x.fs.Stat(x.path); err == nil && st.Size() == 0 {
+		return nil // most segments have no aborted transaction: no open, no read
+	}
 	b, err := vfs.ReadFile(x.fs, x.path)
 	if err != nil {
 		x.rebuild = true
@@ -168,8 +171,19 @@ func (x *txnIndex) append(a AbortedTxn) error {
 }
 
 // replace sets the entries and rewrites the file (rebuilt or truncated).
+// An empty file that is to stay empty is left alone: recovery rebuilds the
+// index of every segment it reads, and most have no aborted transaction (a
+// file lost after this is rebuilt again by the next load).
 func (x *txnIndex) replace(es []AbortedTxn) error {
 	x.entries.Store(&es)
+	if len(es) == 0 {
+		if st, err := x.fs.Stat(x.path); err == nil && st.Size() == 0 {
+			x.mu.Lock()
+			x.dirty = false
+			x.mu.Unlock()
+			return nil
+		}
+	}
 	b := make([]byte, 0, len(es)*txnIndexEntrySize)
 	for _, a := range es {
 		b = appendAbortedTxn(b, a)

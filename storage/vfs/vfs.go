@@ -46,6 +46,10 @@ type FS interface {
 	Rename(oldpath, newpath string) error
 	ReadDir(name string) ([]os.DirEntry, error)
 	MkdirAll(path string, perm os.FileMode) error
+	// Mkdir creates one directory; it fails (os.ErrExist) when the name
+	// exists. The log creates a new partition directory with it, so it
+	// knows the directory is empty.
+	Mkdir(path string, perm os.FileMode) error
 	Stat(name string) (os.FileInfo, error)
 	Truncate(name string, size int64) error
 	// SyncMapping makes the writes to data, a shared read-write mapping of
@@ -71,6 +75,7 @@ func (osFS) RemoveAll(path string) error                  { return os.RemoveAll(
 func (osFS) Rename(oldpath, newpath string) error         { return os.Rename(oldpath, newpath) }
 func (osFS) ReadDir(name string) ([]os.DirEntry, error)   { return os.ReadDir(name) }
 func (osFS) MkdirAll(path string, perm os.FileMode) error { return os.MkdirAll(path, perm) }
+func (osFS) Mkdir(path string, perm os.FileMode) error    { return os.Mkdir(path, perm) }
 func (osFS) Stat(name string) (os.FileInfo, error)        { return os.Stat(name) }
 func (osFS) Truncate(name string, size int64) error       { return os.Truncate(name, size) }
 

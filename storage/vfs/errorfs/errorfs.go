@@ -49,7 +49,7 @@ const (
 	OpWrite                   // Write, WriteAt
 	OpSync                    // Sync, SyncMapping
 	OpTruncate                // Truncate of a file or a path
-	OpMeta                    // Remove, RemoveAll, Rename, MkdirAll, ReadDir, Stat
+	OpMeta                    // Remove, RemoveAll, Rename, MkdirAll, Mkdir, ReadDir, Stat
 	OpAll      = OpOpen | OpRead | OpWrite | OpSync | OpTruncate | OpMeta
 )
 
@@ -359,6 +359,13 @@ func (fs *FS) MkdirAll(path string, perm os.FileMode) error {
 		return err
 	}
 	return fs.inner.MkdirAll(path, perm)
+}
+
+func (fs *FS) Mkdir(path string, perm os.FileMode) error {
+	if err := fs.meta("mkdir", path); err != nil {
+		return err
+	}
+	return fs.inner.Mkdir(path, perm)
 }
 
 func (fs *FS) Stat(name string) (os.FileInfo, error) {

@@ -1,0 +1,200 @@
+package storage
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-io/sluice/storage/vfs"
+)
+
+// BenchmarkRestart times OpenManager on a log dir of many logs, as a broker
+// restarting with them: after a clean shutdown (the .kafka_cleanshutdown
+// marker: nothing is recovered), and after a simulated kill -9 (no marker,
+// the recovery points behind: at the base of each log's last segment, so
+// every active segment is read, checked and re-indexed, as Kafka's recovery
+// from recovery-point-offset-checkpoint does), and crash-full: no recovery
+// point at all, every byte recovered. The dir is built once
+// (SLUICE_BENCH_RESTART_LOGS logs of SLUICE_BENCH_RESTART_MB MiB in
+// 512 KiB segments; default 1,000 × 2 MiB, 2 GiB) and kept when
+// SLUICE_BENCH_RESTART_DIR names where, so several builds time the same data.
+// The Close after each open (the clean stop: a flush of every log) is
+// reported apart, as ms/close. SLUICE_BENCH_COLD=1 drops the dir's files from the page cache before each
+// open (posix_fadvise DONTNEED), as after a reboot. Run:
+//
+//	SLUICE_BENCH_RESTART_DIR=/tmp/restart go test -run '^$' -bench Restart -benchtime 3x -timeout 30m ./storage/
+func BenchmarkRestart(b *testing.B) {
+	logs := envInt("SLUICE_BENCH_RESTART_LOGS", 1000)
+	mib := envInt("SLUICE_BENCH_RESTART_MB", 2)
+	dir := os.Getenv("SLUICE_BENCH_RESTART_DIR")
+	if dir == "" {
+		dir = b.TempDir()
+	}
+	buildRestartDir(b, dir, logs, mib)
+	cold := os.Getenv("SLUICE_BENCH_COLD") == "1"
+	cfg := ManagerConfig{Dirs: []string{dir}, CheckpointInterval: time.Hour, FlushSchedulerInterval: time.Hour,
+		RetentionCheckInterval: time.Hour, HighWatermarkCheckpointInterval: time.Hour, IdleSegmentTimeout: time.Hour}
+	for _, name := range []string{"clean", "crash", "crash-full"} {
+		b.Run(name, func(b *testing.B) {
+			var recovered int64
+			var closing time.Duration
+			for range b.N {
+				b.StopTimer()
+				if name != "clean" {
+					recovered = simulateKill(b, dir, name == "crash-full")
+				}
+				if cold {
+					dropPageCache(b, dir)
+				}
+				b.StartTimer()
+				m, err := OpenManager(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if n := len(m.Logs()); n != logs {
+					b.Fatalf("%d logs loaded, want %d", n, logs)
+				}
+				t0 := time.Now()
+				if err := m.Close(); err != nil {
+					b.Fatal(err)
+				}
+				closing += time.Since(t0)
+			}
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/open")
+			b.ReportMetric(float64(closing.Milliseconds())/float64(b.N), "ms/close")
+			b.ReportMetric(float64(recovered)/(1<<20), "MiB-recovered")
+		})
+	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// buildRestartDir fills dir with logs × mib MiB of 16 KiB batches in
+// 512 KiB segments and closes it cleanly; a dir built before (the "built"
+// file names its shape) is reused.
+func buildRestartDir(b *testing.B, dir string, logs, mib int) {
+	shape := fmt.Sprintf("%d logs x %d MiB\n", logs, mib)
+	if got, err := os.ReadFile(filepath.Join(dir, "built")); err == nil && string(got) == shape {
+		return
+	}
+	syncEnabled.Store(false)
+	defer syncEnabled.Store(true)
+	m, err := OpenManager(ManagerConfig{Dirs: []string{dir}, CheckpointInterval: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := DefaultLogConfig()
+	cfg.SegmentBytes = 512 << 10
+	cfg.SegmentIndexBytes = 64 << 10
+	tps := make([]TopicPartition, logs)
+	cfgs := make([]LogConfig, logs)
+	for i := range tps {
+		tps[i] = TopicPartition{Topic: fmt.Sprintf("t%d", i/100), Partition: int32(i % 100)}
+		cfgs[i] = cfg
+	}
+	ls, errs := m.CreateLogs(tps, cfgs)
+	batch := batchOfSize(b, 16<<10, 1000)
+	for i, l := range ls {
+		if errs[i] != nil {
+			b.Fatal(errs[i])
+		}
+		for l.Size() < int64(mib)<<20 {
+			if _, err := l.AppendAsLeader(batch, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := m.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "built"), []byte(shape), 0o644); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// simulateKill turns a cleanly closed dir into one left by kill -9 after
+// the last segment rolled: no clean-shutdown marker, every recovery point
+// at the base of the log's last segment, no producer snapshot past it.
+// With full, every recovery point is 0 and no snapshot is left: the whole
+// of every log is recovered (a broker killed before its first recovery
+// checkpoint, or whose logs were never flushed: Kafka's default flush
+// settings leave the active segment unflushed until it rolls). Returns the
+// bytes recovery will read.
+func simulateKill(b *testing.B, dir string, full bool) (bytes int64) {
+	if err := os.Remove(filepath.Join(dir, cleanShutdownFile)); err != nil {
+		b.Fatal(err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rps := map[TopicPartition]int64{}
+	for _, e := range ents {
+		tp, err := parseTopicPartition(e.Name())
+		if !e.IsDir() || err != nil {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(dir, e.Name()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		last, size, total := int64(-1), int64(0), int64(0)
+		for _, f := range files {
+			if o, ok := parseOffsetFileName(f.Name(), logSuffix); ok {
+				info, err := f.Info()
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += info.Size()
+				if o > last {
+					last, size = o, info.Size()
+				}
+			}
+		}
+		if full {
+			last, size = -1, total
+		}
+		rps[tp] = max(last, 0)
+		bytes += size
+		for _, f := range files {
+			if o, ok := parseOffsetFileName(f.Name(), snapshotSuffix); ok && o > last {
+				os.Remove(filepath.Join(dir, e.Name(), f.Name()))
+			}
+		}
+	}
+	if err := writeOffsetCheckpoint(vfs.Default, filepath.Join(dir, recoveryPointCheckpoint), rps); err != nil {
+		b.Fatal(err)
+	}
+	return bytes
+}
+
+// dropPageCache asks the kernel to drop the cached pages of every file
+// under dir (clean pages only; they were written and closed before).
+func dropPageCache(b *testing.B, dir string) {
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), ".lock") {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
