@@ -81,6 +81,41 @@ func (b *Broker) topicDefaults() map[string]TopicDefault {
 	return b.cfg.TopicDefaults
 }
 
+// dynamicValue is the value of broker key name set dynamically in img:
+// this broker's own, else the cluster default's (each only when valid by
+// config.CheckDynamic); ok is false when neither sets it and the static
+// value holds.
+func dynamicValue(img *Image, name string) (string, bool) {
+	if img == nil {
+		return "", false
+	}
+	for _, m := range []map[string]string{img.Dynamic.Broker, img.Dynamic.Default} {
+		if v, ok := m[name]; ok && config.CheckDynamic(name, v) == nil {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// dynamicInt is dynamicValue of an integer key.
+func dynamicInt(img *Image, name string) (int64, bool) {
+	v, ok := dynamicValue(img, name)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
+}
+
+// numReplicaFetchers is num.replica.fetchers in force: the dynamic value
+// of the latest image, else the static one.
+func (b *Broker) numReplicaFetchers() int {
+	if n, ok := dynamicInt(b.Image(), "num.replica.fetchers"); ok && n >= 1 {
+		return int(n)
+	}
+	return b.cfg.NumReplicaFetchers
+}
+
 // sourceOf is the ConfigSource of a broker-level value.
 func sourceOf(l config.Level) ConfigSource {
 	switch l {

@@ -1,9 +1,12 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
+	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/config"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -66,5 +69,73 @@ func TestNumReplicaFetchers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNumReplicaFetchersDynamic: num.replica.fetchers changed as a dynamic
+// broker config (this broker's, then the cluster default, then removed)
+// re-lays the followed partitions over that many fetchers per leader
+// without a restart, each partition on its fetcher by Kafka's formula.
+func TestNumReplicaFetchersDynamic(t *testing.T) {
+	ctx := context.Background()
+	b, co := startBroker(t, Config{Static: config.Default()}, true)
+	const parts = 32
+	replicas := make([][]int32, parts)
+	for i := range replicas {
+		replicas[i] = []int32{2, 1}
+	}
+	if err := co.CreateTopic(ctx, cluster.Topic{Name: "spread", ID: cluster.NewUUID(), Replicas: replicas}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for p := range parts {
+		if _, err := co.CreatePartitionState(ctx, "spread", int32(p), cluster.PartitionState{Leader: 2, LeaderEpoch: 1, ISR: []int32{2, 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	layout := func(want int) {
+		t.Helper()
+		if err := b.refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := b.fetchers
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if len(r.bySource) != want {
+			t.Fatalf("%d fetchers for leader 2, want %d", len(r.bySource), want)
+		}
+		seen := 0
+		for key, f := range r.bySource {
+			f.mu.Lock()
+			for tp := range f.parts {
+				seen++
+				if key.source != 2 || key.index != fetcherIndex(tp, want) {
+					t.Errorf("%s on fetcher %+v with %d fetchers", tp, key, want)
+				}
+			}
+			f.mu.Unlock()
+		}
+		if seen != parts {
+			t.Fatalf("%d partitions followed, want %d", seen, parts)
+		}
+	}
+	layout(1)
+	if err := b.IncrementalAlterBrokerConfigs(ctx, "1", []ConfigOp{{Name: "num.replica.fetchers", Value: "4"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	layout(4)
+	if err := b.IncrementalAlterBrokerConfigs(ctx, "", []ConfigOp{{Name: "num.replica.fetchers", Value: "3"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	layout(4) // the broker's own value wins over the cluster default
+	if err := b.IncrementalAlterBrokerConfigs(ctx, "1", []ConfigOp{{Name: "num.replica.fetchers", Op: 1}}, false); err != nil {
+		t.Fatal(err)
+	}
+	layout(3)
+	if err := b.IncrementalAlterBrokerConfigs(ctx, "", []ConfigOp{{Name: "num.replica.fetchers", Op: 1}}, false); err != nil {
+		t.Fatal(err)
+	}
+	layout(1)
+	if err := b.IncrementalAlterBrokerConfigs(ctx, "1", []ConfigOp{{Name: "num.replica.fetchers", Value: "0"}}, false); err == nil {
+		t.Fatal("num.replica.fetchers=0 accepted")
 	}
 }
