@@ -81,20 +81,13 @@ func (b *Broker) topicDefaults() map[string]TopicDefault {
 	return b.cfg.TopicDefaults
 }
 
-// dynamicValue is the value of broker key name set dynamically in img:
-// this broker's own, else the cluster default's (each only when valid by
-// config.CheckDynamic); ok is false when neither sets it and the static
-// value holds.
+// dynamicValue is the value of broker key name set dynamically in img
+// (config.Dynamic.Value); ok is false when img is nil or does not set it.
 func dynamicValue(img *Image, name string) (string, bool) {
 	if img == nil {
 		return "", false
 	}
-	for _, m := range []map[string]string{img.Dynamic.Broker, img.Dynamic.Default} {
-		if v, ok := m[name]; ok && config.CheckDynamic(name, v) == nil {
-			return v, true
-		}
-	}
-	return "", false
+	return img.Dynamic.Value(name)
 }
 
 // dynamicInt is dynamicValue of an integer key.
@@ -114,6 +107,21 @@ func (b *Broker) numReplicaFetchers() int {
 		return int(n)
 	}
 	return b.cfg.NumReplicaFetchers
+}
+
+// notifyDynamic hands the dynamic configs of a newly published img to
+// Config.OnDynamic when they differ from the ones handed last (publishMu
+// held, so calls are in image order).
+func (b *Broker) notifyDynamic(img *Image) {
+	if b.cfg.OnDynamic == nil {
+		return
+	}
+	if last := b.lastDynamic; last != nil && maps.Equal(last.Broker, img.Dynamic.Broker) && maps.Equal(last.Default, img.Dynamic.Default) {
+		return
+	}
+	d := img.Dynamic
+	b.lastDynamic = &d
+	b.cfg.OnDynamic(d)
 }
 
 // sourceOf is the ConfigSource of a broker-level value.

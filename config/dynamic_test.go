@@ -49,7 +49,9 @@ func TestCheckDynamic(t *testing.T) {
 		// by the part of the broker named.
 		runtime := map[string]string{
 			LeaderThrottledRate: "replication quotas", FollowerThrottledRate: "replication quotas",
-			"num.replica.fetchers": "replica fetchers (broker/replication.go)",
+			"num.replica.fetchers":   "replica fetchers (broker/replication.go)",
+			"max.connections":        "the listener (appliance: dynamicConnectionLimits)",
+			"max.connections.per.ip": "the listener (appliance: dynamicConnectionLimits)",
 		}
 		if kk, _ := Lookup(k); kk.Topic == "" && runtime[k] == "" || kk.Mode == ReadOnly {
 			t.Errorf("dynamic key %s gives no topic default or is read-only in Kafka", k)
