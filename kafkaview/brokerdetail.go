@@ -78,7 +78,11 @@ type BrokerReplica struct {
 	Replicas  []int32
 	InSync    bool  // this broker's replica is in the ISR
 	Size      int64 // bytes on this broker; -1 when not reported
-	OffsetLag int64 // Kafka's offset lag of the replica (high watermark minus its log end); -1 when not reported
+	// OffsetLag is DescribeLogDirs' offset lag of the replica: on a Sluice
+	// follower its replica fetcher's lag (the leader's high watermark at
+	// the last fetch minus its log end), on a leader the records not yet
+	// replicated to the ISR; -1 when not reported.
+	OffsetLag int64
 }
 
 type replicaKey struct {

@@ -105,11 +105,16 @@ func dynamicConfigs(d *kafkaview.BrokerDetail) []templates.DynamicConfig {
 
 func brokerDetailJSON(v templates.BrokerView) fiber.Map {
 	d := v.Detail
-	replicas := func(rs []kafkaview.BrokerReplica) []fiber.Map {
+	replicas := func(rs []kafkaview.BrokerReplica, followed bool) []fiber.Map {
 		out := make([]fiber.Map, 0, len(rs))
 		for _, r := range rs {
-			out = append(out, fiber.Map{"topic": r.Topic, "partition": r.Partition, "leader": r.Leader, "replicas": r.Replicas,
-				"in_sync": r.InSync, "size": r.Size, "offset_lag": r.OffsetLag})
+			m := fiber.Map{"topic": r.Topic, "partition": r.Partition, "leader": r.Leader, "replicas": r.Replicas,
+				"in_sync": r.InSync, "size": r.Size, "offset_lag": r.OffsetLag}
+			if followed {
+				// The replica fetcher's lag in offsets (DescribeLogDirs).
+				m["fetcher_lag"] = r.OffsetLag
+			}
+			out = append(out, m)
 		}
 		return out
 	}
@@ -147,6 +152,6 @@ func brokerDetailJSON(v templates.BrokerView) fiber.Map {
 	}
 	return fiber.Map{"id": d.Info.ID, "host": d.Info.Host, "port": d.Info.Port, "rack": d.Info.Rack, "controller": d.Info.Controller,
 		"log_bytes": d.Info.LogBytes, "log_dirs": dirs, "log_dirs_error": d.LogDirsErr,
-		"led": replicas(d.Led), "followed": replicas(d.Follow), "configs": cfgs, "configs_error": d.ConfigsErr,
+		"led": replicas(d.Led, false), "followed": replicas(d.Follow, true), "configs": cfgs, "configs_error": d.ConfigsErr,
 		"dynamic_configs": dyn, "cluster_defaults_error": d.ClusterDefaultsErr, "errors": forms}
 }
