@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -88,6 +89,15 @@ func TestBrokerDynamicConfigEdit(t *testing.T) {
 	expectContains(t, r, `id="dynamic-configs"`, `id="dyn-broker-form"`, `id="dyn-default-form"`, `name="cfg.log.retention.ms"`, `name="was.log.retention.ms"`)
 	if strings.Contains(r.Text, `name="cfg.broker.id"`) {
 		t.Error("broker.id, a static key, has an edit field")
+	}
+	// Two forms on one page: no id twice (a label would focus the other
+	// form's field).
+	ids := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\sid="([^"]+)"`).FindAllStringSubmatch(r.Text, -1) {
+		if ids[m[1]] {
+			t.Fatalf("the broker page uses id %q twice", m[1])
+		}
+		ids[m[1]] = true
 	}
 	r = viewer.Get(page)
 	expectStatus(t, r, http.StatusOK)
