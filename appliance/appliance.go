@@ -331,6 +331,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		InterBrokerAuth:               ibAuth,
 		Metrics:                       a.metrics,
 		Authorizer:                    a.authz,
+		OnDynamic:                     dynamicConnectionLimits(cfg, bound, a.logger),
 	})
 	if err != nil {
 		bound.Close()
@@ -493,6 +494,32 @@ func (a *App) Run(ctx context.Context) error {
 	<-ctx.Done()
 	a.logger.Info("shutting down")
 	return a.Close()
+}
+
+// dynamicConnectionLimits applies max.connections and
+// max.connections.per.ip set as dynamic broker configs to the listener (the
+// config file's values when no dynamic config sets them).
+func dynamicConnectionLimits(cfg *Config, bound *protocol.Bound, log *slog.Logger) func(config.Dynamic) {
+	return func(d config.Dynamic) {
+		total, perIP := int64(cfg.MaxConnections), int64(cfg.MaxConnectionsPerIP)
+		if v, ok := d.Value("max.connections"); ok {
+			if n, err := strconv.ParseInt(v, 10, 32); err == nil {
+				total = n
+			}
+		}
+		if v, ok := d.Value("max.connections.per.ip"); ok {
+			n, err := strconv.ParseInt(v, 10, 32)
+			switch {
+			case err != nil:
+			case n == 0 && len(cfg.MaxConnectionsPerIPOverrides) == 0:
+				// As at start: 0 admits only the overrides, and there are none.
+				log.Warn("dynamic max.connections.per.ip=0 ignored: max.connections.per.ip.overrides is empty, so it would refuse every client")
+			default:
+				perIP = n
+			}
+		}
+		bound.SetConnectionLimits(int(total), int(perIP))
+	}
 }
 
 // connectionLimits sets the connection keys on the protocol config, with

@@ -121,7 +121,12 @@ type Config struct {
 	ReplicaFetchResponseMaxBytes int32         // replica.fetch.response.max.bytes, 10 MiB
 	ReplicaFetchBackoff          time.Duration // replica.fetch.backoff.ms, 1s
 	NumReplicaFetchers           int           // num.replica.fetchers, 1: fetchers per leader broker
-	ReplicaSocketTimeout         time.Duration // replica.socket.timeout.ms, 30s
+	// OnDynamic, when set, is called with the dynamic broker configs in
+	// force each time they change (first with the image read at start),
+	// for the parts of the process outside the broker that apply dynamic
+	// keys (the listener's connection limits). It must not block.
+	OnDynamic            func(config.Dynamic)
+	ReplicaSocketTimeout time.Duration // replica.socket.timeout.ms, 30s
 	// InterBrokerListener (inter.broker.listener.name) is the listener
 	// followers fetch from; default: the first advertised listener.
 	InterBrokerListener string
@@ -258,8 +263,9 @@ type Broker struct {
 	// applyLoop tries again.
 	deletesPending atomic.Bool
 
-	refreshMu sync.Mutex // serialises applying images and listener registration
-	publishMu sync.Mutex // serialises reading and publishing images (a later read wins)
+	refreshMu   sync.Mutex      // serialises applying images and listener registration
+	publishMu   sync.Mutex      // serialises reading and publishing images (a later read wins)
+	lastDynamic *config.Dynamic // handed to Config.OnDynamic last (Lock publishMu)
 
 	mu         sync.RWMutex
 	partitions map[storage.TopicPartition]*Partition
@@ -566,6 +572,7 @@ func (b *Broker) refresh(ctx context.Context) error {
 	}
 	b.image.Store(img)
 	b.applyThrottles(img)
+	b.notifyDynamic(img)
 	b.publishMu.Unlock()
 	b.wakeImageWaiters()
 	b.applyLocal(img)
@@ -592,6 +599,7 @@ func (b *Broker) publish(ctx context.Context) error {
 	}
 	b.image.Store(img)
 	b.applyThrottles(img)
+	b.notifyDynamic(img)
 	b.publishMu.Unlock()
 	b.wakeImageWaiters()
 	b.wakeApply()

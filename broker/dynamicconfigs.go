@@ -81,6 +81,49 @@ func (b *Broker) topicDefaults() map[string]TopicDefault {
 	return b.cfg.TopicDefaults
 }
 
+// dynamicValue is the value of broker key name set dynamically in img
+// (config.Dynamic.Value); ok is false when img is nil or does not set it.
+func dynamicValue(img *Image, name string) (string, bool) {
+	if img == nil {
+		return "", false
+	}
+	return img.Dynamic.Value(name)
+}
+
+// dynamicInt is dynamicValue of an integer key.
+func dynamicInt(img *Image, name string) (int64, bool) {
+	v, ok := dynamicValue(img, name)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
+}
+
+// numReplicaFetchers is num.replica.fetchers in force: the dynamic value
+// of the latest image, else the static one.
+func (b *Broker) numReplicaFetchers() int {
+	if n, ok := dynamicInt(b.Image(), "num.replica.fetchers"); ok && n >= 1 {
+		return int(n)
+	}
+	return b.cfg.NumReplicaFetchers
+}
+
+// notifyDynamic hands the dynamic configs of a newly published img to
+// Config.OnDynamic when they differ from the ones handed last (publishMu
+// held, so calls are in image order).
+func (b *Broker) notifyDynamic(img *Image) {
+	if b.cfg.OnDynamic == nil {
+		return
+	}
+	if last := b.lastDynamic; last != nil && maps.Equal(last.Broker, img.Dynamic.Broker) && maps.Equal(last.Default, img.Dynamic.Default) {
+		return
+	}
+	d := img.Dynamic
+	b.lastDynamic = &d
+	b.cfg.OnDynamic(d)
+}
+
 // sourceOf is the ConfigSource of a broker-level value.
 func sourceOf(l config.Level) ConfigSource {
 	switch l {

@@ -21,7 +21,7 @@ type LogDirPartition struct {
 	Topic     string
 	Partition int32
 	Size      int64
-	OffsetLag int64 // log end minus high watermark
+	OffsetLag int64 // Partition.offsetLag
 }
 
 // LogDirs describes the broker's log directories and the partitions in each.
@@ -62,7 +62,7 @@ func (b *Broker) LogDirs(dirs []string) []LogDir {
 		}
 		out[i].Partitions = append(out[i].Partitions, LogDirPartition{
 			Topic: p.tp.Topic, Partition: p.tp.Partition, Size: p.log.Size(),
-			OffsetLag: max(0, p.log.LogEndOffset()-p.log.HighWatermark()),
+			OffsetLag: p.offsetLag(),
 		})
 	}
 	for i := range out {
@@ -74,4 +74,20 @@ func (b *Broker) LogDirs(dirs []string) []LogDir {
 		})
 	}
 	return out
+}
+
+// offsetLag is the replica's offset lag as DescribeLogDirs reports it: on
+// a follower, the replica fetcher's lag (Kafka's FetcherLagMetrics
+// ConsumerLag: the leader's high watermark as the last fetch answered
+// minus this log's end); on a leader, or a follower that has not fetched
+// yet, its records not yet replicated to the ISR (log end minus high
+// watermark).
+func (p *Partition) offsetLag() int64 {
+	end := p.log.LogEndOffset()
+	if leader, _ := p.Leader(); !leader {
+		if hw := p.leaderHW.Load(); hw >= 0 {
+			return max(0, hw-end)
+		}
+	}
+	return max(0, end-p.log.HighWatermark())
 }

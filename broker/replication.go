@@ -43,6 +43,7 @@ type replicaFetchers struct {
 
 	mu       sync.Mutex
 	closed   bool
+	n        int // num.replica.fetchers the fetchers were last laid out for
 	bySource map[fetcherKey]*fetcher
 	wg       sync.WaitGroup
 }
@@ -91,7 +92,14 @@ func (r *replicaFetchers) update(targets map[storage.TopicPartition]followTarget
 	if r.closed {
 		return
 	}
-	n := r.b.cfg.NumReplicaFetchers
+	// num.replica.fetchers is dynamic: with a new value, every partition
+	// whose fetcher index changes moves (from its log end, after the
+	// truncation check) and the fetchers left without partitions stop.
+	n := r.b.numReplicaFetchers()
+	if r.n != 0 && n != r.n {
+		r.log.Info("num.replica.fetchers changed: partitions move between fetchers", "from", r.n, "to", n)
+	}
+	r.n = n
 	for key, f := range r.bySource {
 		f.mu.Lock()
 		for tp, st := range f.parts {

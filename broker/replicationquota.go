@@ -3,7 +3,6 @@ package broker
 import (
 	"math"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -209,12 +208,8 @@ func (im *Image) isThrottled(tp storage.TopicPartition, side throttleSide) bool 
 // throttleRate is the rate of a throttle key in force: this broker's
 // dynamic config, the cluster default, the static config, none.
 func (b *Broker) throttleRate(img *Image, name string) int64 {
-	for _, m := range []map[string]string{img.Dynamic.Broker, img.Dynamic.Default} {
-		if v, ok := m[name]; ok && config.CheckDynamic(name, v) == nil {
-			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-				return n
-			}
-		}
+	if n, ok := dynamicInt(img, name); ok {
+		return n
 	}
 	if s := b.cfg.Static; s != nil {
 		if name == config.LeaderThrottledRate && s.LeaderReplicationThrottledRate > 0 {

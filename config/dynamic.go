@@ -24,6 +24,18 @@ type Dynamic struct {
 	Default map[string]string // /config/brokers/<default>
 }
 
+// Value is the value of broker key name set dynamically: the broker's own,
+// else the cluster default's, each only when valid by CheckDynamic; ok is
+// false when neither sets it (the static value holds).
+func (d Dynamic) Value(name string) (string, bool) {
+	for _, m := range []map[string]string{d.Broker, d.Default} {
+		if v, ok := m[name]; ok && CheckDynamic(name, v) == nil {
+			return v, true
+		}
+	}
+	return "", false
+}
+
 // Level is where the value of a broker key comes from, highest first.
 type Level int8
 

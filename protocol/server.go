@@ -328,6 +328,26 @@ func (s *Server) accept(ln net.Listener, l *Listener) {
 	}
 }
 
+// SetConnectionLimits changes max.connections and max.connections.per.ip
+// while the server runs (dynamic broker configs): connections accepted from
+// now on are counted against the new limits; those open stay, as in Kafka.
+// total <= 0 is DefaultMaxConnections; perIP < 0, or 0 without overrides,
+// is DefaultMaxConnectionsPerIP (as in Config).
+func (s *Server) SetConnectionLimits(total, perIP int) {
+	if total <= 0 {
+		total = DefaultMaxConnections
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if perIP < 0 || perIP == 0 && len(s.gate.overrides) == 0 {
+		perIP = DefaultMaxConnectionsPerIP
+	}
+	if s.gate.maxTotal != total || s.gate.maxPerIP != perIP {
+		s.log.Info("connection limits changed", "max.connections", total, "max.connections.per.ip", perIP)
+	}
+	s.gate.maxTotal, s.gate.maxPerIP = total, perIP
+}
+
 // refuse counts and logs (at most once per 10 s per limit) a connection
 // closed at accept.
 func (s *Server) refuse(listener, limitKey string, limit int, remote net.Addr) {
@@ -413,6 +433,9 @@ func Bind(cfg Config) (*Bound, error) {
 	}
 	return &Bound{s: s}, nil
 }
+
+// SetConnectionLimits is Server.SetConnectionLimits before Serve.
+func (b *Bound) SetConnectionLimits(total, perIP int) { b.s.SetConnectionLimits(total, perIP) }
 
 // Addrs returns the bound address of each listener by name.
 func (b *Bound) Addrs() map[string]net.Addr { return b.s.Addrs() }

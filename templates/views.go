@@ -401,6 +401,62 @@ type ConsoleStatusView struct {
 // partitions.
 type BrokerView struct {
 	Detail *kafkaview.BrokerDetail
+	// Dynamic are the configs the broker applies at run time
+	// (config.DynamicKeys), each with its overrides, for the edit forms.
+	Dynamic []DynamicConfig
+	// BrokerForm and DefaultForm are the edit forms of this broker's
+	// overrides and of the cluster-wide defaults, as posted (values,
+	// errors) when a change was refused.
+	BrokerForm, DefaultForm Form
+}
+
+// DynamicConfig is one dynamic broker config on the broker page.
+type DynamicConfig struct {
+	Name       string
+	InForce    string // the value in force on this broker
+	Source     string // where InForce comes from
+	Sensitive  bool
+	Broker     string // this broker's own override ("" when none)
+	HasBroker  bool
+	Default    string // the cluster-wide default override ("" when none)
+	HasDefault bool
+}
+
+// Override is the override of c at scope ("broker" or "default").
+func (c DynamicConfig) Override(scope string) (string, bool) {
+	if scope == ScopeDefault {
+		return c.Default, c.HasDefault
+	}
+	return c.Broker, c.HasBroker
+}
+
+// The scopes of a dynamic broker config change.
+const (
+	ScopeBroker  = "broker"  // the broker's own override (DYNAMIC_BROKER_CONFIG)
+	ScopeDefault = "default" // the cluster-wide default (DYNAMIC_DEFAULT_BROKER_CONFIG)
+)
+
+// BrokerConfigsPreview is the preview of a change to dynamic broker
+// configs: per config, the override before and after, and the value in
+// force on the broker before and after with its source.
+type BrokerConfigsPreview struct {
+	Broker int32
+	Scope  string // ScopeBroker or ScopeDefault
+	Rows   []BrokerConfigChange
+	Err    string
+}
+
+// BrokerConfigChange is one row of a BrokerConfigsPreview.
+type BrokerConfigChange struct {
+	Name                  string
+	Delete                bool
+	Was                   string // the override shown on the page ("" when none)
+	HadOverride           bool
+	New                   string // the new override (not when Delete)
+	InForce, Source       string // on the broker, now
+	NewInForce, NewSource string // on the broker, after the change
+	Known                 bool   // the broker describes the config
+	Note                  string // e.g. "this broker's own override stays in force"
 }
 
 // TransactionsView is the transactions page: the transactional ids, the

@@ -58,6 +58,7 @@ func (s *Server) routes() error {
 		panels: s.overviewPanels(), status: s.groupStatus()}.get)
 	r.Get("/brokers", RoleViewer, brokersHandler{kc: s.kc, known: s.store}.get)
 	r.Get("/brokers/:id", RoleViewer, brokerDetail{kc: s.kc}.get)
+	r.Post("/brokers/:id/configs", RoleOperator, brokerConfigs{kc: s.kc}.post)
 	r.Post("/brokers/:id/forget", RoleAdmin, brokerForget{known: s.store}.post)
 
 	r.Get("/topics", RoleViewer, topicsList{kc: s.kc}.get)
