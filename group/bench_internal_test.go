@@ -18,7 +18,7 @@ type nopBackend struct{ appends atomic.Int64 }
 
 func (*nopBackend) EnsureOffsetsTopic(context.Context) error { return nil }
 func (*nopBackend) OffsetsLeader(int32, string) (Node, bool) { return Node{ID: 1}, true }
-func (b *nopBackend) Append(context.Context, int32, int32, []byte) error {
+func (b *nopBackend) Append(context.Context, int32, int32, []byte, time.Duration) error {
 	b.appends.Add(1)
 	return nil
 }

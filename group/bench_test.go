@@ -23,23 +23,37 @@ import (
 // connection and group (spread over __consumer_offsets partitions as their
 // names fall). Parallel-one-partition: the same with eight groups of one
 // __consumer_offsets partition, whose commits are written together when
-// they meet (group commit). cpu-ns/op is the process's CPU time per
-// commit, client and broker together (they share the process).
+// they meet (group commit). Parallel-100-partitions: eight committers
+// whose requests each carry the offsets of 100 partitions, as a consumer
+// owning 100 partitions commits them; offsets/s counts offsets, as Kafka's
+// offset-commit-rate does. cpu-ns/op is the process's CPU time per
+// request, client and broker together (they share the process).
 func BenchmarkCommit(b *testing.B) {
 	n := startNode(b)
 	n.createTopic("bench", 8)
+	n.createTopic("bench100", 100)
+	width := 1 // partitions per request
 	commit := func(b *testing.B, cl *kgo.Client, group string, partition int32, offset int64) {
 		req := kmsg.NewPtrOffsetCommitRequest()
 		req.Group, req.Generation = group, -1
-		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "bench", Partitions: []kmsg.OffsetCommitRequestTopicPartition{
+		t := kmsg.OffsetCommitRequestTopic{Topic: "bench", Partitions: []kmsg.OffsetCommitRequestTopicPartition{
 			{Partition: partition, Offset: offset, LeaderEpoch: -1},
-		}}}
+		}}
+		if width > 1 {
+			t.Topic, t.Partitions = "bench100", nil
+			for p := range int32(width) {
+				t.Partitions = append(t.Partitions, kmsg.OffsetCommitRequestTopicPartition{Partition: p, Offset: offset, LeaderEpoch: -1})
+			}
+		}
+		req.Topics = []kmsg.OffsetCommitRequestTopic{t}
 		resp, err := req.RequestWith(context.Background(), cl)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
-			b.Fatal(kerr.ErrorForCode(code))
+		for _, p := range resp.Topics[0].Partitions {
+			if p.ErrorCode != 0 {
+				b.Fatal(kerr.ErrorForCode(p.ErrorCode))
+			}
 		}
 	}
 	b.Run("sequential", func(b *testing.B) {
@@ -78,6 +92,9 @@ func BenchmarkCommit(b *testing.B) {
 			}
 		})
 		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "commits/s")
+		if width > 1 {
+			b.ReportMetric(float64(b.N*width)/time.Since(start).Seconds(), "offsets/s")
+		}
 		group.ReportCPU(b, cpu)
 		after := n.groups().Stats()
 		b.ReportMetric(float64(after.Batches-before.Batches)/float64(after.Appends-before.Appends), "commits/append")
@@ -96,6 +113,15 @@ func BenchmarkCommit(b *testing.B) {
 			if g := fmt.Sprintf("bench-one-%d", i); group.PartitionFor(g, offsetsPartitions) == 0 {
 				groups = append(groups, g)
 			}
+		}
+		parallel(b, groups)
+	})
+	b.Run("parallel-100-partitions", func(b *testing.B) {
+		width = 100
+		defer func() { width = 1 }()
+		var groups []string
+		for i := range committers {
+			groups = append(groups, fmt.Sprintf("bench-wide-%d", i))
 		}
 		parallel(b, groups)
 	})

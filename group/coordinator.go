@@ -39,11 +39,13 @@ type Backend interface {
 	OffsetsLeader(partition int32, listener string) (Node, bool)
 	// Append appends batches (whole record batches v2) to
 	// __consumer_offsets-partition as its leader in leaderEpoch, and returns
-	// once they are committed (acks=all) or failed. An error that is a
+	// once they are committed (acks=all) or failed: REQUEST_TIMED_OUT when
+	// they are not committed within timeout (offsets.commit.timeout.ms),
+	// which only starts when the append has to wait. An error that is a
 	// *kerr.Error is mapped as Kafka maps it; any other error means this
 	// broker cannot write the partition now (NOT_COORDINATOR). Append may
 	// rewrite batches in place (base offsets) and must not keep them.
-	Append(ctx context.Context, partition, leaderEpoch int32, batches []byte) error
+	Append(ctx context.Context, partition, leaderEpoch int32, batches []byte, timeout time.Duration) error
 	// Read returns whole batches of __consumer_offsets-partition from the
 	// batch holding offset (at least one batch when there is one, at most
 	// about maxBytes otherwise), the offset the read started at, and the
@@ -231,7 +233,8 @@ func (c *Coordinator) locked(lead bool, fn func()) bool {
 	}
 	c.st.now = later(c.st.now, c.now())
 	fn()
-	idle := c.flush()
+	var buf [4]*writer
+	idle := c.flush(buf[:0])
 	if next := c.st.nextDeadline(); !next.IsZero() && (c.armed.IsZero() || next.Before(c.armed)) {
 		c.armed = next
 		select {
@@ -256,10 +259,9 @@ func (c *Coordinator) locked(lead bool, fn func()) bool {
 }
 
 // flush hands the state machine's appends to the partitions' writers and
-// returns the writers that were idle: the caller leads them or hands them
-// over to their goroutines. Under mu.
-func (c *Coordinator) flush() []*writer {
-	var idle []*writer
+// appends to idle the writers that were idle: the caller leads them or
+// hands them over to their goroutines. Under mu.
+func (c *Coordinator) flush(idle []*writer) []*writer {
 	for {
 		ops := c.st.takeAppends()
 		if len(ops) == 0 {
@@ -588,9 +590,7 @@ func (w *writer) append(batches []byte) error {
 	if w.ctx.Err() != nil {
 		return kerr.NotCoordinator
 	}
-	ctx, cancel := context.WithTimeout(w.ctx, w.c.cfg.CommitTimeout)
-	defer cancel()
-	err := w.c.backend.Append(ctx, w.partition, w.epoch, batches)
+	err := w.c.backend.Append(w.ctx, w.partition, w.epoch, batches, w.c.cfg.CommitTimeout)
 	switch {
 	case err == nil:
 		return nil
