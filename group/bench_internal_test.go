@@ -13,7 +13,7 @@ import (
 )
 
 // nopBackend accepts every append at once: it isolates the coordinator's
-// own cost (owner goroutine, writers, encoding) from the log's.
+// own cost (state machine, writers, encoding) from the log's.
 type nopBackend struct{ appends atomic.Int64 }
 
 func (*nopBackend) EnsureOffsetsTopic(context.Context) error { return nil }
@@ -48,7 +48,7 @@ func reportCPU(b *testing.B, before time.Duration) {
 func ReportCPU(b *testing.B, before time.Duration) { reportCPU(b, before) }
 
 // BenchmarkCoordinatorCommit measures OffsetCommit inside the coordinator
-// (hand-over to the owner goroutine, validation, record encoding, the
+// (the coordinator's lock, validation, record encoding, the
 // partition writer, the answer) with a backend whose appends cost nothing.
 func BenchmarkCoordinatorCommit(b *testing.B) {
 	cfg := DefaultConfig()

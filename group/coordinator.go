@@ -404,8 +404,8 @@ func (c *Coordinator) stopPartition(p int32) {
 	}
 }
 
-// load reads a partition's log and hands the result to the owner
-// goroutine, retrying with a backoff while the log cannot be read.
+// load reads a partition's log and hands the result to the state
+// machine, retrying with a backoff while the log cannot be read.
 func (c *Coordinator) load(ctx context.Context, p, epoch int32) {
 	defer c.wg.Done()
 	start := time.Now()

@@ -265,7 +265,7 @@ type partitionState struct {
 
 // appendOp is an effect of the state machine: records to append to a
 // __consumer_offsets partition. The driver appends the batches of one
-// partition in order and calls done on the state's owner goroutine.
+// partition in order and calls done under the Coordinator's mutex.
 type appendOp struct {
 	partition int32
 	epoch     int32
@@ -276,7 +276,7 @@ type appendOp struct {
 // state is the group coordinator's state machine. It does no I/O and starts
 // no goroutines: time comes in as now (set by the driver before each event
 // and in advance), appends go out as appendOps in appends, and replies are
-// callbacks that must not block. One goroutine owns it (Coordinator.run);
+// callbacks that must not block. The Coordinator's mutex guards it;
 // tests drive it directly.
 type state struct {
 	cfg   Config
@@ -358,7 +358,7 @@ func (st *state) maybeDropUnused(g *group) {
 
 // appendRecords queues records for g's partition, as the coordinator's
 // own batch or, with producer set, as that producer's transactional batch;
-// done runs on the owner goroutine with the append's outcome, after which
+// done runs under the Coordinator's mutex with the append's outcome, after which
 // the records are durable (and, with replication, committed).
 func (st *state) appendRecords(partition int32, records []offsetsRecord, producer *txnProducer, done func(error)) {
 	p, ok := st.partitions[partition]
