@@ -208,7 +208,15 @@ func (st *state) storeOffsets(g *group, parts []commitPart, producer *txnProduce
 	})
 	clear(recs)
 	st.recsScratch = recs[:0]
+	if cap(st.encScratch) > maxScratchBytes {
+		// A huge commit: do not keep its buffers.
+		st.encScratch, st.endScratch, st.recsScratch, st.recordScratch = nil, nil, nil, nil
+	}
 }
+
+// maxScratchBytes bounds the encoding buffer storeOffsets keeps for the
+// next commit.
+const maxScratchBytes = 64 << 10
 
 // offsetCommitResponse answers req with the codes of its parts.
 func offsetCommitResponse(req *kmsg.OffsetCommitRequest, parts []commitPart) *kmsg.OffsetCommitResponse {
