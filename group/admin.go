@@ -140,7 +140,7 @@ func (st *state) deleteGroups(req *kmsg.DeleteGroupsRequest, reply func(*kmsg.De
 		st.removeGroup(g)
 		st.log.Info("group deleted", "group", name, "offsets", len(recs)-1)
 		waiting++
-		st.appendRecords(g.partition, recs, func(err error) {
+		st.appendRecords(g.partition, recs, nil, func(err error) {
 			if err != nil {
 				codes[i] = storeErrorCode(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -50,8 +51,8 @@ func (bb *BrokerBackend) OffsetsLeader(partition int32, listener string) (Node, 
 }
 
 // Append appends as the partition's leader at leaderEpoch and waits for
-// the high watermark to pass the records (acks=all).
-func (bb *BrokerBackend) Append(ctx context.Context, partition, leaderEpoch int32, batches []byte) error {
+// the high watermark to pass the records (acks=all), at most timeout.
+func (bb *BrokerBackend) Append(ctx context.Context, partition, leaderEpoch int32, batches []byte, timeout time.Duration) error {
 	p, err := bb.b.LeaderPartition(OffsetsTopic, partition)
 	if err != nil {
 		return err
@@ -65,6 +66,12 @@ func (bb *BrokerBackend) Append(ctx context.Context, partition, leaderEpoch int3
 	if err != nil {
 		return err
 	}
+	if p.Log().HighWatermark() > info.LastOffset {
+		// Committed already (a single replica in the ISR): no timer.
+		return p.WaitForHighWatermark(ctx, info.LastOffset+1)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	return p.WaitForHighWatermark(ctx, info.LastOffset+1)
 }
 

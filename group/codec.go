@@ -299,18 +299,34 @@ type offsetsRecord struct {
 	key, value []byte
 }
 
+// txnProducer is the transactional producer whose batch a
+// TxnOffsetCommit writes.
+type txnProducer struct {
+	id    int64
+	epoch int16
+}
+
 // buildBatch turns records into one uncompressed record batch v2 stamped
-// with now, as Kafka's coordinator writes them (CreateTime, no producer).
-func buildBatch(records []offsetsRecord, nowMs int64) ([]byte, error) {
-	rs := make([]record.Record, len(records))
-	for i, r := range records {
-		rs[i] = record.Record{Key: r.key, Value: r.value}
+// with now: as Kafka's coordinator writes its own records (no
+// producer), or as producer's transactional batch (TxnOffsetCommit). rs is
+// scratch space, returned for reuse.
+func buildBatch(rs []record.Record, records []offsetsRecord, nowMs int64, producer *txnProducer) ([]byte, []record.Record, error) {
+	rs = rs[:0]
+	for _, r := range records {
+		rs = append(rs, record.Record{Key: r.key, Value: r.value})
 	}
-	return record.BuildBatch(record.BatchOptions{
+	opts := record.BatchOptions{
 		PartitionLeaderEpoch: -1,
 		ProducerID:           -1,
 		ProducerEpoch:        -1,
 		BaseSequence:         -1,
 		BaseTimestamp:        nowMs,
-	}, rs)
+	}
+	if producer != nil {
+		opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = producer.id, producer.epoch, 0
+		opts.Transactional = true
+	}
+	batch, err := record.BuildBatch(opts, rs)
+	clear(rs)
+	return batch, rs[:0], err
 }

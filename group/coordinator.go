@@ -39,11 +39,13 @@ type Backend interface {
 	OffsetsLeader(partition int32, listener string) (Node, bool)
 	// Append appends batches (whole record batches v2) to
 	// __consumer_offsets-partition as its leader in leaderEpoch, and returns
-	// once they are committed (acks=all) or failed. An error that is a
+	// once they are committed (acks=all) or failed: REQUEST_TIMED_OUT when
+	// they are not committed within timeout (offsets.commit.timeout.ms),
+	// which only starts when the append has to wait. An error that is a
 	// *kerr.Error is mapped as Kafka maps it; any other error means this
 	// broker cannot write the partition now (NOT_COORDINATOR). Append may
 	// rewrite batches in place (base offsets) and must not keep them.
-	Append(ctx context.Context, partition, leaderEpoch int32, batches []byte) error
+	Append(ctx context.Context, partition, leaderEpoch int32, batches []byte, timeout time.Duration) error
 	// Read returns whole batches of __consumer_offsets-partition from the
 	// batch holding offset (at least one batch when there is one, at most
 	// about maxBytes otherwise), the offset the read started at, and the
@@ -67,28 +69,37 @@ type Options struct {
 	Now     func() time.Time // nil: time.Now
 }
 
-// Coordinator is the broker-side group coordinator. Connection goroutines
-// call its request methods; each hands the request to the coordinator's
-// single owner goroutine, which runs the state machine, and waits for the
-// answer (a JoinGroup or SyncGroup may wait for a rebalance). Appends to
-// __consumer_offsets run on one writer goroutine per partition (in order,
-// several pending appends written together), loads on a goroutine per
-// partition; both report back to the owner goroutine.
+// Coordinator is the broker-side group coordinator. Its state machine is
+// guarded by one mutex: a connection's goroutine runs its request on the
+// state machine itself, so a request answered at once (Heartbeat,
+// OffsetFetch) costs no goroutine switch. A JoinGroup or SyncGroup parks
+// its answer and waits for the rebalance. Timers run on one goroutine.
+//
+// Appends to __consumer_offsets go through one writer per partition, which
+// writes them in order and several at once (group commit): the request
+// that finds its partition's writer idle appends on its own goroutine,
+// with what queued meanwhile, and is answered there when the append is
+// committed; appends that queue behind an append in flight are written
+// together by the writer's goroutine, in one Append. Loads run on a
+// goroutine per partition.
 type Coordinator struct {
 	cfg     Config
 	log     *slog.Logger
 	backend Backend
 	now     func() time.Time
 
-	events chan func()   // closures the owner goroutine runs
+	kick   chan struct{} // the timer goroutine re-reads the next deadline
 	quit   chan struct{} // closed by Close
-	done   chan struct{} // closed when the owner goroutine exits
+	done   chan struct{} // closed when the timer goroutine exits
 	once   sync.Once
 	bg     context.Context // cancelled by Close: writers and loaders
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // writers and loaders
+	wg     sync.WaitGroup // writers, loaders and appends led by requests
 
-	// Owned by the owner goroutine.
+	// mu guards the state machine and what follows.
+	mu      sync.Mutex
+	closed  bool
+	armed   time.Time // the deadline the timer goroutine waits for (zero: none)
 	st      *state
 	writers map[int32]*writer
 	loads   map[int32]context.CancelFunc
@@ -133,7 +144,7 @@ func New(opts Options) (*Coordinator, error) {
 		log:     log,
 		backend: opts.Backend,
 		now:     now,
-		events:  make(chan func()),
+		kick:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
 		bg:      bg,
@@ -159,7 +170,7 @@ func randomID() string {
 
 // Close stops the coordinator: parked requests are answered NOT_COORDINATOR,
 // pending appends are abandoned (their requests get ErrClosed), and Close
-// waits for every goroutine it started.
+// waits for every goroutine it started and every append in progress.
 func (c *Coordinator) Close() error {
 	c.once.Do(func() { close(c.quit) })
 	<-c.done
@@ -168,28 +179,34 @@ func (c *Coordinator) Close() error {
 	return nil
 }
 
+// run is the timer goroutine: it fires the state machine's timers (session
+// expiry, rebalance delays, offset retention) when due.
 func (c *Coordinator) run() {
 	defer close(c.done)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		c.flush()
-		if next := c.st.nextDeadline(); !next.IsZero() {
+		c.mu.Lock()
+		next := c.st.nextDeadline()
+		c.armed = next
+		c.mu.Unlock()
+		if !next.IsZero() {
 			timer.Reset(max(next.Sub(c.now()), 0))
 		} else {
 			timer.Reset(time.Hour)
 		}
 		select {
-		case fn := <-c.events:
-			c.st.now = later(c.st.now, c.now())
-			fn()
+		case <-c.kick:
 		case <-timer.C:
-			c.st.advance(c.now())
+			c.locked(false, func() { c.st.advance(c.now()) })
 		case <-c.quit:
+			c.mu.Lock()
+			c.closed = true
 			for p := range c.st.partitions {
 				c.st.unload(p)
 				c.stopPartition(p)
 			}
+			c.mu.Unlock()
 			return
 		}
 	}
@@ -202,13 +219,53 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// flush hands the state machine's appends to the partitions' writers.
-// Owner goroutine only.
-func (c *Coordinator) flush() {
+// locked runs fn on the state machine, then hands the appends it made to
+// the partitions' writers and tells the timer goroutine of an earlier
+// deadline; false once the coordinator closed. A writer left idle with
+// appends to write is led by the caller when lead is set (a request's
+// goroutine: the append is its own, it waits for it anyway), else by the
+// writer's goroutine.
+func (c *Coordinator) locked(lead bool, fn func()) bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return false
+	}
+	c.st.now = later(c.st.now, c.now())
+	fn()
+	var buf [4]*writer
+	idle := c.flush(buf[:0])
+	if next := c.st.nextDeadline(); !next.IsZero() && (c.armed.IsZero() || next.Before(c.armed)) {
+		c.armed = next
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+	var mine *writer
+	if lead && len(idle) > 0 {
+		mine, idle = idle[0], idle[1:]
+		c.wg.Add(1) // before Close's Wait: Close sets closed under mu first
+	}
+	c.mu.Unlock()
+	for _, w := range idle {
+		w.handOver()
+	}
+	if mine != nil {
+		mine.leadOnce()
+		c.wg.Done()
+	}
+	return true
+}
+
+// flush hands the state machine's appends to the partitions' writers and
+// appends to idle the writers that were idle: the caller leads them or
+// hands them over to their goroutines. Under mu.
+func (c *Coordinator) flush(idle []*writer) []*writer {
 	for {
 		ops := c.st.takeAppends()
 		if len(ops) == 0 {
-			return
+			return idle
 		}
 		for _, op := range ops {
 			w, ok := c.writers[op.partition]
@@ -216,31 +273,39 @@ func (c *Coordinator) flush() {
 				op.done(kerr.NotCoordinator)
 				continue
 			}
-			w.enqueue(op)
+			if w.enqueue(op) {
+				idle = append(idle, w)
+			}
 		}
 	}
 }
 
-// post runs fn on the owner goroutine; false once the coordinator closed.
-func (c *Coordinator) post(fn func()) bool {
-	select {
-	case c.events <- fn:
-		return true
-	case <-c.quit:
-		return false
-	}
-}
+// post runs fn on the state machine (loaders, writers, the broker's
+// leadership and marker callbacks); false once the coordinator closed.
+func (c *Coordinator) post(fn func()) bool { return c.locked(false, fn) }
 
-// call runs fn on the owner goroutine on behalf of a request.
+// call runs fn on the state machine on behalf of a request, on the
+// caller's goroutine; an append fn makes to an idle writer is written
+// before call returns.
 func (c *Coordinator) call(ctx context.Context, fn func(st *state)) error {
-	select {
-	case c.events <- func() { fn(c.st) }:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.quit:
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !c.locked(true, func() { fn(c.st) }) {
 		return ErrClosed
 	}
+	return nil
+}
+
+// ask runs fn on the state machine for a request and waits for the answer
+// fn gives to reply (at once, or later: a rebalance, an append).
+func ask[T any](ctx context.Context, c *Coordinator, fn func(st *state, reply func(T))) (T, error) {
+	ch := make(chan T, 1)
+	if err := c.call(ctx, func(st *state) { fn(st, func(r T) { ch <- r }) }); err != nil {
+		var zero T
+		return zero, err
+	}
+	return wait(ctx, c, ch)
 }
 
 func wait[T any](ctx context.Context, c *Coordinator, ch <-chan T) (T, error) {
@@ -248,11 +313,16 @@ func wait[T any](ctx context.Context, c *Coordinator, ch <-chan T) (T, error) {
 	select {
 	case r := <-ch:
 		return r, nil
+	default:
+	}
+	select {
+	case r := <-ch:
+		return r, nil
 	case <-ctx.Done():
 		return zero, ctx.Err()
 	case <-c.done:
-		// The owner goroutine answered everything parked before exiting;
-		// only a reply that was still waiting for an append is lost.
+		// Close answered everything parked; only a reply that was
+		// still waiting for an append is lost.
 		select {
 		case r := <-ch:
 			return r, nil
@@ -334,8 +404,8 @@ func (c *Coordinator) stopPartition(p int32) {
 	}
 }
 
-// load reads a partition's log and hands the result to the owner
-// goroutine, retrying with a backoff while the log cannot be read.
+// load reads a partition's log and hands the result to the state
+// machine, retrying with a backoff while the log cannot be read.
 func (c *Coordinator) load(ctx context.Context, p, epoch int32) {
 	defer c.wg.Done()
 	start := time.Now()
@@ -386,8 +456,12 @@ func (c *Coordinator) readPartition(ctx context.Context, p int32) (*loadResult, 
 	}
 }
 
-// writer appends one partition's records in order. Appends queued while
-// one is in flight are written together in the next Append (group commit).
+// writer appends one partition's records in order, one Append at a time.
+// Appends queued while one is in flight are written together in the next
+// Append (group commit). busy says someone leads the writer: a request's
+// goroutine for one round (leadOnce), or the writer's goroutine, to which
+// the lead is handed over (handOver) and which keeps it until the queue is
+// empty.
 type writer struct {
 	c         *Coordinator
 	partition int32
@@ -397,38 +471,79 @@ type writer struct {
 
 	mu    sync.Mutex
 	queue []appendOp
-	wake  chan struct{}
+	busy  bool
+	wake  chan struct{} // buffered 1: the lead is handed to run
+	taken []appendOp    // the leader's: the round being written
+	buf   []byte        // the leader's: queued batches written together
 }
 
 // maxAppendBytes bounds how many queued batches one Append carries.
 const maxAppendBytes = 512 << 10
 
-func (w *writer) enqueue(op appendOp) {
+// enqueue queues op; true when the writer was idle and the caller must now
+// lead it (leadOnce or handOver).
+func (w *writer) enqueue(op appendOp) bool {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.queue = append(w.queue, op)
-	w.mu.Unlock()
+	if w.busy {
+		return false
+	}
+	w.busy = true
+	return true
+}
+
+// take returns the next appends to write together; none (and the writer
+// idle) when the queue is empty. The leader's: what it returns is valid
+// until the next take.
+func (w *writer) take() []appendOp {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	clear(w.taken)
+	n, size := 0, 0
+	for n < len(w.queue) && (n == 0 || size+len(w.queue[n].batch) <= maxAppendBytes) {
+		size += len(w.queue[n].batch)
+		n++
+	}
+	if n == 0 {
+		w.busy = false
+		return nil
+	}
+	w.taken = append(w.taken[:0], w.queue[:n]...)
+	rest := copy(w.queue, w.queue[n:])
+	clear(w.queue[rest:])
+	w.queue = w.queue[:rest]
+	return w.taken
+}
+
+// handOver gives the lead to the writer's goroutine.
+func (w *writer) handOver() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (w *writer) take() []appendOp {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n, size := 0, 0
-	for n < len(w.queue) && (n == 0 || size+len(w.queue[n].batch) <= maxAppendBytes) {
-		size += len(w.queue[n].batch)
-		n++
+// leadOnce writes one round on the caller's goroutine (the request whose
+// append made the writer busy: its append is in this round) and hands the
+// lead over when more has queued meanwhile, so a request waits for no
+// append but its own.
+func (w *writer) leadOnce() {
+	if !w.round() {
+		return
 	}
-	ops := w.queue[:n:n]
-	w.queue = w.queue[n:]
-	return ops
+	w.mu.Lock()
+	if len(w.queue) == 0 {
+		w.busy = false
+		w.mu.Unlock()
+		return
+	}
+	w.mu.Unlock()
+	w.handOver()
 }
 
 func (w *writer) run() {
 	defer w.c.wg.Done()
-	var buf []byte
 	for {
 		select {
 		case <-w.ctx.Done():
@@ -436,34 +551,46 @@ func (w *writer) run() {
 			return
 		case <-w.wake:
 		}
-		for {
-			ops := w.take()
-			if len(ops) == 0 {
-				break
-			}
-			buf = buf[:0]
-			for _, op := range ops {
-				buf = append(buf, op.batch...)
-			}
-			err := w.append(buf)
-			w.c.appends.Add(1)
-			w.c.batches.Add(int64(len(ops)))
-			w.c.post(func() {
-				for _, op := range ops {
-					op.done(err)
-				}
-			})
+		for w.round() {
 		}
 	}
+}
+
+// round appends what is queued (up to maxAppendBytes) in one Append and
+// completes it; false when nothing was queued (the writer is idle now).
+func (w *writer) round() bool {
+	ops := w.take()
+	if len(ops) == 0 {
+		return false
+	}
+	var err error
+	switch {
+	case w.ctx.Err() != nil:
+		err = kerr.NotCoordinator
+	case len(ops) == 1:
+		err = w.append(ops[0].batch)
+	default:
+		w.buf = w.buf[:0]
+		for _, op := range ops {
+			w.buf = append(w.buf, op.batch...)
+		}
+		err = w.append(w.buf)
+	}
+	w.c.appends.Add(1)
+	w.c.batches.Add(int64(len(ops)))
+	w.c.post(func() {
+		for _, op := range ops {
+			op.done(err)
+		}
+	})
+	return true
 }
 
 func (w *writer) append(batches []byte) error {
 	if w.ctx.Err() != nil {
 		return kerr.NotCoordinator
 	}
-	ctx, cancel := context.WithTimeout(w.ctx, w.c.cfg.CommitTimeout)
-	defer cancel()
-	err := w.c.backend.Append(ctx, w.partition, w.epoch, batches)
+	err := w.c.backend.Append(w.ctx, w.partition, w.epoch, batches, w.c.cfg.CommitTimeout)
 	switch {
 	case err == nil:
 		return nil
@@ -475,6 +602,7 @@ func (w *writer) append(batches []byte) error {
 	return err
 }
 
+// failQueued answers what is still queued when the writer stops.
 func (w *writer) failQueued() {
 	w.mu.Lock()
 	ops := w.queue
@@ -594,22 +722,8 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupReques
 
 // OffsetCommit answers OffsetCommit once the offsets are stored.
 func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) (*kmsg.OffsetCommitResponse, error) {
-	var unknown map[topicPartition]bool
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			if !c.backend.PartitionExists(t.Topic, p.Partition) {
-				if unknown == nil {
-					unknown = make(map[topicPartition]bool)
-				}
-				unknown[topicPartition{t.Topic, p.Partition}] = true
-			}
-		}
-	}
-	ch := make(chan *kmsg.OffsetCommitResponse, 1)
-	if err := c.call(ctx, func(st *state) { st.commit(req, unknown, func(r *kmsg.OffsetCommitResponse) { ch <- r }) }); err != nil {
-		return nil, err
-	}
-	return wait(ctx, c, ch)
+	parts := commitParts(req, c.cfg.MaxMetadataBytes, c.backend.PartitionExists)
+	return ask(ctx, c, func(st *state, reply func(*kmsg.OffsetCommitResponse)) { st.commit(req, parts, reply) })
 }
 
 // OffsetFetch answers OffsetFetch.

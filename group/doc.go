@@ -14,12 +14,14 @@
 // __consumer_offsets leave it as appendOps, and answers are callbacks. Tests
 // drive it directly with a fake clock.
 //
-// Coordinator (coordinator.go) drives it: one owner goroutine runs every
-// request and timer; connection goroutines hand requests over and wait for
-// the callback. One writer goroutine per __consumer_offsets partition
-// appends in order (queued appends are written together); one loader
-// goroutine per partition reads the log when this broker becomes the
-// partition's leader. A group's coordinator is the leader of partition
+// Coordinator (coordinator.go) drives it under one mutex: a connection's
+// goroutine runs its request on the state machine itself, a timer
+// goroutine fires the timers. One writer per __consumer_offsets partition
+// appends in order: the request that finds it idle appends on its own
+// goroutine and is answered there once the append is committed; appends
+// queued behind one in flight are written together in one Append (group
+// commit) by the writer's goroutine. One loader goroutine per partition
+// reads the log when this broker becomes the partition's leader. A group's coordinator is the leader of partition
 // PartitionFor(group, offsets.topic.num.partitions); the broker tells the
 // coordinator about leadership with BecomeLeader and Resign, and requests
 // for groups of other partitions get NOT_COORDINATOR, of a partition still
@@ -32,7 +34,8 @@
 //
 // # Lock order
 //
-// There are no locks in the state machine; Coordinator fields after "Owned
-// by the owner goroutine" are touched only by run and the closures it runs.
-// writer.mu guards only the writer's queue.
+// There are no locks in the state machine; Coordinator.mu guards it and
+// the fields after it. writer.mu guards only the writer's queue and may be
+// taken under Coordinator.mu, never the other way round. Neither is held
+// across an Append or a Read of the backend.
 package group

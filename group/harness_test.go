@@ -47,6 +47,17 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	return h
 }
 
+// exists says every partition exists but those in unknown.
+func exists(unknown map[topicPartition]bool) func(string, int32) bool {
+	return func(topic string, partition int32) bool { return !unknown[topicPartition{topic, partition}] }
+}
+
+// commitParts reads req's partitions as the Coordinator does, with the
+// partitions in unknown missing.
+func (h *harness) commitParts(req *kmsg.OffsetCommitRequest, unknown map[topicPartition]bool) []commitPart {
+	return commitParts(req, h.st.cfg.MaxMetadataBytes, exists(unknown))
+}
+
 // flush completes every queued append, as the Coordinator's writers do.
 func (h *harness) flush() {
 	for {
@@ -226,7 +237,7 @@ func (h *harness) commit(version int16, group, member string, gen int32, offsets
 	}
 	req.Topics = append(req.Topics, t)
 	var resp *kmsg.OffsetCommitResponse
-	h.do(func() { h.st.commit(req, nil, func(r *kmsg.OffsetCommitResponse) { resp = r }) })
+	h.do(func() { h.st.commit(req, h.commitParts(req, nil), func(r *kmsg.OffsetCommitResponse) { resp = r }) })
 	if resp == nil {
 		h.t.Fatal("commit not answered")
 	}

@@ -16,7 +16,7 @@ import (
 //	Stable|CompletingRebalance --join with new metadata, leader join, leave, expiry--> PreparingRebalance
 //	PreparingRebalance --nobody left--> Empty
 //
-// Every method runs on the state's owner goroutine; reply callbacks are
+// Every method runs under the Coordinator's mutex; reply callbacks are
 // called exactly once per request, maybe later (a parked JoinGroup or
 // SyncGroup), and must not block.
 

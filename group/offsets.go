@@ -88,38 +88,164 @@ func (st *state) storeGroupWith(g *group, assignments map[string][]byte, done fu
 	st.appendRecords(g.partition, []offsetsRecord{{
 		key:   encodeGroupKey(nil, g.name),
 		value: encodeGroupValue(nil, &sg),
-	}}, done)
+	}}, nil, done)
 }
 
-// commit handles OffsetCommit. unknown holds partitions the caller found
-// not to exist (UNKNOWN_TOPIC_OR_PARTITION); it may be nil.
-func (st *state) commit(req *kmsg.OffsetCommitRequest, unknown map[topicPartition]bool, reply func(*kmsg.OffsetCommitResponse)) {
-	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-	codes := make(map[topicPartition]int16)
-	answer := func() {
-		for _, t := range req.Topics {
-			rt := kmsg.NewOffsetCommitResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetCommitResponseTopicPartition()
-				rp.Partition = p.Partition
-				rp.ErrorCode = codes[topicPartition{t.Topic, p.Partition}]
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		reply(resp)
+// commitPart is one partition of an OffsetCommit or TxnOffsetCommit, in
+// request order: the offset to store and the answer's code.
+type commitPart struct {
+	tp        topicPartition
+	c         offsetCommit // commitTime -1: the coordinator's clock when stored
+	retention int64        // ms after the commit time the offset expires; -1: none
+	code      int16        // set before the write for a part that is refused
+	store     bool         // written (storeOffsets)
+}
+
+// partCode is the code refusing an offset of tp with metadata md before
+// anything is written (UNKNOWN_TOPIC_OR_PARTITION when exists says the
+// partition does not exist, OFFSET_METADATA_TOO_LARGE above maxMetadata),
+// 0 when it may be stored. It needs no state: connection goroutines call
+// it before taking the coordinator's lock.
+func partCode(tp topicPartition, md string, maxMetadata int, exists func(topic string, partition int32) bool) int16 {
+	switch {
+	case !exists(tp.topic, tp.partition):
+		return kerr.UnknownTopicOrPartition.Code
+	case len(md) > maxMetadata:
+		return kerr.OffsetMetadataTooLarge.Code
 	}
-	all := func(code int16) {
-		for _, t := range req.Topics {
-			for _, p := range t.Partitions {
-				codes[topicPartition{t.Topic, p.Partition}] = code
+	return 0
+}
+
+// commitParts reads an OffsetCommit's partitions (partCode's arguments
+// refuse some).
+func commitParts(req *kmsg.OffsetCommitRequest, maxMetadata int, exists func(topic string, partition int32) bool) []commitPart {
+	n := 0
+	for _, t := range req.Topics {
+		n += len(t.Partitions)
+	}
+	parts := make([]commitPart, 0, n)
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			cp := commitPart{
+				tp:        topicPartition{t.Topic, p.Partition},
+				c:         offsetCommit{offset: p.Offset, leaderEpoch: -1, metadata: instanceOf(p.Metadata), commitTime: -1, expireTime: -1},
+				retention: -1,
+			}
+			if req.Version >= 6 {
+				cp.c.leaderEpoch = p.LeaderEpoch
+			}
+			if req.Version == 1 && p.Timestamp != -1 {
+				cp.c.commitTime = p.Timestamp
+			}
+			if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis != -1 {
+				cp.retention = req.RetentionTimeMillis
+			}
+			cp.code = partCode(cp.tp, cp.c.metadata, maxMetadata, exists)
+			parts = append(parts, cp)
+		}
+	}
+	return parts
+}
+
+// refuseAll answers every part with code.
+func refuseAll(parts []commitPart, code int16) {
+	for i := range parts {
+		parts[i].code, parts[i].store = code, false
+	}
+}
+
+// storeOffsets writes the offsets of g's parts that are not refused as
+// offset commit records, in one batch of g's partition: the coordinator's
+// own, or producer's transactional batch (TxnOffsetCommit). done runs once
+// they are stored or the write failed (err); each written part's code is
+// then 0 or commitErrorCode(err), and its commit time set. With nothing to
+// write, done runs at once with nil.
+func (st *state) storeOffsets(g *group, parts []commitPart, producer *txnProducer, done func(err error)) {
+	nowMs := st.now.UnixMilli()
+	// Keys and values are encoded into one scratch buffer, from which the
+	// batch is built: one copy, one allocation (the batch).
+	enc := st.encScratch[:0]
+	ends := st.endScratch[:0]
+	for i := range parts {
+		cp := &parts[i]
+		cp.store = cp.code == 0
+		if !cp.store {
+			continue
+		}
+		if cp.c.commitTime == -1 {
+			cp.c.commitTime = nowMs
+		}
+		if cp.retention >= 0 {
+			cp.c.expireTime = cp.c.commitTime + cp.retention
+		}
+		enc = encodeOffsetKey(enc, g.name, cp.tp.topic, cp.tp.partition)
+		ends = append(ends, len(enc))
+		enc = encodeOffsetValue(enc, cp.c)
+		ends = append(ends, len(enc))
+	}
+	st.encScratch, st.endScratch = enc, ends
+	if len(ends) == 0 {
+		done(nil)
+		return
+	}
+	recs := st.recsScratch[:0]
+	from := 0
+	for i := 0; i < len(ends); i += 2 {
+		recs = append(recs, offsetsRecord{key: enc[from:ends[i]], value: enc[ends[i]:ends[i+1]]})
+		from = ends[i+1]
+	}
+	st.appendRecords(g.partition, recs, producer, func(err error) {
+		code := int16(0)
+		if err != nil {
+			code = commitErrorCode(err)
+		}
+		for i := range parts {
+			if parts[i].store {
+				parts[i].code = code
 			}
 		}
-		answer()
+		done(err)
+	})
+	clear(recs)
+	st.recsScratch = recs[:0]
+	if cap(st.encScratch) > maxScratchBytes {
+		// A huge commit: do not keep its buffers.
+		st.encScratch, st.endScratch, st.recsScratch, st.recordScratch = nil, nil, nil, nil
+	}
+}
+
+// maxScratchBytes bounds the encoding buffer storeOffsets keeps for the
+// next commit.
+const maxScratchBytes = 64 << 10
+
+// offsetCommitResponse answers req with the codes of its parts.
+func offsetCommitResponse(req *kmsg.OffsetCommitRequest, parts []commitPart) *kmsg.OffsetCommitResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(req.Topics))
+	i := 0
+	for ti, t := range req.Topics {
+		rt := &resp.Topics[ti]
+		rt.Default()
+		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(t.Partitions))
+		for pi, p := range t.Partitions {
+			rp := &rt.Partitions[pi]
+			rp.Default()
+			rp.Partition, rp.ErrorCode = p.Partition, parts[i].code
+			i++
+		}
+	}
+	return resp
+}
+
+// commit handles OffsetCommit; parts are the request's (commitParts).
+func (st *state) commit(req *kmsg.OffsetCommitRequest, parts []commitPart, reply func(*kmsg.OffsetCommitResponse)) {
+	refuse := func(code int16) {
+		refuseAll(parts, code)
+		reply(offsetCommitResponse(req, parts))
 	}
 	if code := st.coordinatorError(req.Group); code != 0 {
-		all(code)
+		refuse(code)
 		return
 	}
 	generation, memberID, instanceID := req.Generation, req.MemberID, instanceOf(req.InstanceID)
@@ -131,94 +257,60 @@ func (st *state) commit(req *kmsg.OffsetCommitRequest, unknown map[topicPartitio
 		if generation >= 0 {
 			// A group member of a generation this coordinator does not
 			// know (the group expired or was deleted).
-			all(kerr.IllegalGeneration.Code)
+			refuse(kerr.IllegalGeneration.Code)
 			return
 		}
 		g = st.getOrCreate(req.Group)
 	}
 	switch {
 	case g.state == stateDead:
-		all(kerr.CoordinatorNotAvailable.Code)
+		refuse(kerr.CoordinatorNotAvailable.Code)
 		return
 	case g.fenced(instanceID, memberID):
-		all(kerr.FencedInstanceID.Code)
+		refuse(kerr.FencedInstanceID.Code)
 		return
 	case generation < 0 && g.state == stateEmpty:
 		// A simple consumer: Kafka only stores its offsets.
 	default:
 		m, ok := g.members[memberID]
 		if !ok {
-			all(kerr.UnknownMemberID.Code)
+			refuse(kerr.UnknownMemberID.Code)
 			return
 		}
 		if generation != g.generation {
-			all(kerr.IllegalGeneration.Code)
+			refuse(kerr.IllegalGeneration.Code)
 			return
 		}
 		if g.state == stateCompletingRebalance {
-			all(kerr.RebalanceInProgress.Code)
+			refuse(kerr.RebalanceInProgress.Code)
 			return
 		}
 		// Stable, or PreparingRebalance where the previous generation may
 		// still commit what it processed; a commit keeps a member alive.
 		st.touch(g, m)
 	}
-
-	nowMs := st.now.UnixMilli()
-	var recs []offsetsRecord
-	commits := make(map[topicPartition]offsetCommit)
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			tp := topicPartition{t.Topic, p.Partition}
-			md := instanceOf(p.Metadata)
-			switch {
-			case unknown[tp]:
-				codes[tp] = kerr.UnknownTopicOrPartition.Code
-				continue
-			case len(md) > st.cfg.MaxMetadataBytes:
-				codes[tp] = kerr.OffsetMetadataTooLarge.Code
-				continue
-			}
-			c := offsetCommit{offset: p.Offset, leaderEpoch: -1, metadata: md, commitTime: nowMs, expireTime: -1}
-			if req.Version >= 6 {
-				c.leaderEpoch = p.LeaderEpoch
-			}
-			if req.Version == 1 && p.Timestamp != -1 {
-				c.commitTime = p.Timestamp
-			}
-			if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis != -1 {
-				c.expireTime = c.commitTime + req.RetentionTimeMillis
-			}
-			commits[tp] = c
-			recs = append(recs, offsetsRecord{
-				key:   encodeOffsetKey(nil, g.name, tp.topic, tp.partition),
-				value: encodeOffsetValue(nil, c),
-			})
-		}
-	}
-	if len(recs) == 0 {
-		st.maybeDropUnused(g)
-		answer()
-		return
-	}
-	st.appendRecords(g.partition, recs, func(err error) {
-		code := int16(0)
+	st.storeOffsets(g, parts, nil, func(err error) {
 		if err != nil {
-			code = commitErrorCode(err)
 			st.log.Warn("storing offsets failed", "group", g.name, "err", err)
 		}
-		seq := st.nextSeq()
-		for tp, c := range commits {
-			codes[tp] = code
-			if err == nil && st.groups[g.name] == g {
-				g.offsets[tp] = c
-				g.setSeq(tp, seq)
+		live := st.groups[g.name] == g
+		if err == nil && live {
+			var seq uint64
+			for _, cp := range parts {
+				if !cp.store {
+					continue
+				}
+				if seq == 0 {
+					seq = st.nextSeq()
+				}
+				g.offsets[cp.tp] = cp.c
+				g.setSeq(cp.tp, seq)
 			}
 		}
-		if st.groups[g.name] == g {
+		if live {
 			st.maybeDropUnused(g)
 		}
-		answer()
+		reply(offsetCommitResponse(req, parts))
 	})
 }
 
@@ -458,7 +550,7 @@ func (st *state) offsetDelete(req *kmsg.OffsetDeleteRequest, reply func(*kmsg.Of
 		answer()
 		return
 	}
-	st.appendRecords(g.partition, recs, func(err error) {
+	st.appendRecords(g.partition, recs, nil, func(err error) {
 		for _, tp := range deleting {
 			if err != nil {
 				codes[tp] = storeErrorCode(err)
@@ -522,7 +614,7 @@ func (st *state) expireOffsets() {
 			continue
 		}
 		st.log.Info("group offsets expired", "group", name, "tombstones", len(recs), "group_removed", dead)
-		st.appendRecords(g.partition, recs, func(err error) {
+		st.appendRecords(g.partition, recs, nil, func(err error) {
 			if err != nil {
 				st.log.Warn("writing offset tombstones failed", "group", name, "err", err)
 			}

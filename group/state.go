@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/record"
 )
 
 // groupState is a classic group's state (Kafka's ClassicGroupState).
@@ -263,7 +265,7 @@ type partitionState struct {
 
 // appendOp is an effect of the state machine: records to append to a
 // __consumer_offsets partition. The driver appends the batches of one
-// partition in order and calls done on the state's owner goroutine.
+// partition in order and calls done under the Coordinator's mutex.
 type appendOp struct {
 	partition int32
 	epoch     int32
@@ -274,7 +276,7 @@ type appendOp struct {
 // state is the group coordinator's state machine. It does no I/O and starts
 // no goroutines: time comes in as now (set by the driver before each event
 // and in advance), appends go out as appendOps in appends, and replies are
-// callbacks that must not block. One goroutine owns it (Coordinator.run);
+// callbacks that must not block. The Coordinator's mutex guards it;
 // tests drive it directly.
 type state struct {
 	cfg   Config
@@ -288,6 +290,12 @@ type state struct {
 	appends    []appendOp
 	nextExpiry time.Time // next offset-retention check
 	seq        uint64    // store order of commits (nextSeq)
+
+	// Scratch space of appendRecords and storeOffsets.
+	recordScratch []record.Record
+	encScratch    []byte
+	endScratch    []int
+	recsScratch   []offsetsRecord
 }
 
 func newState(cfg Config, log *slog.Logger, now time.Time, newID func() string) *state {
@@ -348,29 +356,21 @@ func (st *state) maybeDropUnused(g *group) {
 	}
 }
 
-// appendRecords queues records for g's partition; done runs on the owner
-// goroutine with the append's outcome, after which the records are durable
-// (and, with replication, committed).
-func (st *state) appendRecords(partition int32, records []offsetsRecord, done func(error)) {
+// appendRecords queues records for g's partition, as the coordinator's
+// own batch or, with producer set, as that producer's transactional batch;
+// done runs under the Coordinator's mutex with the append's outcome, after which
+// the records are durable (and, with replication, committed).
+func (st *state) appendRecords(partition int32, records []offsetsRecord, producer *txnProducer, done func(error)) {
 	p, ok := st.partitions[partition]
 	if !ok {
 		done(kerr.NotCoordinator)
 		return
 	}
-	batch, err := buildBatch(records, st.now.UnixMilli())
+	var batch []byte
+	var err error
+	batch, st.recordScratch, err = buildBatch(st.recordScratch, records, st.now.UnixMilli(), producer)
 	if err != nil {
 		done(err)
-		return
-	}
-	st.appends = append(st.appends, appendOp{partition: partition, epoch: p.epoch, batch: batch, done: done})
-}
-
-// appendBatch queues a built batch for a partition (transactional offset
-// commits, whose batch carries the producer).
-func (st *state) appendBatch(partition int32, batch []byte, done func(error)) {
-	p, ok := st.partitions[partition]
-	if !ok {
-		done(kerr.NotCoordinator)
 		return
 	}
 	st.appends = append(st.appends, appendOp{partition: partition, epoch: p.epoch, batch: batch, done: done})

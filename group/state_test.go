@@ -441,7 +441,7 @@ func TestCommitAndFetch(t *testing.T) {
 	}}}
 	var resp *kmsg.OffsetCommitResponse
 	h.do(func() {
-		h.st.commit(req, map[topicPartition]bool{{"t", 1}: true}, func(r *kmsg.OffsetCommitResponse) { resp = r })
+		h.st.commit(req, h.commitParts(req, map[topicPartition]bool{{"t", 1}: true}), func(r *kmsg.OffsetCommitResponse) { resp = r })
 	})
 	if resp.Topics[0].Partitions[0].ErrorCode != kerr.OffsetMetadataTooLarge.Code ||
 		resp.Topics[0].Partitions[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
@@ -598,7 +598,7 @@ func TestOffsetDelete(t *testing.T) {
 	req.Version = 8
 	req.Group, req.MemberID, req.Generation = "g", ids[0], gen
 	req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "old", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 7}}}}
-	h.do(func() { h.st.commit(req, nil, func(*kmsg.OffsetCommitResponse) {}) })
+	h.do(func() { h.st.commit(req, h.commitParts(req, nil), func(*kmsg.OffsetCommitResponse) {}) })
 
 	dreq := kmsg.NewPtrOffsetDeleteRequest()
 	dreq.Group = "g"

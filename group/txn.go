@@ -5,8 +5,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/sluice-io/sluice/record"
 )
 
 // Transactional offset commits (KIP-98, KIP-447). TxnOffsetCommit writes
@@ -26,34 +24,60 @@ type pendingOffset struct {
 // nextSeq is the next position in the order commits were stored.
 func (st *state) nextSeq() uint64 { st.seq++; return st.seq }
 
-// txnCommit handles TxnOffsetCommit.
-func (st *state) txnCommit(req *kmsg.TxnOffsetCommitRequest, unknown map[topicPartition]bool, reply func(*kmsg.TxnOffsetCommitResponse)) {
-	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-	codes := make(map[topicPartition]int16)
-	answer := func() {
-		for _, t := range req.Topics {
-			rt := kmsg.NewTxnOffsetCommitResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				rp.Partition = p.Partition
-				rp.ErrorCode = codes[topicPartition{t.Topic, p.Partition}]
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		reply(resp)
+// txnCommitParts reads a TxnOffsetCommit's partitions (as commitParts).
+func txnCommitParts(req *kmsg.TxnOffsetCommitRequest, maxMetadata int, exists func(topic string, partition int32) bool) []commitPart {
+	n := 0
+	for _, t := range req.Topics {
+		n += len(t.Partitions)
 	}
-	all := func(code int16) {
-		for _, t := range req.Topics {
-			for _, p := range t.Partitions {
-				codes[topicPartition{t.Topic, p.Partition}] = code
+	parts := make([]commitPart, 0, n)
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			cp := commitPart{
+				tp:        topicPartition{t.Topic, p.Partition},
+				c:         offsetCommit{offset: p.Offset, leaderEpoch: -1, metadata: instanceOf(p.Metadata), commitTime: -1, expireTime: -1},
+				retention: -1,
 			}
+			if req.Version >= 2 {
+				cp.c.leaderEpoch = p.LeaderEpoch
+			}
+			cp.code = partCode(cp.tp, cp.c.metadata, maxMetadata, exists)
+			parts = append(parts, cp)
 		}
-		answer()
+	}
+	return parts
+}
+
+// txnOffsetCommitResponse answers req with the codes of its parts.
+func txnOffsetCommitResponse(req *kmsg.TxnOffsetCommitRequest, parts []commitPart) *kmsg.TxnOffsetCommitResponse {
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	resp.Topics = make([]kmsg.TxnOffsetCommitResponseTopic, len(req.Topics))
+	i := 0
+	for ti, t := range req.Topics {
+		rt := &resp.Topics[ti]
+		rt.Default()
+		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.TxnOffsetCommitResponseTopicPartition, len(t.Partitions))
+		for pi, p := range t.Partitions {
+			rp := &rt.Partitions[pi]
+			rp.Default()
+			rp.Partition, rp.ErrorCode = p.Partition, parts[i].code
+			i++
+		}
+	}
+	return resp
+}
+
+// txnCommit handles TxnOffsetCommit; parts are the request's
+// (txnCommitParts). The offsets are written as the producer's
+// transactional batch and kept pending until its marker.
+func (st *state) txnCommit(req *kmsg.TxnOffsetCommitRequest, parts []commitPart, reply func(*kmsg.TxnOffsetCommitResponse)) {
+	refuse := func(code int16) {
+		refuseAll(parts, code)
+		reply(txnOffsetCommitResponse(req, parts))
 	}
 	if code := st.coordinatorError(req.Group); code != 0 {
-		all(code)
+		refuse(code)
 		return
 	}
 	generation, memberID, instanceID := int32(-1), "", ""
@@ -63,7 +87,7 @@ func (st *state) txnCommit(req *kmsg.TxnOffsetCommitRequest, unknown map[topicPa
 	g, ok := st.groups[req.Group]
 	if !ok {
 		if generation >= 0 || memberID != "" {
-			all(kerr.IllegalGeneration.Code)
+			refuse(kerr.IllegalGeneration.Code)
 			return
 		}
 		g = st.getOrCreate(req.Group)
@@ -71,93 +95,55 @@ func (st *state) txnCommit(req *kmsg.TxnOffsetCommitRequest, unknown map[topicPa
 	// KIP-447: a commit naming a member or generation is checked against
 	// the group (GroupCoordinator.validateOffsetCommit).
 	if g.state == stateDead {
-		all(kerr.CoordinatorNotAvailable.Code)
+		refuse(kerr.CoordinatorNotAvailable.Code)
 		return
 	}
 	if generation >= 0 || memberID != "" || instanceID != "" {
 		if g.fenced(instanceID, memberID) {
-			all(kerr.FencedInstanceID.Code)
+			refuse(kerr.FencedInstanceID.Code)
 			return
 		}
 		m, ok := g.members[memberID]
 		if !ok {
-			all(kerr.UnknownMemberID.Code)
+			refuse(kerr.UnknownMemberID.Code)
 			return
 		}
 		if generation != g.generation {
-			all(kerr.IllegalGeneration.Code)
+			refuse(kerr.IllegalGeneration.Code)
 			return
 		}
 		st.touch(g, m)
 	}
-	nowMs := st.now.UnixMilli()
-	var recs []record.Record
-	commits := make(map[topicPartition]offsetCommit)
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			tp := topicPartition{t.Topic, p.Partition}
-			md := instanceOf(p.Metadata)
-			switch {
-			case unknown[tp]:
-				codes[tp] = kerr.UnknownTopicOrPartition.Code
-				continue
-			case len(md) > st.cfg.MaxMetadataBytes:
-				codes[tp] = kerr.OffsetMetadataTooLarge.Code
-				continue
-			}
-			c := offsetCommit{offset: p.Offset, leaderEpoch: -1, metadata: md, commitTime: nowMs, expireTime: -1}
-			if req.Version >= 2 {
-				c.leaderEpoch = p.LeaderEpoch
-			}
-			commits[tp] = c
-			recs = append(recs, record.Record{
-				Key:   encodeOffsetKey(nil, g.name, tp.topic, tp.partition),
-				Value: encodeOffsetValue(nil, c),
-			})
-		}
-	}
-	if len(recs) == 0 {
-		st.maybeDropUnused(g)
-		answer()
-		return
-	}
-	batch, err := record.BuildBatch(record.BatchOptions{
-		PartitionLeaderEpoch: -1, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch,
-		BaseSequence: 0, Transactional: true, BaseTimestamp: nowMs,
-	}, recs)
-	if err != nil {
-		all(kerr.UnknownServerError.Code)
-		return
-	}
 	pid := req.ProducerID
-	st.appendBatch(g.partition, batch, func(err error) {
-		code := int16(0)
+	st.storeOffsets(g, parts, &txnProducer{id: pid, epoch: req.ProducerEpoch}, func(err error) {
 		if err != nil {
-			code = commitErrorCode(err)
 			st.log.Warn("storing transactional offsets failed", "group", g.name, "producer_id", pid, "err", err)
 		}
 		live := st.groups[g.name] == g
 		if err == nil && live {
-			seq := st.nextSeq()
-			if g.pendingTxn == nil {
-				g.pendingTxn = make(map[int64]map[topicPartition]pendingOffset)
+			var seq uint64
+			for _, cp := range parts {
+				if !cp.store {
+					continue
+				}
+				if seq == 0 {
+					seq = st.nextSeq()
+					if g.pendingTxn == nil {
+						g.pendingTxn = make(map[int64]map[topicPartition]pendingOffset)
+					}
+				}
+				m := g.pendingTxn[pid]
+				if m == nil {
+					m = make(map[topicPartition]pendingOffset)
+					g.pendingTxn[pid] = m
+				}
+				m[cp.tp] = pendingOffset{c: cp.c, seq: seq}
 			}
-			m := g.pendingTxn[pid]
-			if m == nil {
-				m = make(map[topicPartition]pendingOffset)
-				g.pendingTxn[pid] = m
-			}
-			for tp, c := range commits {
-				m[tp] = pendingOffset{c: c, seq: seq}
-			}
-		}
-		for tp := range commits {
-			codes[tp] = code
 		}
 		if live {
 			st.maybeDropUnused(g)
 		}
-		answer()
+		reply(txnOffsetCommitResponse(req, parts))
 	})
 }
 
@@ -210,22 +196,8 @@ func (g *group) hasPending(tp topicPartition) bool {
 // TxnOffsetCommit answers TxnOffsetCommit once the offsets are stored
 // (pending until the transaction's marker).
 func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) (*kmsg.TxnOffsetCommitResponse, error) {
-	var unknown map[topicPartition]bool
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			if !c.backend.PartitionExists(t.Topic, p.Partition) {
-				if unknown == nil {
-					unknown = make(map[topicPartition]bool)
-				}
-				unknown[topicPartition{t.Topic, p.Partition}] = true
-			}
-		}
-	}
-	ch := make(chan *kmsg.TxnOffsetCommitResponse, 1)
-	if err := c.call(ctx, func(st *state) { st.txnCommit(req, unknown, func(r *kmsg.TxnOffsetCommitResponse) { ch <- r }) }); err != nil {
-		return nil, err
-	}
-	return wait(ctx, c, ch)
+	parts := txnCommitParts(req, c.cfg.MaxMetadataBytes, c.backend.PartitionExists)
+	return ask(ctx, c, func(st *state, reply func(*kmsg.TxnOffsetCommitResponse)) { st.txnCommit(req, parts, reply) })
 }
 
 // TxnMarker tells the coordinator that a transaction's marker was written

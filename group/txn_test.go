@@ -24,7 +24,9 @@ func (h *harness) txnCommit(group, member string, gen int32, pid int64, offsets 
 	}
 	req.Topics = append(req.Topics, t)
 	var resp *kmsg.TxnOffsetCommitResponse
-	h.do(func() { h.st.txnCommit(req, nil, func(r *kmsg.TxnOffsetCommitResponse) { resp = r }) })
+	h.do(func() {
+		h.st.txnCommit(req, txnCommitParts(req, h.st.cfg.MaxMetadataBytes, exists(nil)), func(r *kmsg.TxnOffsetCommitResponse) { resp = r })
+	})
 	if resp == nil {
 		h.t.Fatal("TxnOffsetCommit not answered")
 	}

@@ -26,11 +26,16 @@ func (s *Server) groupDenied(r *Request, op security.Operation, group string) bo
 // partition), nil when all may be read.
 func (s *Server) authorizeOffsetCommitTopics(r *Request, req *kmsg.OffsetCommitRequest) []kmsg.OffsetCommitResponseTopic {
 	var denied []kmsg.OffsetCommitResponseTopic
-	kept := req.Topics[:0:0]
-	for _, t := range req.Topics {
+	var kept []kmsg.OffsetCommitRequestTopic // once one is denied: the others
+	for i, t := range req.Topics {
 		if s.allowedTopic(r, security.OpRead, t.Topic) {
-			kept = append(kept, t)
+			if denied != nil {
+				kept = append(kept, t)
+			}
 			continue
+		}
+		if denied == nil {
+			kept = append(kept, req.Topics[:i]...)
 		}
 		rt := kmsg.NewOffsetCommitResponseTopic()
 		rt.Topic = t.Topic
@@ -51,11 +56,16 @@ func (s *Server) authorizeOffsetCommitTopics(r *Request, req *kmsg.OffsetCommitR
 // OffsetDelete (Read on each topic).
 func (s *Server) authorizeOffsetDeleteTopics(r *Request, req *kmsg.OffsetDeleteRequest) []kmsg.OffsetDeleteResponseTopic {
 	var denied []kmsg.OffsetDeleteResponseTopic
-	kept := req.Topics[:0:0]
-	for _, t := range req.Topics {
+	var kept []kmsg.OffsetDeleteRequestTopic // once one is denied: the others
+	for i, t := range req.Topics {
 		if s.allowedTopic(r, security.OpRead, t.Topic) {
-			kept = append(kept, t)
+			if denied != nil {
+				kept = append(kept, t)
+			}
 			continue
+		}
+		if denied == nil {
+			kept = append(kept, req.Topics[:i]...)
 		}
 		rt := kmsg.NewOffsetDeleteResponseTopic()
 		rt.Topic = t.Topic
