@@ -34,10 +34,10 @@ import (
 type Kind int8
 
 const (
-	Produce Kind = iota // producer_byte_rate: request bytes per second
-	Fetch               // consumer_byte_rate: response bytes per second
-	Request             // request_percentage: handler time, percent of one thread
-	Mutation            // controller_mutation_rate: partitions created or deleted per second (mutation.go)
+	Produce  Kind = iota // producer_byte_rate: request bytes per second
+	Fetch                // consumer_byte_rate: response bytes per second
+	Request              // request_percentage: handler time, percent of one thread
+	Mutation             // controller_mutation_rate: partitions created or deleted per second (mutation.go)
 	numKinds
 )
 
