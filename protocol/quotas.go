@@ -3,8 +3,10 @@ package protocol
 import (
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/quota"
 )
 
@@ -23,6 +25,46 @@ import (
 // here they count, so the mute that follows is that much longer, and the
 // average rate is held to the quota all the same), and pre-KIP-219
 // versions are muted like the others rather than answered late.
+
+// The controller mutation quota (KIP-599, quota.MutationQuota):
+// CreateTopics, CreatePartitions and DeleteTopics take one from the
+// client's quota for the request (strict from CreateTopics v6,
+// CreatePartitions v3, DeleteTopics v5; permissive before) and record each
+// topic's partitions once the topic is validated, before it is created,
+// grown or deleted, as Kafka's ZkAdminManager does. A topic a strict quota
+// refuses gets THROTTLING_QUOTA_EXCEEDED; either way the quota's throttle
+// time goes into throttle_time_ms and mutes the connection like the
+// others (applyQuotas). validate_only records nothing.
+
+// errThrottlingQuota is the error of a topic refused by a strict
+// controller mutation quota.
+var errThrottlingQuota = &broker.Error{Code: kerr.ThrottlingQuotaExceeded, Msg: kerr.ThrottlingQuotaExceeded.Description}
+
+// mutationQuota returns the request's controller mutation quota: nil when
+// none applies to the client.
+func (s *Server) mutationQuota(r *Request) *quota.MutationQuota {
+	q := s.cfg.Quotas
+	if q == nil || !q.Enabled(quota.Mutation) {
+		return nil
+	}
+	return q.MutationQuota(r.Principal.Name, r.ClientID, r.Version >= quota.MutationStrictSince[r.Key])
+}
+
+// recordMutations takes permits (partitions) from the request's
+// controller mutation quota for one topic: errThrottlingQuota when a
+// strict quota refuses the topic. The quota's throttle time, as it stands
+// when the response goes (Kafka deducts the time since the violation),
+// is applyQuotas'.
+func (s *Server) recordMutations(r *Request, mq *quota.MutationQuota, permits int) error {
+	if mq == nil {
+		return nil
+	}
+	r.mutation = mq
+	if !mq.Record(float64(permits), time.Now()) {
+		return errThrottlingQuota
+	}
+	return nil
+}
 
 // quotaExempt says whether a request is exempt from the request quota:
 // version negotiation and authentication, and the brokers' own requests
@@ -66,6 +108,9 @@ func (c *conn) applyQuotas(r *Request, sl *slot, start time.Time) {
 		if d > r.throttle {
 			r.throttle, r.throttleKind = d, quota.Request
 		}
+	}
+	if d := r.mutation.Throttle(now); d > r.throttle {
+		r.throttle, r.throttleKind = d, quota.Mutation
 	}
 	if r.throttle <= 0 {
 		return
