@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/metrics"
@@ -43,18 +44,21 @@ func (h *throttleHook) longest() time.Duration {
 // the bucket and the first one past it are created, the next ones get
 // THROTTLING_QUOTA_EXCEEDED and the response a throttle time of the debt;
 // CreatePartitions and DeleteTopics count the same way. Another client id
-// is unaffected, and a CreateTopics v5 request (before KIP-599's error)
-// has every topic created and is throttled instead.
+// is unaffected; a CreateTopics v5 request (before KIP-599's error)
+// has every topic created and is throttled instead, and so is Metadata's
+// auto-creation.
 func TestControllerMutationQuota(t *testing.T) {
-	testutil.Heavy(t, "creates and deletes 150 partitions, about 3.5 s")
+	testutil.Heavy(t, "creates and deletes some 200 partitions, about 4 s")
 	reg := metrics.New()
 	m := quota.New(quota.Config{})
 	m.Set(map[cluster.QuotaEntity]map[string]float64{
 		{ClientID: "mutator"}: {cluster.QuotaControllerMutationRate: 1},
 		{ClientID: "legacy"}:  {cluster.QuotaControllerMutationRate: 1},
 		{ClientID: "deleter"}: {cluster.QuotaControllerMutationRate: 1},
+		{ClientID: "auto"}:    {cluster.QuotaControllerMutationRate: 1},
 	})
-	n := startBenchNode(t, nil, func(c *protocol.Config) { c.Quotas, c.Metrics = m, reg })
+	n := startNodeWith(t, nil, func(b *broker.Config) { b.AutoCreateTopics, b.NumPartitions = true, 30 },
+		func(c *protocol.Config) { c.Quotas, c.Metrics = m, reg })
 	client := func(id string, opts ...kgo.Opt) (*kadm.Client, *kgo.Client, *throttleHook) {
 		hook := &throttleHook{}
 		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(n.addr), kgo.ClientID(id), kgo.WithHooks(hook)}, opts...)...)
@@ -166,8 +170,27 @@ func TestControllerMutationQuota(t *testing.T) {
 		t.Errorf("v5 throttle %v, want up to 19s", th)
 	}
 
+	// Metadata's auto-creation counts permissively: 30 partitions of 11,
+	// created, a throttle of up to 19 s.
+	_, auto, _ := client("auto")
+	mreq := kmsg.NewPtrMetadataRequest()
+	mreq.AllowAutoTopicCreation = true
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr("auto-created")
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp, err := mreq.RequestWith(ctx, auto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms := mresp.ThrottleMillis; ms < 10000 || ms > 19000 {
+		t.Errorf("auto-creating 30 partitions: throttle_time_ms %d, want up to 19000", ms)
+	}
+	if md, err := other.ListTopics(ctx, "auto-created"); err != nil || len(md["auto-created"].Partitions) != 30 {
+		t.Errorf("auto-created topic: %d partitions, %v", len(md["auto-created"].Partitions), err)
+	}
+
 	// The throttle time is counted per client under controller_mutation.
-	for _, id := range []string{"mutator", "deleter", "legacy"} {
+	for _, id := range []string{"mutator", "deleter", "legacy", "auto"} {
 		if got := scrape(t, reg, "sluice_broker_client_throttle_seconds_total", `quota_type="controller_mutation"`, fmt.Sprintf(`client_id=%q`, id)); got < 1 {
 			t.Errorf("%s: throttle seconds %v", id, got)
 		}

@@ -34,20 +34,25 @@ import (
 // grown or deleted, as Kafka's ZkAdminManager does. A topic a strict quota
 // refuses gets THROTTLING_QUOTA_EXCEEDED; either way the quota's throttle
 // time goes into throttle_time_ms and mutes the connection like the
-// others (applyQuotas). validate_only records nothing.
+// others (applyQuotas). validate_only records nothing. Topics Metadata
+// creates automatically count too, permissively, as Kafka's
+// AutoTopicCreationManager counts them.
 
 // errThrottlingQuota is the error of a topic refused by a strict
 // controller mutation quota.
 var errThrottlingQuota = &broker.Error{Code: kerr.ThrottlingQuotaExceeded, Msg: kerr.ThrottlingQuotaExceeded.Description}
 
 // mutationQuota returns the request's controller mutation quota: nil when
-// none applies to the client.
+// none applies to the client. It is strict from the versions of
+// quota.MutationStrictSince, permissive for older ones and for the APIs
+// that create topics on the side (Metadata's auto-creation).
 func (s *Server) mutationQuota(r *Request) *quota.MutationQuota {
 	q := s.cfg.Quotas
 	if q == nil || !q.Enabled(quota.Mutation) {
 		return nil
 	}
-	return q.MutationQuota(r.Principal.Name, r.ClientID, r.Version >= quota.MutationStrictSince[r.Key])
+	since, ok := quota.MutationStrictSince[r.Key]
+	return q.MutationQuota(r.Principal.Name, r.ClientID, ok && r.Version >= since)
 }
 
 // recordMutations takes permits (partitions) from the request's
