@@ -120,6 +120,7 @@ func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, 
 			}
 			wctx, cancel := context.WithTimeout(ctx, autoCreateWait)
 			mq := s.mutationQuota(r) // permissive: Metadata refuses nothing for it
+			defer endMutations(r, mq)
 			for _, name := range missing {
 				if wctx.Err() != nil {
 					break // the rest answer LEADER_NOT_AVAILABLE: clients ask again
@@ -130,7 +131,7 @@ func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, 
 				if err := b.AutoCreateTopic(wctx, name); err != nil {
 					errs[name] = err
 				} else if ti, ok := b.Image().Topics[name]; ok {
-					_ = s.recordMutations(r, mq, len(ti.Partitions)) // permissive: never refused
+					_ = recordMutations(mq, len(ti.Partitions)) // permissive: never refused
 				}
 			}
 			cancel()

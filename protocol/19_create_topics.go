@@ -75,6 +75,7 @@ func handleCreateTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 	}
 	wait := newRequestWait(req.TimeoutMillis)
 	mq := s.mutationQuota(r)
+	defer endMutations(r, mq)
 	r.Detach()
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
@@ -117,7 +118,7 @@ func handleCreateTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 			// for another reason takes nothing, as in Kafka.
 			v, err := b.CreateTopic(ctx, spec, true, 0)
 			if err == nil {
-				err = s.recordMutations(r, mq, int(v.Partitions))
+				err = recordMutations(mq, int(v.Partitions))
 			}
 			if err != nil {
 				setCreateErr(req.Version, &st, err)

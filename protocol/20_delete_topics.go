@@ -57,6 +57,7 @@ func handleDeleteTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 	if !s.cfg.Broker.DeleteTopicEnabled() {
 		mq = nil // every topic is refused: nothing to count
 	}
+	defer endMutations(r, mq)
 	r.Detach()
 	for _, name := range req.TopicNames {
 		st := kmsg.NewDeleteTopicsResponseTopic()
@@ -73,7 +74,7 @@ func handleDeleteTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 		if t, ok := s.cfg.Broker.Image().Topics[name]; ok {
 			st.TopicID = t.ID
 			if !t.Internal {
-				err = s.recordMutations(r, mq, len(t.Partitions))
+				err = recordMutations(mq, len(t.Partitions))
 			}
 		}
 		if err == nil {

@@ -67,6 +67,7 @@ func handleCreatePartitions(ctx context.Context, s *Server, r *Request) (kmsg.Re
 	}
 	wait := newRequestWait(req.TimeoutMillis)
 	mq := s.mutationQuota(r)
+	defer endMutations(r, mq)
 	r.Detach()
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
@@ -90,7 +91,7 @@ func handleCreatePartitions(ctx context.Context, s *Server, r *Request) (kmsg.Re
 				}
 				err = s.cfg.Broker.CreatePartitions(ctx, rt.Topic, rt.Count, assignment, true, 0)
 				if err == nil {
-					err = s.recordMutations(r, mq, max(int(rt.Count)-before, 0))
+					err = recordMutations(mq, max(int(rt.Count)-before, 0))
 				}
 			}
 			if err == nil {

@@ -45,15 +45,13 @@ type Request struct {
 
 	// size is the request frame's size (the produce quota's measure);
 	// throttle and throttleKind the longest byte-rate throttle its
-	// handler recorded (quotas.go); mutation the controller mutation
-	// quota it recorded topics against; detachedAt when it detached (unix
+	// handler recorded (quotas.go); detachedAt when it detached (unix
 	// nanos, 0: it did not), the end of its time against the request
 	// quota.
 	size         int32
 	throttle     time.Duration
 	throttleKind quota.Kind
 	detachedAt   atomic.Int64
-	mutation     *quota.MutationQuota // the controller mutation quota its topics were recorded against (quotas.go)
 
 	c     *conn
 	state atomic.Int32 // reqInline, reqDetached, reqReturned
@@ -351,7 +349,7 @@ func (c *conn) readOne() error {
 		handleStart = time.Now()
 	}
 	c.handle(a, r, sl)
-	if q := c.s.cfg.Quotas; q != nil && (r.throttle > 0 || r.mutation != nil || q.Enabled(quota.Request)) {
+	if q := c.s.cfg.Quotas; q != nil && (r.throttle > 0 || q.Enabled(quota.Request)) {
 		c.applyQuotas(r, sl, handleStart)
 	}
 	c.observe(sl)

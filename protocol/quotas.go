@@ -57,18 +57,21 @@ func (s *Server) mutationQuota(r *Request) *quota.MutationQuota {
 
 // recordMutations takes permits (partitions) from the request's
 // controller mutation quota for one topic: errThrottlingQuota when a
-// strict quota refuses the topic. The quota's throttle time, as it stands
-// when the response goes (Kafka deducts the time since the violation),
-// is applyQuotas'.
-func (s *Server) recordMutations(r *Request, mq *quota.MutationQuota, permits int) error {
-	if mq == nil {
-		return nil
-	}
-	r.mutation = mq
-	if !mq.Record(float64(permits), time.Now()) {
+// strict quota refuses the topic.
+func recordMutations(mq *quota.MutationQuota, permits int) error {
+	if mq != nil && !mq.Record(float64(permits), time.Now()) {
 		return errThrottlingQuota
 	}
 	return nil
+}
+
+// endMutations keeps the throttle time of the request's controller
+// mutation quota as it stands when the handler returns (Kafka deducts the
+// time since the violation) for applyQuotas. Handlers defer it.
+func endMutations(r *Request, mq *quota.MutationQuota) {
+	if d := mq.Throttle(time.Now()); d > r.throttle {
+		r.throttle, r.throttleKind = d, quota.Mutation
+	}
 }
 
 // quotaExempt says whether a request is exempt from the request quota:
@@ -113,9 +116,6 @@ func (c *conn) applyQuotas(r *Request, sl *slot, start time.Time) {
 		if d > r.throttle {
 			r.throttle, r.throttleKind = d, quota.Request
 		}
-	}
-	if d := r.mutation.Throttle(now); d > r.throttle {
-		r.throttle, r.throttleKind = d, quota.Mutation
 	}
 	if r.throttle <= 0 {
 		return
