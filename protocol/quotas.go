@@ -43,16 +43,14 @@ import (
 var errThrottlingQuota = &broker.Error{Code: kerr.ThrottlingQuotaExceeded, Msg: kerr.ThrottlingQuotaExceeded.Description}
 
 // mutationQuota returns the request's controller mutation quota: nil when
-// none applies to the client. It is strict from the versions of
-// quota.MutationStrictSince, permissive for older ones and for the APIs
-// that create topics on the side (Metadata's auto-creation).
+// none applies to the client, strict or permissive by the request's API
+// and version (quota.StrictMutations).
 func (s *Server) mutationQuota(r *Request) *quota.MutationQuota {
 	q := s.cfg.Quotas
 	if q == nil || !q.Enabled(quota.Mutation) {
 		return nil
 	}
-	since, ok := quota.MutationStrictSince[r.Key]
-	return q.MutationQuota(r.Principal.Name, r.ClientID, ok && r.Version >= since)
+	return q.MutationQuota(r.Principal.Name, r.ClientID, quota.StrictMutations(r.Key, r.Version))
 }
 
 // recordMutations takes permits (partitions) from the request's

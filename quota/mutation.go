@@ -16,20 +16,31 @@ import (
 //
 // A request takes one MutationQuota and calls Record for each topic with
 // the topic's partitions, after the topic was validated and before it is
-// changed. Recent request versions (CreateTopics v6+, CreatePartitions
-// v3+, DeleteTopics v5+) get a strict quota: a topic is refused while the
-// bucket is below zero; the topic that takes it below zero is accepted
-// (so one request of any size goes through a full bucket, leaving a debt
-// that the refill pays back). Older versions cannot be told
+// changed. Recent request versions (StrictMutations) get a strict quota:
+// a topic is refused while the bucket is below zero; the topic that takes
+// it below zero is accepted (so one request of any size goes through a
+// full bucket, leaving a debt that the refill pays back). Older versions cannot be told
 // THROTTLING_QUOTA_EXCEEDED: their quota is permissive, every topic is
 // accepted and the bucket goes into debt. Either way Throttle is how long
 // the bucket takes to come back to zero, which the broker returns as
 // throttle_time_ms and mutes the connection for.
 
-// MutationStrictSince is, per API key, the first version whose
-// controller mutation quota is strict (Kafka's strictSinceVersion):
-// CreateTopics 6, DeleteTopics 5, CreatePartitions 3.
-var MutationStrictSince = map[int16]int16{19: 6, 20: 5, 37: 3}
+// StrictMutations says whether a request of API key at version gets a
+// strict controller mutation quota (Kafka's strictSinceVersion):
+// CreateTopics (19) from v6, DeleteTopics (20) from v5, CreatePartitions
+// (37) from v3. Other APIs that create topics on the side (Metadata's
+// auto-creation) get a permissive one.
+func StrictMutations(key, version int16) bool {
+	switch key {
+	case 19:
+		return version >= 6
+	case 20:
+		return version >= 5
+	case 37:
+		return version >= 3
+	}
+	return false
+}
 
 // bucket is Kafka's TokenBucket. Lock mu.
 type bucket struct {
@@ -70,7 +81,7 @@ type MutationQuota struct {
 }
 
 // MutationQuota returns the controller mutation quota of a request from
-// user and clientID, strict or permissive (MutationStrictSince); nil when
+// user and clientID, strict or permissive (StrictMutations); nil when
 // no controller_mutation_rate applies to the client.
 func (m *Manager) MutationQuota(user, clientID string, strict bool) *MutationQuota {
 	if m == nil || !m.Enabled(Mutation) {

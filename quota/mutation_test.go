@@ -174,3 +174,19 @@ func TestBucketsSwept(t *testing.T) {
 		t.Fatalf("debtor's tokens %v, want -995", tok)
 	}
 }
+
+func TestStrictMutations(t *testing.T) {
+	for _, c := range []struct {
+		key, version int16
+		strict       bool
+	}{
+		{19, 5, false}, {19, 6, true}, {19, 7, true},
+		{20, 4, false}, {20, 5, true},
+		{37, 2, false}, {37, 3, true},
+		{3, 12, false}, // Metadata's auto-creation: permissive
+	} {
+		if got := StrictMutations(c.key, c.version); got != c.strict {
+			t.Errorf("key %d v%d: strict %v, want %v", c.key, c.version, got, c.strict)
+		}
+	}
+}
