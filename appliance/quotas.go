@@ -20,6 +20,9 @@ func (a *App) startQuotas(ctx context.Context, srvCfg *protocol.Config) error {
 	m := quota.New(quota.Config{
 		Windows:    int(a.cfg.QuotaWindowNum),
 		WindowSize: time.Duration(a.cfg.QuotaWindowSizeSeconds) * time.Second,
+
+		MutationWindows:    int(a.cfg.ControllerQuotaWindowNum),
+		MutationWindowSize: time.Duration(a.cfg.ControllerQuotaWindowSeconds) * time.Second,
 	})
 	qctx, cancel := context.WithCancel(context.Background())
 	changes := a.coord.Watch(qctx) // before the read: no change is missed

@@ -413,3 +413,51 @@ func (h *requestThrottleHook) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Dura
 		h.seen.Store(true)
 	}
 }
+
+// TestMutationQuotaThroughAppliance: a controller_mutation_rate set with
+// AlterClientQuotas reaches the listener, sized by
+// controller.quota.window.num: with a rate of 1 and 3 windows the bucket
+// holds 3 partitions, so of topics of 5 and 1 partitions the first is
+// created (emptying the bucket) and the second is refused.
+func TestMutationQuotaThroughAppliance(t *testing.T) {
+	app := startApplianceIn(t, t.TempDir(), "listeners=PLAINTEXT://"+testutil.FreeAddr(t), "controller.quota.window.num=3")
+	t.Cleanup(func() { app.Close() })
+	adm := quotaAdmin(t, app)
+	if err := alterQuota(t, adm, kadm.ClientQuotaEntity{{Type: "client-id", Name: sp("provisioner")}}, kadm.AlterClientQuotaOp{Key: "controller_mutation_rate", Value: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(app.BootstrapAddrs()...), kgo.ClientID("provisioner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The quota reaches the broker within a moment of being set: until
+	// then both topics are created.
+	attempt := 0
+	testutil.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		attempt++
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 10000
+		for i, n := range []int32{5, 1} {
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = fmt.Sprintf("prov-%d-%d", attempt, i), n, 1
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+			t.Fatalf("first topic: %v", err)
+		}
+		if err := kerr.ErrorForCode(resp.Topics[1].ErrorCode); err != kerr.ThrottlingQuotaExceeded {
+			return fmt.Errorf("second topic: %v, want THROTTLING_QUOTA_EXCEEDED", err)
+		}
+		if resp.ThrottleMillis <= 0 || resp.ThrottleMillis > 2000 {
+			return fmt.Errorf("throttle_time_ms %d, want up to 2000", resp.ThrottleMillis)
+		}
+		return nil
+	})
+}

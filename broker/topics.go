@@ -273,7 +273,7 @@ func (b *Broker) EnsureOffsetsTopic(ctx context.Context) error {
 // Errors: UNKNOWN_TOPIC_OR_PARTITION, TOPIC_DELETION_DISABLED,
 // INVALID_TOPIC_EXCEPTION for internal topics.
 func (b *Broker) DeleteTopic(ctx context.Context, name string, wait time.Duration) error {
-	if !b.cfg.DeleteTopicEnable {
+	if !b.DeleteTopicEnabled() {
 		return errorf(kerr.TopicDeletionDisabled, "delete.topic.enable is false")
 	}
 	t, ok := b.Image().Topics[name]
@@ -302,6 +302,10 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string, wait time.Duratio
 	}
 	return nil
 }
+
+// DeleteTopicEnabled is delete.topic.enable: whether DeleteTopic may
+// delete at all.
+func (b *Broker) DeleteTopicEnabled() bool { return b.cfg.DeleteTopicEnable }
 
 // DeleteTopicByID is DeleteTopic for a topic named by id.
 func (b *Broker) DeleteTopicByID(ctx context.Context, id cluster.TopicID, wait time.Duration) (string, error) {

@@ -64,6 +64,8 @@ type Config struct {
 	QueuedMaxRequestBytes        int64          // queued.max.request.bytes; -1 = unbounded
 	QuotaWindowNum               int32          // quota.window.num
 	QuotaWindowSizeSeconds       int32          // quota.window.size.seconds
+	ControllerQuotaWindowNum     int32          // controller.quota.window.num
+	ControllerQuotaWindowSeconds int32          // controller.quota.window.size.seconds
 
 	// Logs.
 	LogDirs                      []string      // log.dirs (log.dir when unset)

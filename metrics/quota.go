@@ -19,7 +19,7 @@ func (r *Registry) throttleFamily() *prometheus.CounterVec {
 	defer r.mu.Unlock()
 	if r.throttle == nil {
 		r.throttle = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "broker", Name: "client_throttle_seconds_total",
-			Help: "Time clients were throttled for by their quotas (throttle_time_ms returned, connection muted), by quota type (produce, fetch, request), user and client id; its rate is the share of time a client is throttled."},
+			Help: "Time clients were throttled for by their quotas (throttle_time_ms returned, connection muted), by quota type (produce, fetch, request, controller_mutation), user and client id; its rate is the share of time a client is throttled."},
 			[]string{"broker", "quota_type", "user", "client_id"})
 		r.reg.MustRegister(r.throttle)
 	}

@@ -28,6 +28,9 @@ import (
 //     auto.create.topics.enable says (as ZooKeeper-mode Kafka does), with
 //     its own settings (offsets.topic.*). Without auto-creation the answer
 //     is UNKNOWN_TOPIC_OR_PARTITION; a bad name is INVALID_TOPIC_EXCEPTION.
+//     The partitions created count against the client's
+//     controller_mutation_rate, permissively (quotas.go): the topic is
+//     created and the response throttled.
 //   - A partition whose leader is not live has leader -1 and
 //     LEADER_NOT_AVAILABLE; replicas that are not live are listed as
 //     offline (v5+).
@@ -116,6 +119,8 @@ func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, 
 				r.Detach()
 			}
 			wctx, cancel := context.WithTimeout(ctx, autoCreateWait)
+			mq := s.mutationQuota(r) // permissive: Metadata refuses nothing for it
+			defer endMutations(r, mq)
 			for _, name := range missing {
 				if wctx.Err() != nil {
 					break // the rest answer LEADER_NOT_AVAILABLE: clients ask again
@@ -125,6 +130,8 @@ func handleMetadata(ctx context.Context, s *Server, r *Request) (kmsg.Response, 
 				}
 				if err := b.AutoCreateTopic(wctx, name); err != nil {
 					errs[name] = err
+				} else if ti, ok := b.Image().Topics[name]; ok {
+					_ = recordMutations(mq, len(ti.Partitions)) // permissive: never refused
 				}
 			}
 			cancel()

@@ -22,7 +22,12 @@ import (
 //     does (REQUEST_TIMED_OUT after, the topic existing anyway, as in
 //     Kafka).
 //   - validate_only (v1+) validates and describes without creating.
-//   - Errors: INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
+//   - Controller mutation quota (KIP-599, quotas.go): each valid topic
+//     takes its partitions from the client's controller_mutation_rate
+//     bucket; from v6 a topic beyond an empty bucket gets
+//     THROTTLING_QUOTA_EXCEEDED, before v6 it is created and the
+//     response throttled.
+//   - Errors: THROTTLING_QUOTA_EXCEEDED (v6+), INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
 //     INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
 //     INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST (a topic listed twice, or
 //     assignments together with a count), INVALID_CONFIG (unknown config,
@@ -69,6 +74,8 @@ func handleCreateTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 		count[t.Topic]++
 	}
 	wait := newRequestWait(req.TimeoutMillis)
+	mq := s.mutationQuota(r)
+	defer endMutations(r, mq)
 	r.Detach()
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
@@ -103,6 +110,20 @@ func handleCreateTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 				if c.Value != nil {
 					spec.Configs[c.Name] = *c.Value
 				}
+			}
+		}
+		if mq != nil && !req.ValidateOnly {
+			// The topic's partitions count against the client's
+			// controller mutation quota once it is valid: a topic refused
+			// for another reason takes nothing, as in Kafka.
+			v, err := b.CreateTopic(ctx, spec, true, 0)
+			if err == nil {
+				err = recordMutations(mq, int(v.Partitions))
+			}
+			if err != nil {
+				setCreateErr(req.Version, &st, err)
+				resp.Topics = append(resp.Topics, st)
+				continue
 			}
 		}
 		created, err := b.CreateTopic(ctx, spec, req.ValidateOnly, wait.left())

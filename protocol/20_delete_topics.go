@@ -18,7 +18,12 @@ import (
 //     deletes it and every broker drops its partitions. The response waits
 //     up to timeout_ms (for the whole request) for the topic to be gone
 //     (REQUEST_TIMED_OUT after; the deletion still completes).
-//   - Errors: UNKNOWN_TOPIC_OR_PARTITION, TOPIC_DELETION_DISABLED
+//   - Controller mutation quota (KIP-599, quotas.go): each topic takes
+//     its partitions from the client's controller_mutation_rate bucket;
+//     from v5 a topic beyond an empty bucket gets
+//     THROTTLING_QUOTA_EXCEEDED, before v5 it is deleted and the response
+//     throttled.
+//   - Errors: THROTTLING_QUOTA_EXCEEDED (v5), UNKNOWN_TOPIC_OR_PARTITION, TOPIC_DELETION_DISABLED
 //     (delete.topic.enable=false), INVALID_TOPIC_EXCEPTION for internal
 //     topics, POLICY_VIOLATION for every topic of a request naming more
 //     than 10,000 (Kafka's limit on one request's metadata records).
@@ -48,6 +53,11 @@ func handleDeleteTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 		return resp, nil
 	}
 	wait := newRequestWait(req.TimeoutMillis)
+	mq := s.mutationQuota(r)
+	if !s.cfg.Broker.DeleteTopicEnabled() {
+		mq = nil // every topic is refused: nothing to count
+	}
+	defer endMutations(r, mq)
 	r.Detach()
 	for _, name := range req.TopicNames {
 		st := kmsg.NewDeleteTopicsResponseTopic()
@@ -60,10 +70,16 @@ func handleDeleteTopics(ctx context.Context, s *Server, r *Request) (kmsg.Respon
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		var err error
 		if t, ok := s.cfg.Broker.Image().Topics[name]; ok {
 			st.TopicID = t.ID
+			if !t.Internal {
+				err = recordMutations(mq, len(t.Partitions))
+			}
 		}
-		err := s.cfg.Broker.DeleteTopic(ctx, name, wait.left())
+		if err == nil {
+			err = s.cfg.Broker.DeleteTopic(ctx, name, wait.left())
+		}
 		if err != nil {
 			code, msg := broker.ErrorCode(err)
 			st.ErrorCode = code

@@ -20,7 +20,12 @@ import (
 //     controller; the response waits up to timeout_ms (for the whole
 //     request) for them.
 //     validate_only only validates.
-//   - Errors: UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (not more than
+//   - Controller mutation quota (KIP-599, quotas.go): the new partitions
+//     of each valid change are taken from the client's
+//     controller_mutation_rate bucket; from v3 a topic beyond an empty
+//     bucket gets THROTTLING_QUOTA_EXCEEDED, before v3 it grows and the
+//     response is throttled.
+//   - Errors: THROTTLING_QUOTA_EXCEEDED (v3), UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS (not more than
 //     now, or an internal topic: the partition count of __consumer_offsets
 //     decides where every group lives), INVALID_REPLICA_ASSIGNMENT,
 //     INVALID_REPLICATION_FACTOR, INVALID_REQUEST (a topic listed twice),
@@ -61,6 +66,8 @@ func handleCreatePartitions(ctx context.Context, s *Server, r *Request) (kmsg.Re
 		count[t.Topic]++
 	}
 	wait := newRequestWait(req.TimeoutMillis)
+	mq := s.mutationQuota(r)
+	defer endMutations(r, mq)
 	r.Detach()
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
@@ -75,7 +82,21 @@ func handleCreatePartitions(ctx context.Context, s *Server, r *Request) (kmsg.Re
 			for _, a := range rt.Assignment {
 				assignment = append(assignment, a.Replicas)
 			}
-			err = s.cfg.Broker.CreatePartitions(ctx, rt.Topic, rt.Count, assignment, req.ValidateOnly, wait.left())
+			if mq != nil && !req.ValidateOnly {
+				// The new partitions count against the client's
+				// controller mutation quota once the change is valid.
+				before := 0
+				if t, ok := s.cfg.Broker.Image().Topics[rt.Topic]; ok {
+					before = len(t.Partitions)
+				}
+				err = s.cfg.Broker.CreatePartitions(ctx, rt.Topic, rt.Count, assignment, true, 0)
+				if err == nil {
+					err = recordMutations(mq, max(int(rt.Count)-before, 0))
+				}
+			}
+			if err == nil {
+				err = s.cfg.Broker.CreatePartitions(ctx, rt.Topic, rt.Count, assignment, req.ValidateOnly, wait.left())
+			}
 		}
 		if err != nil {
 			code, msg := broker.ErrorCode(err)

@@ -24,8 +24,8 @@ import (
 //     with a change notification, or in the standalone store; other keys of
 //     the same node (a user's SCRAM credentials) are kept. Every broker
 //     enforces the new quotas once it has read the notification.
-//     controller_mutation_rate is stored and described but not enforced
-//     (Sluice has no controller mutation quota).
+//     controller_mutation_rate limits the partitions a client creates and
+//     deletes (KIP-599; CreateTopics, CreatePartitions, DeleteTopics).
 //   - One result per entry, each on its own: an empty entity, a type
 //     given twice, an unknown type, an empty name, an unknown key, a value
 //     not greater than 0 or a fractional byte rate: INVALID_REQUEST with

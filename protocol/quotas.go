@@ -3,8 +3,10 @@ package protocol
 import (
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-io/sluice/broker"
 	"github.com/sluice-io/sluice/quota"
 )
 
@@ -23,6 +25,52 @@ import (
 // here they count, so the mute that follows is that much longer, and the
 // average rate is held to the quota all the same), and pre-KIP-219
 // versions are muted like the others rather than answered late.
+
+// The controller mutation quota (KIP-599, quota.MutationQuota):
+// CreateTopics, CreatePartitions and DeleteTopics take one from the
+// client's quota for the request (strict from CreateTopics v6,
+// CreatePartitions v3, DeleteTopics v5; permissive before) and record each
+// topic's partitions once the topic is validated, before it is created,
+// grown or deleted, as Kafka's ZkAdminManager does. A topic a strict quota
+// refuses gets THROTTLING_QUOTA_EXCEEDED; either way the quota's throttle
+// time goes into throttle_time_ms and mutes the connection like the
+// others (applyQuotas). validate_only records nothing. Topics Metadata
+// creates automatically count too, permissively, as Kafka's
+// AutoTopicCreationManager counts them.
+
+// errThrottlingQuota is the error of a topic refused by a strict
+// controller mutation quota.
+var errThrottlingQuota = &broker.Error{Code: kerr.ThrottlingQuotaExceeded, Msg: kerr.ThrottlingQuotaExceeded.Description}
+
+// mutationQuota returns the request's controller mutation quota: nil when
+// none applies to the client, strict or permissive by the request's API
+// and version (quota.StrictMutations).
+func (s *Server) mutationQuota(r *Request) *quota.MutationQuota {
+	q := s.cfg.Quotas
+	if q == nil || !q.Enabled(quota.Mutation) {
+		return nil
+	}
+	return q.MutationQuota(r.Principal.Name, r.ClientID, quota.StrictMutations(r.Key, r.Version))
+}
+
+// recordMutations takes permits (partitions) from the request's
+// controller mutation quota for one topic: errThrottlingQuota when a
+// strict quota refuses the topic.
+func recordMutations(mq *quota.MutationQuota, permits int) error {
+	if mq != nil && !mq.Record(float64(permits), time.Now()) {
+		return errThrottlingQuota
+	}
+	return nil
+}
+
+// endMutations keeps the throttle time of the request's controller
+// mutation quota as it stands when the handler returns (Kafka deducts the
+// time since the violation) for applyQuotas. Handlers defer it.
+func endMutations(r *Request, mq *quota.MutationQuota) {
+	if d := mq.Throttle(time.Now()); d > r.throttle {
+		r.throttle, r.throttleKind = d, quota.Mutation
+	}
+}
 
 // quotaExempt says whether a request is exempt from the request quota:
 // version negotiation and authentication, and the brokers' own requests

@@ -9,6 +9,12 @@
 // the coordinator (cluster.ClientQuotaStore); package protocol records and
 // applies the throttle.
 //
+// The controller mutation quota (KIP-599, controller_mutation_rate) is a
+// token bucket per quota id instead (mutation.go): CreateTopics,
+// CreatePartitions and DeleteTopics take a token per partition they
+// create or delete, and topics beyond an empty bucket are refused with
+// THROTTLING_QUOTA_EXCEEDED.
+//
 // The unthrottled path is one atomic load: with no quota of a kind
 // configured, Enabled says so and nothing is recorded.
 package quota
@@ -28,9 +34,10 @@ import (
 type Kind int8
 
 const (
-	Produce Kind = iota // producer_byte_rate: request bytes per second
-	Fetch               // consumer_byte_rate: response bytes per second
-	Request             // request_percentage: handler time, percent of one thread
+	Produce  Kind = iota // producer_byte_rate: request bytes per second
+	Fetch                // consumer_byte_rate: response bytes per second
+	Request              // request_percentage: handler time, percent of one thread
+	Mutation             // controller_mutation_rate: partitions created or deleted per second (mutation.go)
 	numKinds
 )
 
@@ -41,6 +48,8 @@ func (k Kind) String() string {
 		return "produce"
 	case Fetch:
 		return "fetch"
+	case Mutation:
+		return "controller_mutation"
 	}
 	return "request"
 }
@@ -52,6 +61,8 @@ func (k Kind) Key() string {
 		return cluster.QuotaProducerByteRate
 	case Fetch:
 		return cluster.QuotaConsumerByteRate
+	case Mutation:
+		return cluster.QuotaControllerMutationRate
 	}
 	return cluster.QuotaRequestPercentage
 }
@@ -68,6 +79,12 @@ type Config struct {
 	// Windows samples of WindowSize each.
 	Windows    int
 	WindowSize time.Duration
+	// MutationWindows and MutationWindowSize are
+	// controller.quota.window.num (11) and
+	// controller.quota.window.size.seconds (1 s): a controller mutation
+	// bucket holds MutationWindows*MutationWindowSize worth of its quota.
+	MutationWindows    int
+	MutationWindowSize time.Duration
 }
 
 // Manager holds the quotas and the rates of every quota id. Safe for
@@ -83,6 +100,13 @@ type Manager struct {
 	mu        sync.Mutex
 	sensors   map[sensorKey]*sensor
 	lastSweep int64 // unix ms
+
+	// The controller mutation buckets (mutation.go): burstSeconds is the
+	// time a bucket holds, in quota seconds.
+	burstSeconds float64
+	bmu          sync.Mutex
+	buckets      map[sensorKey]*bucket
+	bucketSweep  int64 // unix ms
 }
 
 // table is one immutable version of the quotas, by kind.
@@ -103,9 +127,17 @@ func New(cfg Config) *Manager {
 	if cfg.WindowSize <= 0 {
 		cfg.WindowSize = time.Second
 	}
+	if cfg.MutationWindows < 1 {
+		cfg.MutationWindows = 11
+	}
+	if cfg.MutationWindowSize <= 0 {
+		cfg.MutationWindowSize = time.Second
+	}
 	m := &Manager{
 		windows: cfg.Windows, windowMs: cfg.WindowSize.Milliseconds(),
-		sensors: map[sensorKey]*sensor{},
+		sensors:      map[sensorKey]*sensor{},
+		burstSeconds: float64(cfg.MutationWindows) * cfg.MutationWindowSize.Seconds(),
+		buckets:      map[sensorKey]*bucket{},
 	}
 	m.windowMs = max(m.windowMs, 1)
 	m.expireMs = int64(m.windows) * m.windowMs
@@ -139,7 +171,7 @@ func (m *Manager) Enabled(k Kind) bool {
 // Active says whether any quota is configured.
 func (m *Manager) Active() bool {
 	t := m.table.Load()
-	return t != nil && (t.byKind[Produce] != nil || t.byKind[Fetch] != nil || t.byKind[Request] != nil)
+	return t != nil && (t.byKind[Produce] != nil || t.byKind[Fetch] != nil || t.byKind[Request] != nil || t.byKind[Mutation] != nil)
 }
 
 // Resolve returns the quota of kind k that applies to a client, and the
@@ -207,8 +239,14 @@ func resolve(q map[cluster.QuotaEntity]float64, user, clientID string) (float64,
 // Record adds value (bytes; for Request, NanosToPercent of the handler's
 // time) to the client's rate of kind k at now and returns how long the
 // client must wait for the rate to fall back to its quota (0 when within
-// it, or no quota applies).
+// it, or no quota applies). For Mutation it takes value tokens from the
+// client's bucket as a permissive MutationQuota does.
 func (m *Manager) Record(k Kind, user, clientID string, value float64, now time.Time) time.Duration {
+	if k == Mutation {
+		q := m.MutationQuota(user, clientID, false)
+		q.Record(value, now)
+		return q.Throttle(now)
+	}
 	limit, idUser, idClient, ok := m.Resolve(k, user, clientID)
 	if !ok {
 		return 0
@@ -247,6 +285,9 @@ func (m *Manager) MaxValueInWindow(k Kind, user, clientID string) (v float64, ok
 // Unrecord takes value back out of the client's rate (a throttled fetch is
 // answered empty, so its bytes do not count: Kafka's unrecordQuotaSensor).
 func (m *Manager) Unrecord(k Kind, user, clientID string, value float64, now time.Time) {
+	if k == Mutation {
+		return // a bucket's tokens are not given back
+	}
 	_, idUser, idClient, ok := m.Resolve(k, user, clientID)
 	if !ok {
 		return
@@ -258,8 +299,12 @@ func (m *Manager) Unrecord(k Kind, user, clientID string, value float64, now tim
 	s.mu.Unlock()
 }
 
-// Rate returns the client's measured rate of kind k (0 without a quota).
+// Rate returns the client's measured rate of kind k (0 without a quota,
+// and for Mutation, whose state is Tokens).
 func (m *Manager) Rate(k Kind, user, clientID string, now time.Time) float64 {
+	if k == Mutation {
+		return 0
+	}
 	_, idUser, idClient, ok := m.Resolve(k, user, clientID)
 	if !ok {
 		return 0

@@ -86,7 +86,7 @@ func quotasSet(ctx context.Context, env *cliEnv, args []string) error {
 	produce := fs.String("producer-byte-rate", "", "bytes per second a client may produce (request bytes)")
 	consume := fs.String("consumer-byte-rate", "", "bytes per second a client may fetch (record bytes)")
 	request := fs.String("request-percentage", "", "percent of one request handler's time a client may use (100 = one thread)")
-	mutation := fs.String("controller-mutation-rate", "", "partition mutations per second (stored for Kafka's tools; not enforced)")
+	mutation := fs.String("controller-mutation-rate", "", "partitions a client may create or delete per second (CreateTopics, CreatePartitions, DeleteTopics; a user or client id alone)")
 	if _, err := cf.parse(fs, args, noArgs); err != nil {
 		return err
 	}

@@ -1,7 +1,8 @@
 // Package quotas is the console's client quotas page, for admins only
 // (quotas are an access-control setting): every quota entity (user, client
 // id, user and client id, and their defaults) with its producer_byte_rate,
-// consumer_byte_rate and request_percentage in words and units; set and
+// consumer_byte_rate, request_percentage and controller_mutation_rate in
+// words and units; set and
 // delete quotas over the Kafka protocol (Describe/AlterClientQuotas, as
 // kafka-configs.sh and `sluice quotas` do), each change audited; and the
 // time each client was throttled on the console's own broker, in all and
@@ -82,13 +83,12 @@ const minWindow = 10 * time.Second
 // requestTimeout bounds one page's Kafka requests.
 const requestTimeout = 15 * time.Second
 
-// The quota keys the page shows and sets, in order, with their words
-// (controller_mutation_rate is listed when set, by `sluice quotas`).
+// The quota keys the page shows and sets, in order, with their words.
 var keys = []struct{ key, label, field string }{
 	{cluster.QuotaProducerByteRate, "Produce rate", "producer_byte_rate"},
 	{cluster.QuotaConsumerByteRate, "Fetch rate", "consumer_byte_rate"},
 	{cluster.QuotaRequestPercentage, "Request time", "request_percentage"},
-	{cluster.QuotaControllerMutationRate, "Partition mutations", ""},
+	{cluster.QuotaControllerMutationRate, "Partition mutations", "controller_mutation_rate"},
 }
 
 func newForm() templates.Form { return templates.NewForm("entity", "client") }
@@ -196,7 +196,7 @@ func valueText(key string, v float64) string {
 	case cluster.QuotaRequestPercentage:
 		return human.Number(v) + " % of one request thread"
 	case cluster.QuotaControllerMutationRate:
-		return human.Number(v) + " per second"
+		return human.Number(v) + " partitions created or deleted per second"
 	}
 	return human.Number(v)
 }
@@ -318,8 +318,9 @@ func entityOf(f *templates.Form) kadm.ClientQuotaEntity {
 }
 
 // parseRate reads a rate field: bytes per second (with a unit, 1MiB) for
-// the byte rates, a percentage for request_percentage. Kafka refuses
-// values that are not positive.
+// the byte rates, a percentage for request_percentage, partitions per
+// second for controller_mutation_rate. Kafka refuses values that are not
+// positive.
 func parseRate(key, s string) (float64, string) {
 	switch key {
 	case cluster.QuotaProducerByteRate, cluster.QuotaConsumerByteRate:
@@ -331,6 +332,15 @@ func parseRate(key, s string) (float64, string) {
 			return 0, "More than 0 bytes per second (delete the quota to remove the limit)."
 		}
 		return float64(n), ""
+	case cluster.QuotaControllerMutationRate:
+		v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "/s"), 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0, "Partitions per second, e.g. 10 or 0.5."
+		}
+		if v <= 0 {
+			return 0, "More than 0 partitions per second (delete the quota to remove the limit)."
+		}
+		return v, ""
 	default:
 		v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
 		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
@@ -361,6 +371,9 @@ func (h handler) set(c *fiber.Ctx) error {
 			continue
 		}
 		v, msg := parseRate(k.key, text)
+		if msg == "" && k.key == cluster.QuotaControllerMutationRate && len(e) == 2 {
+			msg = "A user or a client id alone: Kafka has no partition mutation quota for a user's client id."
+		}
 		if msg != "" {
 			f.Fail(k.field, msg)
 			continue
@@ -368,8 +381,8 @@ func (h handler) set(c *fiber.Ctx) error {
 		ops = append(ops, kadm.AlterClientQuotaOp{Key: k.key, Value: v})
 		detail = append(detail, k.key+"="+strconv.FormatFloat(v, 'f', -1, 64))
 	}
-	if len(ops) == 0 && f.Error("producer_byte_rate")+f.Error("consumer_byte_rate")+f.Error("request_percentage") == "" {
-		f.Fail("producer_byte_rate", "Set at least one of the produce rate, the fetch rate and the request time.")
+	if len(ops) == 0 && f.Error("producer_byte_rate")+f.Error("consumer_byte_rate")+f.Error("request_percentage")+f.Error("controller_mutation_rate") == "" {
+		f.Fail("producer_byte_rate", "Set at least one of the produce rate, the fetch rate, the request time and the partition mutations.")
 	}
 	if !f.OK() {
 		return h.page(c, fiber.StatusUnprocessableEntity, f)

@@ -98,13 +98,13 @@ func TestQuotasPage(t *testing.T) {
 		webtest.ExpectStatus(t, r, 303)
 		r = admin.Post("/quotas", "/quotas", url.Values{"entity": {"user+default-client"}, "user": {"alice"}, "request_percentage": {"50"}})
 		webtest.ExpectStatus(t, r, 303)
-		r = admin.Post("/quotas", "/quotas", url.Values{"entity": {"default-client"}, "producer_byte_rate": {"1048576"}})
+		r = admin.Post("/quotas", "/quotas", url.Values{"entity": {"default-client"}, "producer_byte_rate": {"1048576"}, "controller_mutation_rate": {"2.5"}})
 		webtest.ExpectStatus(t, r, 303)
 		got := described()
 		for ent, want := range map[string]map[string]float64{
 			"{client-id=hog}":                   {"producer_byte_rate": 1024, "consumer_byte_rate": 10 << 20},
 			"{user=alice, client-id=<default>}": {"request_percentage": 50},
-			"{client-id=<default>}":             {"producer_byte_rate": 1 << 20},
+			"{client-id=<default>}":             {"producer_byte_rate": 1 << 20, "controller_mutation_rate": 2.5},
 		} {
 			if fmt.Sprint(got[ent]) != fmt.Sprint(want) {
 				t.Fatalf("quotas of %s = %v, want %v (all %v)", ent, got[ent], want, got)
@@ -112,7 +112,8 @@ func TestQuotasPage(t *testing.T) {
 		}
 		r = admin.Get("/quotas")
 		webtest.ExpectContains(t, r, `client id &#34;hog&#34;`, "1.0 KiB/s (1,024 bytes per second)", "10.0 MiB/s (10,485,760 bytes per second)",
-			`clients of user &#34;alice&#34;, each by default`, "50 % of one request thread", "every client id (default)", "Produce rate", "Fetch rate", "Request time")
+			`clients of user &#34;alice&#34;, each by default`, "50 % of one request thread", "every client id (default)", "Produce rate", "Fetch rate", "Request time",
+			"Partition mutations", "2.5 partitions created or deleted per second")
 
 		// Bad input: each error beside its field, nothing changed.
 		for _, tc := range []struct {
@@ -125,6 +126,9 @@ func TestQuotasPage(t *testing.T) {
 			{url.Values{"entity": {"user"}, "user": {"bob"}, "consumer_byte_rate": {"0"}}, "consumer_byte_rate", "More than 0 bytes per second"},
 			{url.Values{"entity": {"user"}, "user": {"bob"}, "request_percentage": {"-5"}}, "request_percentage", "More than 0 percent"},
 			{url.Values{"entity": {"user"}, "user": {"bob"}}, "producer_byte_rate", "Set at least one"},
+			{url.Values{"entity": {"user"}, "user": {"bob"}, "controller_mutation_rate": {"0"}}, "controller_mutation_rate", "More than 0 partitions per second"},
+			{url.Values{"entity": {"user"}, "user": {"bob"}, "controller_mutation_rate": {"many"}}, "controller_mutation_rate", "Partitions per second"},
+			{url.Values{"entity": {"user+client"}, "user": {"bob"}, "client_id": {"app"}, "controller_mutation_rate": {"5"}}, "controller_mutation_rate", "A user or a client id alone"},
 			{url.Values{"entity": {"default-user"}, "user": {"bob"}, "request_percentage": {"5"}}, "user", "Leave this empty"},
 		} {
 			r := admin.Post("/quotas", "/quotas", tc.form)
