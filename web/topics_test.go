@@ -127,7 +127,7 @@ func TestTopicConfigsPartitionsDelete(t *testing.T) {
 	op := ts.signedIn(t, "op", RoleOperator)
 	page := "/topics/t1"
 	r := op.Get(page + "?configs=all")
-	expectContains(t, r, "retention.ms", "(default)", "Save configuration")
+	expectContains(t, r, "retention.ms", "(default)", "Preview configuration changes")
 	// Change one config: only it is sent.
 	form := url.Values{"cfg.retention.ms": {"3600000"}, "was.retention.ms": {"604800000"},
 		"cfg.cleanup.policy": {"delete"}, "was.cleanup.policy": {"delete"}}
