@@ -269,7 +269,7 @@ func Page(p templates.Page, v View) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "</section><section class=\"panel form\" aria-labelledby=\"set-quota\"><h2 id=\"set-quota\">Set quotas</h2><p class=\"dim small\">The most specific quota applies, in Kafka's order: user and client id, user and default client id, user, default user and client id, ..., client id, default client id. Empty fields leave that quota as it is. Quotas by user need clients that authenticate (SASL).</p><form method=\"post\" action=\"/quotas\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "</section><section class=\"panel form\" aria-labelledby=\"set-quota\"><h2 id=\"set-quota\">Set quotas</h2><p class=\"dim small\">The most specific quota applies, in Kafka's order: user and client id, user and default client id, user, default user and client id, ..., client id, default client id. Empty fields leave that quota as it is; the next page shows each change, checked by the brokers, before anything is set. Quotas by user need clients that authenticate (SASL).</p><form method=\"post\" action=\"/quotas\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -305,7 +305,7 @@ func Page(p templates.Page, v View) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "<button type=\"submit\" class=\"primary\">Set quotas</button></form></section>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "<button type=\"submit\" class=\"primary\">Preview quotas</button></form></section>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
