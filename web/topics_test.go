@@ -301,6 +301,20 @@ func TestTopicChangePreviews(t *testing.T) {
 		}
 		return nil, nil, false
 	})
+	// And more than 50 partitions, as a controller with a partition limit.
+	kc.ControlKey(kmsg.CreatePartitions.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		req := kr.(*kmsg.CreatePartitionsRequest)
+		if len(req.Topics) != 1 || req.Topics[0].Count <= 50 {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic, rt.ErrorCode = req.Topics[0].Topic, kerr.InvalidPartitions.Code
+		rt.ErrorMessage = kmsg.StringPtr("at most 50 partitions per topic on this cluster")
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
 	ts := newTestServer(t, func(c *Config) { c.Brokers = kc.ListenAddrs() })
 	createTopic(t, ts, "t1", 2)
 	op := ts.signedIn(t, "op", RoleOperator)
@@ -367,6 +381,17 @@ func TestTopicChangePreviews(t *testing.T) {
 		t.Fatalf("a stale apply changed retention.ms: %q", got)
 	}
 
+	// Partitions: the controller's refusal is shown in the preview, with
+	// nothing changed and nothing to apply.
+	r = op.Post(page, page+"/partitions", url.Values{"count": {"60"}})
+	expectStatus(t, r, http.StatusUnprocessableEntity)
+	expectContains(t, r, "The controller refuses this change: at most 50 partitions per topic on this cluster", "INVALID_PARTITIONS", "Nothing was changed.")
+	if strings.Contains(r.Text, `name="apply"`) {
+		t.Fatal("a refused partitions preview offers to apply")
+	}
+	if n := partitionCount(t, ts, "t1"); n != 2 {
+		t.Fatalf("a refused preview grew the topic to %d", n)
+	}
 	// Partitions: JSON preview; a stale apply is previewed again.
 	r = jsonPost(page+"/partitions", url.Values{"count": {"4"}})
 	expectStatus(t, r, http.StatusOK)
