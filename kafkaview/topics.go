@@ -391,6 +391,23 @@ func (c *Client) SetPartitionCount(ctx context.Context, name string, total int) 
 	return nil
 }
 
+// ValidatePartitionCount asks the controller whether name may grow to
+// total partitions (CreatePartitions with validate_only): nothing changes.
+func (c *Client) ValidatePartitionCount(ctx context.Context, name string, total int) error {
+	resps, err := c.adm.ValidateUpdatePartitions(ctx, total, name)
+	if err != nil {
+		return fmt.Errorf("add partitions to %s: %w", name, err)
+	}
+	r, err := resps.On(name, nil)
+	if err != nil {
+		return fmt.Errorf("add partitions to %s: %w", name, err)
+	}
+	if r.Err != nil {
+		return &KafkaError{Op: "add partitions to " + name, Err: r.Err, Message: r.ErrMessage}
+	}
+	return nil
+}
+
 // ConfigChange is one change to a topic config: set to Value, or Reset to
 // the default.
 type ConfigChange struct {
@@ -401,6 +418,16 @@ type ConfigChange struct {
 
 // AlterTopicConfigs applies changes with IncrementalAlterConfigs.
 func (c *Client) AlterTopicConfigs(ctx context.Context, name string, changes []ConfigChange) error {
+	return c.alterTopicConfigs(ctx, name, changes, false)
+}
+
+// ValidateTopicConfigs asks the broker whether it would take changes
+// (IncrementalAlterConfigs with validate_only): nothing changes.
+func (c *Client) ValidateTopicConfigs(ctx context.Context, name string, changes []ConfigChange) error {
+	return c.alterTopicConfigs(ctx, name, changes, true)
+}
+
+func (c *Client) alterTopicConfigs(ctx context.Context, name string, changes []ConfigChange, validateOnly bool) error {
 	if len(changes) == 0 {
 		return nil
 	}
@@ -413,7 +440,11 @@ func (c *Client) AlterTopicConfigs(ctx context.Context, name string, changes []C
 		v := ch.Value
 		alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: ch.Name, Value: &v})
 	}
-	resps, err := c.adm.AlterTopicConfigs(ctx, alters, name)
+	alter := c.adm.AlterTopicConfigs
+	if validateOnly {
+		alter = c.adm.ValidateAlterTopicConfigs
+	}
+	resps, err := alter(ctx, alters, name)
 	if err != nil {
 		return fmt.Errorf("alter configs of %s: %w", name, err)
 	}

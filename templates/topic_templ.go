@@ -248,7 +248,7 @@ func TopicPage(p Page, v TopicView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if RequestOf(ctx).Can("operator") {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<div class=\"grid2\"><section class=\"panel\" aria-labelledby=\"add-partitions\"><h3 id=\"add-partitions\">Add partitions</h3><p class=\"dim small\">Partitions cannot be removed. Records with a key may land in a different partition afterwards, which breaks per-key order for consumers that rely on it.</p><form method=\"post\" action=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<div class=\"grid2\"><section class=\"panel\" aria-labelledby=\"add-partitions\"><h3 id=\"add-partitions\">Add partitions</h3><p class=\"dim small\">Partitions cannot be removed; the next page shows the change before it is made. Records with a key may land in a different partition afterwards, which breaks per-key order for consumers that rely on it.</p><form method=\"post\" action=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -277,7 +277,7 @@ func TopicPage(p Page, v TopicView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "<button type=\"submit\">Add partitions</button></form></section><section class=\"panel\" aria-labelledby=\"delete-topic\"><h3 id=\"delete-topic\">Delete topic</h3><p class=\"dim small\">Deletes every record of the topic on every broker. This cannot be undone.</p><form method=\"post\" action=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "<button type=\"submit\">Preview adding partitions</button></form></section><section class=\"panel\" aria-labelledby=\"delete-topic\"><h3 id=\"delete-topic\">Delete topic</h3><p class=\"dim small\">Deletes every record of the topic on every broker. This cannot be undone.</p><form method=\"post\" action=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -1342,7 +1342,7 @@ func ConfigsForm(d *kafkaview.TopicDetail, f Form, all bool) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		if edit && len(sortedConfigs(d.Configs, all)) > 0 {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 110, "<button type=\"submit\" class=\"primary\">Save configuration</button> <span class=\"dim small\">Only changed values are sent; a value equal to its default is still stored as an override unless you tick reset. Durations (names ending in .ms) also take 7d, 12h or 30s, sizes (.bytes) 1GiB or 500MB.</span>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 110, "<button type=\"submit\" class=\"primary\">Preview configuration changes</button> <span class=\"dim small\">The next page shows each change, checked by the broker, before anything is saved. Only changed values are sent; a value equal to its default is still stored as an override unless you tick reset. Durations (names ending in .ms) also take 7d, 12h or 30s, sizes (.bytes) 1GiB or 500MB.</span>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

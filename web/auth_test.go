@@ -204,7 +204,7 @@ func TestRolesEnforcedOnTheServer(t *testing.T) {
 	}
 	// The pages do not offer what the role cannot do.
 	r := viewer.Get("/topics/orders")
-	if strings.Contains(r.Text, "Delete topic") || strings.Contains(r.Text, "Save configuration") {
+	if strings.Contains(r.Text, "Delete topic") || strings.Contains(r.Text, "Preview configuration changes") {
 		t.Fatal("the topic page offers changes to a viewer")
 	}
 	if strings.Contains(viewer.Get("/topics").Text, "Create topic") {

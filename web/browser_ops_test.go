@@ -113,6 +113,16 @@ func TestBrowserTopicAndGroupOperations(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS(`input[name="cfg.retention.ms"]`), "2d"),
 		chromedp.Click(chromedp.CSS(`.configs-form button[type="submit"]`)),
 	)
+	// The preview: the one change, old -> new, checked by the broker;
+	// nothing is saved yet.
+	b.WaitText("Change configs of grow")
+	if row := b.Text(`#configs-preview tbody tr`); !strings.Contains(row, "retention.ms") || !strings.Contains(row, "604800000") || !strings.Contains(row, "172800000") {
+		t.Fatalf("the configs preview row: %q", row)
+	}
+	if got := topicConfig("grow", "retention.ms"); got == "172800000" {
+		t.Fatal("the preview saved retention.ms")
+	}
+	b.Do("apply the config change", chromedp.Click(chromedp.CSS(`form[action="/topics/grow/configs"] button[type="submit"]`)))
 	b.WaitText("Saved: retention.ms=172800000")
 	if got := topicConfig("grow", "retention.ms"); got != "172800000" {
 		t.Fatalf("retention.ms of grow on the broker: %q", got)
@@ -131,10 +141,27 @@ func TestBrowserTopicAndGroupOperations(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`section[aria-labelledby="add-partitions"] input[name="count"]`), "4"),
 		chromedp.Click(chromedp.CSS(`section[aria-labelledby="add-partitions"] button[type="submit"]`)),
 	)
-	b.WaitText("Topic grow now has 4 partitions.")
-	if n := partitions("grow"); n != 4 {
-		t.Fatalf("grow has %d partitions on the broker", n)
+	// The preview: 2 -> 4, the new partitions, the key-order warning.
+	b.WaitText("Add partitions to grow")
+	if p := b.Text(`#partitions-preview`); !strings.Contains(p, "partitions 2 to 3") {
+		t.Fatalf("the partitions preview: %q", p)
 	}
+	if w := b.Text(`main .note`); !strings.Contains(w, "breaks per-key order") {
+		t.Fatalf("the partitions preview does not warn about key order: %q", w)
+	}
+	if n := partitions("grow"); n != 2 {
+		t.Fatalf("the preview grew the topic to %d partitions", n)
+	}
+	b.Do("apply: add 2 partitions", chromedp.Click(chromedp.CSS(`form[action="/topics/grow/partitions"] button[type="submit"]`)))
+	b.WaitText("Topic grow now has 4 partitions.")
+	// Polled: the admin client caches metadata for a few seconds, and it
+	// read the topic during the preview.
+	testutil.CheckFor(t, 15*time.Second, 200*time.Millisecond, func() error {
+		if n := partitions("grow"); n != 4 {
+			return fmt.Errorf("grow has %d partitions on the broker", n)
+		}
+		return nil
+	})
 	okAudit("topic.add-partitions", "grow", "2 -> 4")
 
 	// Delete a topic: the button waits for its name.
@@ -226,6 +253,8 @@ func TestBrowserTopicAndGroupOperations(t *testing.T) {
 	}{
 		{"/topics/grow/configs", map[string]string{"cfg.retention.ms": "1000", "was.retention.ms": "172800000"}},
 		{"/topics/grow/partitions", map[string]string{"count": "8"}},
+		{"/topics/grow/configs", map[string]string{"cfg.retention.ms": "1000", "was.retention.ms": "172800000", "apply": "1"}},
+		{"/topics/grow/partitions", map[string]string{"count": "8", "from": "4", "apply": "1"}},
 		{"/topics/events/delete", map[string]string{"confirm": "events"}},
 		{"/topics/events/purge", map[string]string{"mode": "all", "apply": "1", "to:0": "10", "to:1": "10", "confirm": "events"}},
 		{"/topics/grow/elect", map[string]string{"type": "preferred"}},

@@ -15,10 +15,15 @@ import (
 // POST /topics/:name/configs: save changed topic configs. The form carries
 // each config's value as shown ("was.") next to the edited one ("cfg."),
 // so only what the user changed is sent (IncrementalAlterConfigs), and a
-// concurrent change to another config is not overwritten.
+// concurrent change to another config is not overwritten. The first POST
+// only previews (each changed config's value and source now, and the value
+// after, validated by the broker with validate_only); the preview posts
+// the changes again with apply=1, and a previewed config whose value
+// changed since ("was." no longer current) is previewed again, not saved.
 
 type topicConfigAlterer interface {
 	AlterTopicConfigs(ctx context.Context, name string, changes []kafkaview.ConfigChange) error
+	ValidateTopicConfigs(ctx context.Context, name string, changes []kafkaview.ConfigChange) error
 }
 
 type topicConfigs struct {
@@ -73,7 +78,55 @@ func (h topicConfigs) post(c *fiber.Ctx) error {
 			desc = append(desc, ch.Name+"="+ch.Value)
 		}
 	}
-	err = h.kc.AlterTopicConfigs(requestCtx(c), name, changes)
+	pv := templates.ConfigsPreviewView{Topic: name, All: c.FormValue("all") == "1"}
+	for _, ch := range changes {
+		e := known[ch.Name]
+		r := templates.ConfigPreviewRow{Name: ch.Name, Old: e.Value, Source: e.Source, New: ch.Value, Reset: ch.Reset, Form: f.Get("cfg." + ch.Name)}
+		if ch.Reset {
+			r.New, r.Form = e.Default, e.Value
+		}
+		pv.Rows = append(pv.Rows, r)
+	}
+	page := PageFor(c, "Change configs of "+name, templates.Crumb{Label: "Topics", Href: "/topics"}, templates.Crumb{Label: name, Href: templates.TopicURL(name)})
+	ctx := requestCtx(c)
+	if c.FormValue("apply") != "1" {
+		status := fiber.StatusOK
+		if err := h.kc.ValidateTopicConfigs(ctx, name, changes); err != nil {
+			var ke *kafkaview.KafkaError
+			if !errors.As(err, &ke) {
+				return Unavailable(err)
+			}
+			pv.Refused, status = kafkaMessage(err), fiber.StatusUnprocessableEntity
+			markRefused(pv.Rows, ke.Message, pv.Refused)
+		}
+		if WantsJSON(c) {
+			rows := make([]fiber.Map, 0, len(pv.Rows))
+			for _, r := range pv.Rows {
+				rows = append(rows, fiber.Map{"name": r.Name, "old": r.Old, "source": r.Source, "new": r.New, "reset": r.Reset, "refused": r.Refused})
+			}
+			return c.Status(status).JSON(fiber.Map{"topic": name, "changes": rows, "refused": pv.Refused})
+		}
+		return Render(c, status, templates.ConfigsPreviewPage(page, pv))
+	}
+	// Stale edit: a previewed config changed since (by someone else).
+	args := c.Request().PostArgs()
+	var moved []string
+	for _, ch := range changes {
+		if was := string(args.Peek("was." + ch.Name)); was != known[ch.Name].Value {
+			moved = append(moved, ch.Name)
+		}
+	}
+	if len(moved) > 0 {
+		for i := range pv.Rows {
+			pv.Rows[i].Form = pv.Rows[i].New
+			if pv.Rows[i].Reset {
+				pv.Rows[i].Form = pv.Rows[i].Old
+			}
+		}
+		pv.Err = "Not applied: " + strings.Join(moved, ", ") + " changed since the preview. Check the values now below and apply again."
+		return Render(c, fiber.StatusConflict, templates.ConfigsPreviewPage(page, pv))
+	}
+	err = h.kc.AlterTopicConfigs(ctx, name, changes)
 	Audit(c, "topic.configs", name, strings.Join(desc, ", "), err)
 	if err != nil {
 		markRefusal(&f, changes, err)
@@ -83,6 +136,20 @@ func (h topicConfigs) post(c *fiber.Ctx) error {
 	}
 	Flash(c, "ok", "Saved: "+strings.Join(desc, ", ")+".")
 	return SeeOther(c, templates.TopicURL(name)+"#configs")
+}
+
+// markRefused puts a broker's refusal beside the configs its message
+// names, or beside the only one.
+func markRefused(rows []templates.ConfigPreviewRow, msg, text string) {
+	marked := false
+	for i := range rows {
+		if msg != "" && strings.Contains(msg, rows[i].Name) {
+			rows[i].Refused, marked = text, true
+		}
+	}
+	if !marked && len(rows) == 1 {
+		rows[0].Refused = text
+	}
 }
 
 // GET /topics/:name/configs: the configs are on the topic's page (a reload

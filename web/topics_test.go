@@ -9,7 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/kafkaview"
+	"github.com/sluice-io/sluice/web/webtest"
 )
 
 func TestTopicCreateValidatesEveryField(t *testing.T) {
@@ -121,10 +127,18 @@ func TestTopicConfigsPartitionsDelete(t *testing.T) {
 	op := ts.signedIn(t, "op", RoleOperator)
 	page := "/topics/t1"
 	r := op.Get(page + "?configs=all")
-	expectContains(t, r, "retention.ms", "(default)", "Save configuration")
+	expectContains(t, r, "retention.ms", "(default)", "Preview configuration changes")
 	// Change one config: only it is sent.
-	r = op.Post(page, page+"/configs", url.Values{"cfg.retention.ms": {"3600000"}, "was.retention.ms": {"604800000"},
-		"cfg.cleanup.policy": {"delete"}, "was.cleanup.policy": {"delete"}})
+	form := url.Values{"cfg.retention.ms": {"3600000"}, "was.retention.ms": {"604800000"},
+		"cfg.cleanup.policy": {"delete"}, "was.cleanup.policy": {"delete"}}
+	r = op.Post(page, page+"/configs", form)
+	expectStatus(t, r, http.StatusOK)
+	expectContains(t, r, "Change configs of t1", `<td class="mono">retention.ms</td>`, "604800000", "3600000", "Apply 1 change")
+	if strings.Contains(r.Text, `<td class="mono">cleanup.policy</td>`) {
+		t.Fatal("the preview lists an unchanged config")
+	}
+	form.Set("apply", "1")
+	r = op.Post(page, page+"/configs", form)
 	expectStatus(t, r, http.StatusSeeOther)
 	r = op.Get(page)
 	expectContains(t, r, "Saved: retention.ms=3600000.", "3600000", "604800000")
@@ -134,6 +148,9 @@ func TestTopicConfigsPartitionsDelete(t *testing.T) {
 	expectContains(t, op.Get(page), "Nothing changed.")
 	// Reset to default.
 	r = op.Post(page, page+"/configs", url.Values{"cfg.retention.ms": {"3600000"}, "was.retention.ms": {"3600000"}, "reset.retention.ms": {"1"}})
+	expectStatus(t, r, http.StatusOK)
+	expectContains(t, r, "reset to the default", "(604800000)")
+	r = op.Post(page, page+"/configs", url.Values{"cfg.retention.ms": {"3600000"}, "was.retention.ms": {"3600000"}, "reset.retention.ms": {"1"}, "apply": {"1"}})
 	expectStatus(t, r, http.StatusSeeOther)
 	cfgs, _ := ts.kc.TopicConfigs(context.Background(), "t1")
 	for _, c := range cfgs {
@@ -153,6 +170,12 @@ func TestTopicConfigsPartitionsDelete(t *testing.T) {
 	r = op.Post(page, page+"/partitions", url.Values{"count": {"abc"}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	r = op.Post(page, page+"/partitions", url.Values{"count": {"5"}})
+	expectStatus(t, r, http.StatusOK)
+	expectContains(t, r, "Add partitions to t1", "partitions 2 to 4", "breaks per-key order", `name="from" value="2"`, "Add 3 partitions")
+	if n := partitionCount(t, ts, "t1"); n != 2 {
+		t.Fatalf("the preview changed the topic: %d partitions", n)
+	}
+	r = op.Post(page, page+"/partitions", url.Values{"count": {"5"}, "from": {"2"}, "apply": {"1"}})
 	expectStatus(t, r, http.StatusSeeOther)
 	expectContains(t, op.Get(page), "now has 5 partitions")
 
@@ -200,6 +223,10 @@ func TestTopicConfigsReadable(t *testing.T) {
 
 	r = op.Post(page, page+"/configs", url.Values{"cfg.retention.ms": {"3d"}, "was.retention.ms": {"604800000"},
 		"cfg.retention.bytes": {"1GiB"}, "was.retention.bytes": {"-1"}})
+	expectStatus(t, r, http.StatusOK)
+	expectContains(t, r, "259200000", "1073741824", `<span class="dim small">3 d</span>`)
+	r = op.Post(page, page+"/configs", url.Values{"cfg.retention.ms": {"3d"}, "was.retention.ms": {"604800000"},
+		"cfg.retention.bytes": {"1GiB"}, "was.retention.bytes": {"-1"}, "apply": {"1"}})
 	expectStatus(t, r, http.StatusSeeOther)
 	expectContains(t, op.Get(page), "Saved: retention.bytes=1073741824, retention.ms=259200000.")
 	r = op.Get(page)
@@ -232,4 +259,170 @@ func TestTopicConfigsReadable(t *testing.T) {
 	r = op.Post("/topics/new", "/topics", url.Values{"name": {"t3"}, "partitions": {"1"}, "replication": {"1"}, "retention.ms": {"a week"}})
 	expectStatus(t, r, http.StatusUnprocessableEntity)
 	expectContains(t, r, "Enter a duration such as 7d")
+}
+
+func partitionCount(t *testing.T, ts *testServer, topic string) int {
+	t.Helper()
+	ts.kc.Invalidate()
+	d, err := ts.kc.Topic(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(d.Partitions)
+}
+
+// The previews of adding partitions and changing configs: the broker
+// validates first, a refused value is shown with nothing changed, a stale
+// preview is not applied, a viewer is refused, and the JSON view has the
+// same facts.
+func TestTopicChangePreviews(t *testing.T) {
+	// kfake takes any topic config value: refuse min.insync.replicas=0
+	// as Kafka does, for the validation and for the change.
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ClusterID("sluice-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	kc.ControlKey(kmsg.IncrementalAlterConfigs.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		req := kr.(*kmsg.IncrementalAlterConfigsRequest)
+		for _, r := range req.Resources {
+			for _, c := range r.Configs {
+				if c.Name == "min.insync.replicas" && c.Value != nil && *c.Value == "0" {
+					resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+					rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+					rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+					rr.ErrorCode = kerr.InvalidConfig.Code
+					rr.ErrorMessage = kmsg.StringPtr("Invalid value 0 for configuration min.insync.replicas: Value must be at least 1")
+					resp.Resources = append(resp.Resources, rr)
+					return resp, nil, true
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	// And more than 50 partitions, as a controller with a partition limit.
+	kc.ControlKey(kmsg.CreatePartitions.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		req := kr.(*kmsg.CreatePartitionsRequest)
+		if len(req.Topics) != 1 || req.Topics[0].Count <= 50 {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic, rt.ErrorCode = req.Topics[0].Topic, kerr.InvalidPartitions.Code
+		rt.ErrorMessage = kmsg.StringPtr("at most 50 partitions per topic on this cluster")
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	ts := newTestServer(t, func(c *Config) { c.Brokers = kc.ListenAddrs() })
+	createTopic(t, ts, "t1", 2)
+	op := ts.signedIn(t, "op", RoleOperator)
+	page := "/topics/t1"
+	config := func(name string) string {
+		cfgs, err := ts.kc.TopicConfigs(context.Background(), "t1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cfgs {
+			if c.Name == name {
+				return c.Value
+			}
+		}
+		return ""
+	}
+	before := config("min.insync.replicas")
+
+	// A value the broker refuses is shown in the preview, beside its row;
+	// nothing changes and nothing is offered to apply.
+	r := op.Post(page, page+"/configs", url.Values{"cfg.min.insync.replicas": {"0"}, "was.min.insync.replicas": {before}})
+	expectStatus(t, r, http.StatusUnprocessableEntity)
+	expectContains(t, r, "The broker refuses this change", "Nothing was changed.", `class="mono invalid"`, "Refused: Invalid value 0 for configuration min.insync.replicas")
+	if strings.Contains(r.Text, `name="apply"`) {
+		t.Fatal("a refused preview offers to apply")
+	}
+	if got := config("min.insync.replicas"); got != before {
+		t.Fatalf("min.insync.replicas changed by a preview: %q", got)
+	}
+	// JSON: each change old -> new with its source.
+	jop := ts.signedIn(t, "jop", RoleOperator)
+	jsonPost := func(path string, form url.Values) webtest.Response {
+		t.Helper()
+		jop.Accept = ""
+		form.Set("_csrf", jop.CSRF(page))
+		jop.Accept = "application/json"
+		defer func() { jop.Accept = "" }()
+		return jop.Do(http.MethodPost, path, form)
+	}
+	r = jsonPost(page+"/configs", url.Values{"cfg.retention.ms": {"1d"}, "was.retention.ms": {"604800000"}})
+	expectStatus(t, r, http.StatusOK)
+	var out struct {
+		Changes []struct {
+			Name, Old, Source, New string
+		} `json:"changes"`
+		Refused string `json:"refused"`
+	}
+	if err := json.Unmarshal([]byte(r.Text), &out); err != nil || len(out.Changes) != 1 || out.Changes[0].Name != "retention.ms" ||
+		out.Changes[0].Old != "604800000" || out.Changes[0].New != "86400000" || out.Changes[0].Source == "" || out.Refused != "" {
+		t.Fatalf("configs preview json: %v %s", err, snippet(r.Text))
+	}
+	if got := config("retention.ms"); got != "604800000" {
+		t.Fatalf("retention.ms changed by a preview: %q", got)
+	}
+	// Stale: the config changed after the preview; the apply shows the
+	// value now and changes nothing.
+	if err := ts.kc.AlterTopicConfigs(context.Background(), "t1", []kafkaview.ConfigChange{{Name: "retention.ms", Value: "7200000"}}); err != nil {
+		t.Fatal(err)
+	}
+	r = op.Post(page, page+"/configs", url.Values{"cfg.retention.ms": {"86400000"}, "was.retention.ms": {"604800000"}, "apply": {"1"}})
+	expectStatus(t, r, http.StatusConflict)
+	expectContains(t, r, "retention.ms changed since the preview", "7200000")
+	if got := config("retention.ms"); got != "7200000" {
+		t.Fatalf("a stale apply changed retention.ms: %q", got)
+	}
+
+	// Partitions: the controller's refusal is shown in the preview, with
+	// nothing changed and nothing to apply.
+	r = op.Post(page, page+"/partitions", url.Values{"count": {"60"}})
+	expectStatus(t, r, http.StatusUnprocessableEntity)
+	expectContains(t, r, "The controller refuses this change: at most 50 partitions per topic on this cluster", "INVALID_PARTITIONS", "Nothing was changed.")
+	if strings.Contains(r.Text, `name="apply"`) {
+		t.Fatal("a refused partitions preview offers to apply")
+	}
+	if n := partitionCount(t, ts, "t1"); n != 2 {
+		t.Fatalf("a refused preview grew the topic to %d", n)
+	}
+	// Partitions: JSON preview; a stale apply is previewed again.
+	r = jsonPost(page+"/partitions", url.Values{"count": {"4"}})
+	expectStatus(t, r, http.StatusOK)
+	expectContains(t, r, `"partitions":2`, `"new_partitions":4`, `"refused":""`)
+	if err := ts.kc.SetPartitionCount(context.Background(), "t1", 3); err != nil {
+		t.Fatal(err)
+	}
+	r = op.Post(page, page+"/partitions", url.Values{"count": {"4"}, "from": {"2"}, "apply": {"1"}})
+	expectStatus(t, r, http.StatusConflict)
+	expectContains(t, r, "the topic has 3 partitions now, not 2", `name="from" value="3"`)
+	if n := partitionCount(t, ts, "t1"); n != 3 {
+		t.Fatalf("a stale apply grew the topic to %d", n)
+	}
+
+	// A viewer is refused both, preview and apply, and nothing changes.
+	viewer := ts.signedIn(t, "vi", RoleViewer)
+	for _, f := range []struct {
+		path string
+		form url.Values
+	}{
+		{page + "/configs", url.Values{"cfg.retention.ms": {"1000"}, "was.retention.ms": {"7200000"}}},
+		{page + "/configs", url.Values{"cfg.retention.ms": {"1000"}, "was.retention.ms": {"7200000"}, "apply": {"1"}}},
+		{page + "/partitions", url.Values{"count": {"6"}}},
+		{page + "/partitions", url.Values{"count": {"6"}, "from": {"3"}, "apply": {"1"}}},
+	} {
+		expectStatus(t, viewer.Post(page, f.path, f.form), http.StatusForbidden)
+	}
+	if got, n := config("retention.ms"), partitionCount(t, ts, "t1"); got != "7200000" || n != 3 {
+		t.Fatalf("after a viewer's posts: retention.ms %q, %d partitions", got, n)
+	}
+	if got := len(auditOf(t, ts, "topic.configs")) + len(auditOf(t, ts, "topic.add-partitions")); got != 0 {
+		t.Fatalf("%d audit entries for previews and refused applies", got)
+	}
 }

@@ -56,3 +56,25 @@ type Throttled struct {
 	Recent float64
 	Window time.Duration
 }
+
+// Preview is the preview of setting an entity's quotas: each quota the
+// form sets, its value now and after, as the brokers validated them
+// (AlterClientQuotas with validate_only).
+type Preview struct {
+	Entity string // the entity in words
+	Rows   []Change
+	// Form is the set form's values, posted again with apply=1.
+	Form    templates.Form
+	Refused string // the brokers' refusal of the validation, or ""
+	Err     string // why the apply failed, or ""
+}
+
+// Change is one quota a set changes.
+type Change struct {
+	Key, Label string
+	Old        string // with its unit; "" when the entity has none
+	New        string // with its unit
+	// Was is the value now as Kafka has it ("" when none), posted back
+	// so that a quota changed since the preview is not overwritten.
+	Was string
+}

@@ -89,7 +89,17 @@ func TestBrowserQuotas(t *testing.T) {
 		actions = append(actions,
 			chromedp.SendKeys(chromedp.ID("f-"+rateField), rate),
 			chromedp.Click(chromedp.CSS(`section[aria-labelledby="set-quota"] button[type="submit"]`)))
-		b.Do("set a quota of "+entity, actions...)
+		before := described()
+		b.Do("preview a quota of "+entity, actions...)
+		// The preview: the quota now (none) and after; nothing set yet.
+		b.WaitText("Set quotas of ")
+		if got := described(); got != before {
+			t.Fatalf("the preview changed quotas: %s, was %s", got, before)
+		}
+		if row := b.Text(`#quota-preview tbody tr`); !strings.Contains(row, rateField) || !strings.Contains(row, "none") || !strings.Contains(row, "MiB/s") {
+			t.Fatalf("the quota preview row: %q", row)
+		}
+		b.Do("apply the quota of "+entity, chromedp.Click(chromedp.CSS(`form[action="/quotas"] input[name="apply"] ~ button[type="submit"]`)))
 	}
 	set("client", "client_id", "hog", "producer_byte_rate", "1MiB")
 	b.WaitText(`Quotas of client id "hog" set.`)
@@ -130,7 +140,9 @@ func TestBrowserQuotas(t *testing.T) {
 	for path, fields := range map[string]map[string]string{
 		"/quotas":        {"entity": "client", "client_id": "hog", "producer_byte_rate": "1"},
 		"/quotas/delete": {"has_user": "false", "has_client": "true", "client_id": "hog"},
+		"/quotas?apply":  {"entity": "client", "client_id": "hog", "producer_byte_rate": "1", "apply": "1", "was.producer_byte_rate": "1048576"},
 	} {
+		path, _, _ = strings.Cut(path, "?")
 		if st := b.ForgedPost(path, fields); st != http.StatusForbidden {
 			t.Fatalf("a viewer's POST %s: status %d, want 403", path, st)
 		}
@@ -143,7 +155,7 @@ func TestBrowserQuotas(t *testing.T) {
 	if len(audit("quota.set")) != 2 || len(audit("quota.delete")) != 1 {
 		t.Fatalf("the viewer's posts were audited as quota changes: %+v %+v", audit("quota.set"), audit("quota.delete"))
 	}
-	if n := len(audit("auth.role-refused")); n != 3 {
-		t.Fatalf("%d refusals audited, want 3", n)
+	if n := len(audit("auth.role-refused")); n != 4 {
+		t.Fatalf("%d refusals audited, want 4", n)
 	}
 }

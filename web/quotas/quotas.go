@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/cluster"
 	"github.com/sluice-io/sluice/internal/human"
@@ -353,7 +354,11 @@ func parseRate(key, s string) (float64, string) {
 	}
 }
 
-// POST /quotas: set the quotas of an entity.
+// POST /quotas: set the quotas of an entity. The first POST only previews
+// (each quota the form sets, its value now and after, validated by the
+// brokers with validate_only); the preview posts the form again with
+// apply=1 and the values it showed ("was.<key>"), and a quota changed
+// since is previewed again instead of overwritten.
 func (h handler) set(c *fiber.Ctx) error {
 	f := templates.NewForm("entity", strings.Clone(c.FormValue("entity")),
 		"user", strings.TrimSpace(strings.Clone(c.FormValue("user"))),
@@ -361,6 +366,7 @@ func (h handler) set(c *fiber.Ctx) error {
 	e := entityOf(&f)
 	var ops []kadm.AlterClientQuotaOp
 	var detail []string
+	var rows []tpl.Change
 	for _, k := range keys {
 		if k.field == "" {
 			continue
@@ -380,6 +386,7 @@ func (h handler) set(c *fiber.Ctx) error {
 		}
 		ops = append(ops, kadm.AlterClientQuotaOp{Key: k.key, Value: v})
 		detail = append(detail, k.key+"="+strconv.FormatFloat(v, 'f', -1, 64))
+		rows = append(rows, tpl.Change{Key: k.key, Label: k.label, New: valueText(k.key, v)})
 	}
 	if len(ops) == 0 && f.Error("producer_byte_rate")+f.Error("consumer_byte_rate")+f.Error("request_percentage")+f.Error("controller_mutation_rate") == "" {
 		f.Fail("producer_byte_rate", "Set at least one of the produce rate, the fetch rate, the request time and the partition mutations.")
@@ -387,7 +394,52 @@ func (h handler) set(c *fiber.Ctx) error {
 	if !f.OK() {
 		return h.page(c, fiber.StatusUnprocessableEntity, f)
 	}
-	err := h.alter(c, e, ops)
+	// The values now, for the preview and the stale check.
+	now, err := h.current(c, e)
+	if err != nil {
+		if f.Err = refusal(err); f.Err == "" {
+			return web.Unavailable(err)
+		}
+		return h.page(c, fiber.StatusUnprocessableEntity, f)
+	}
+	pv := tpl.Preview{Entity: label(entityView(e)), Form: f}
+	for i := range rows {
+		if val, ok := now[rows[i].Key]; ok {
+			rows[i].Old = valueText(rows[i].Key, val)
+			rows[i].Was = strconv.FormatFloat(val, 'f', -1, 64)
+		}
+	}
+	pv.Rows = rows
+	page := web.PageFor(c, "Set quotas", templates.Crumb{Label: "Quotas", Href: "/quotas"})
+	if c.FormValue("apply") != "1" {
+		status := fiber.StatusOK
+		if err := h.validate(c, e, ops); err != nil {
+			if pv.Refused = refusal(err); pv.Refused == "" {
+				pv.Refused = err.Error()
+			}
+			status = fiber.StatusUnprocessableEntity
+		}
+		if web.WantsJSON(c) {
+			changes := make([]fiber.Map, 0, len(rows))
+			for _, r := range rows {
+				changes = append(changes, fiber.Map{"key": r.Key, "old": r.Old, "new": r.New})
+			}
+			return c.Status(status).JSON(fiber.Map{"entity": strings.Trim(e.String(), "{}"), "changes": changes, "refused": pv.Refused})
+		}
+		return web.Render(c, status, tpl.PreviewPage(page, pv))
+	}
+	// Stale: a quota the preview showed changed since (by someone else).
+	var moved []string
+	for _, r := range rows {
+		if string(c.Request().PostArgs().Peek("was."+r.Key)) != r.Was {
+			moved = append(moved, r.Key)
+		}
+	}
+	if len(moved) > 0 {
+		pv.Err = "Not changed: " + strings.Join(moved, ", ") + " changed since the preview. Check the values now below and apply again."
+		return web.Render(c, fiber.StatusConflict, tpl.PreviewPage(page, pv))
+	}
+	err = h.alter(c, e, ops)
 	target := strings.Trim(e.String(), "{}")
 	web.Audit(c, "quota.set", target, strings.Join(detail, " "), err)
 	if err != nil {
@@ -439,10 +491,53 @@ func (h handler) delete(c *fiber.Ctx) error {
 	return web.SeeOther(c, "/quotas")
 }
 
-func (h handler) alter(c *fiber.Ctx, e kadm.ClientQuotaEntity, ops []kadm.AlterClientQuotaOp) error {
+// current reads the quotas e has now (DescribeClientQuotas, strict).
+func (h handler) current(c *fiber.Ctx, e kadm.ClientQuotaEntity) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(c.UserContext(), requestTimeout)
 	defer cancel()
-	res, err := h.adm().AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: e, Ops: ops}})
+	comps := make([]kadm.DescribeClientQuotaComponent, 0, len(e))
+	for _, comp := range e {
+		dc := kadm.DescribeClientQuotaComponent{Type: comp.Type, MatchName: comp.Name}
+		if comp.Name == nil {
+			dc.MatchType = kmsg.QuotasMatchTypeDefault
+		}
+		comps = append(comps, dc)
+	}
+	described, err := h.adm().DescribeClientQuotas(ctx, true, comps)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	want := label(entityView(e))
+	for _, d := range described {
+		if label(entityView(d.Entity)) != want || len(d.Entity) != len(e) {
+			continue
+		}
+		for _, v := range d.Values {
+			out[v.Key] = v.Value
+		}
+	}
+	return out, nil
+}
+
+// validate asks the brokers whether they take ops (AlterClientQuotas with
+// validate_only): nothing changes.
+func (h handler) validate(c *fiber.Ctx, e kadm.ClientQuotaEntity, ops []kadm.AlterClientQuotaOp) error {
+	return h.alterOrValidate(c, e, ops, true)
+}
+
+func (h handler) alter(c *fiber.Ctx, e kadm.ClientQuotaEntity, ops []kadm.AlterClientQuotaOp) error {
+	return h.alterOrValidate(c, e, ops, false)
+}
+
+func (h handler) alterOrValidate(c *fiber.Ctx, e kadm.ClientQuotaEntity, ops []kadm.AlterClientQuotaOp, validateOnly bool) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), requestTimeout)
+	defer cancel()
+	alter := h.adm().AlterClientQuotas
+	if validateOnly {
+		alter = h.adm().ValidateAlterClientQuotas
+	}
+	res, err := alter(ctx, []kadm.AlterClientQuotaEntry{{Entity: e, Ops: ops}})
 	if err != nil {
 		return err
 	}
