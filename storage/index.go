@@ -80,8 +80,14 @@ func buildIndex(fsys vfs.FS, path string, base int64, entrySize, maxBytes, sizeH
 // mapped when first used. The file is not fsynced: sync does it (the
 // flush that moves the recovery point past the segment), and an index
 // lost before that is checked and rebuilt at the next load.
+//
+// The old file is overwritten and then cut to the new length, not opened
+// with O_TRUNC: on ext4 a file truncated to zero and written again starts
+// its writeback at close (auto_da_alloc), a cost per index here. A crash
+// may then leave a mix of old and new entries, which is never trusted: the
+// segment lies after the recovery point until a flush has synced the file.
 func (ix *index) writeBuilt() error {
-	f, err := ix.fs.OpenFile(ix.path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	f, err := ix.fs.OpenFile(ix.path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return err
 	}
@@ -90,6 +96,9 @@ func (ix *index) writeBuilt() error {
 		if _, err = f.WriteAt(data, 0); err != nil {
 			err = fmt.Errorf("write %s: %w", ix.path, err)
 		}
+	}
+	if err == nil {
+		err = f.Truncate(int64(len(data)))
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
