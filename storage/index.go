@@ -75,19 +75,27 @@ func buildIndex(fsys vfs.FS, path string, base int64, entrySize, maxBytes, sizeH
 		data: make([]byte, 0, min(max(sizeHint, entrySize), limit))}
 }
 
-// writeBuilt writes a rebuilt index to its file (created or truncated)
-// with one write, and leaves the index unmapped, as a loaded one: it is
-// mapped when first used. The file is not fsynced: sync does it (the
-// flush that moves the recovery point past the segment), and an index
-// lost before that is checked and rebuilt at the next load.
+// writeBuilt writes a rebuilt index to its file with one write, and
+// leaves the index unmapped, as a loaded one: it is mapped when first
+// used. The file is not fsynced: sync does it (the flush that moves the
+// recovery point past the segment), and an index lost before that is
+// checked and rebuilt at the next load.
 //
-// The old file is overwritten and then cut to the new length, not opened
-// with O_TRUNC: on ext4 a file truncated to zero and written again starts
-// its writeback at close (auto_da_alloc), a cost per index here. A crash
-// may then leave a mix of old and new entries, which is never trusted: the
-// segment lies after the recovery point until a flush has synced the file.
-func (ix *index) writeBuilt() error {
-	f, err := ix.fs.OpenFile(ix.path, os.O_CREATE|os.O_RDWR, 0o644)
+// With inPlace the old file is overwritten and then cut to the new length
+// instead of opened with O_TRUNC: on ext4 a file truncated to zero and
+// written again starts its writeback at close (auto_da_alloc), a cost per
+// index. A crash may then leave a mix of old and new entries on disk, so
+// inPlace is only for a segment at or after the recovery point, whose
+// index the next load rebuilds whatever it holds. An index rebuilt because
+// its check failed (below the recovery point, loaded and trusted next
+// time) is truncated first: a crash leaves it new, cut short, or empty,
+// never the old entries.
+func (ix *index) writeBuilt(inPlace bool) error {
+	flag := os.O_CREATE | os.O_RDWR
+	if !inPlace {
+		flag |= os.O_TRUNC
+	}
+	f, err := ix.fs.OpenFile(ix.path, flag, 0o644)
 	if err != nil {
 		return err
 	}
@@ -97,7 +105,7 @@ func (ix *index) writeBuilt() error {
 			err = fmt.Errorf("write %s: %w", ix.path, err)
 		}
 	}
-	if err == nil {
+	if err == nil && inPlace {
 		err = f.Truncate(int64(len(data)))
 	}
 	if cerr := f.Close(); err == nil {

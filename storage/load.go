@@ -346,7 +346,7 @@ func (l *Log) loadSegments(p logLoad) ([]*segment, error) {
 			// Its aborted transactions are replayed from the log with
 			// the producer state (openLog).
 			s.txn.rebuild = true
-			truncated, err := l.recoverSegment(p, s, last)
+			truncated, err := l.recoverSegment(p, s, last, i >= recoverFrom)
 			if err != nil {
 				return nil, err
 			}
@@ -506,8 +506,10 @@ func (s *segment) loadRollState() error {
 // Bytes cut off that hold more than zeros are first copied to
 // <base>.log.<position>.corrupt so nothing recoverable is lost. A file that
 // starts with a v0/v1 message (an old Kafka log, or not a log at all) is an
-// error: it is not touched.
-func (l *Log) recoverSegment(p logLoad, s *segment, last bool) (truncated bool, err error) {
+// error: it is not touched. afterRP: the segment is at or after the
+// recovery point (not only one whose index failed its check), so a load
+// after a crash recovers it again (see writeBuilt).
+func (l *Log) recoverSegment(p logLoad, s *segment, last, afterRP bool) (truncated bool, err error) {
 	path := s.path(logSuffix)
 	f, err := p.env.fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -581,10 +583,10 @@ func (l *Log) recoverSegment(p logLoad, s *segment, last bool) (truncated bool, 
 	// segment's mapping is msynced), and an index lost before that is
 	// checked and rebuilt at load. The last segment's indexes are mapped
 	// read-write when it is activated (loadSegments), as loaded ones are.
-	if err := s.oi.writeBuilt(); err != nil {
+	if err := s.oi.writeBuilt(afterRP); err != nil {
 		return truncated, fmt.Errorf("rebuild index: %w", err)
 	}
-	if err := s.ti.writeBuilt(); err != nil {
+	if err := s.ti.writeBuilt(afterRP); err != nil {
 		return truncated, fmt.Errorf("rebuild index: %w", err)
 	}
 	s.active = last

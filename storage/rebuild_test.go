@@ -142,8 +142,24 @@ func TestRebuiltIndexesEqualAppended(t *testing.T) {
 
 	// A clean reopen loads (checks) the rebuilt indexes instead.
 	m = open()
+	l, _ = m.Log(tp)
+	checkRebuiltLookups(t, l, batchTS)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// After a clean stop, an index that fails its check (junk, longer
+	// than the real one) is rebuilt too: the same bytes again.
+	bad := offsetFileName(0, indexSuffix)
+	if err := os.WriteFile(filepath.Join(pd, bad), bytes.Repeat([]byte{0xa5}, len(want[bad])+16), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m = open()
 	defer m.Close()
 	l, _ = m.Log(tp)
+	if got, err := os.ReadFile(filepath.Join(pd, bad)); err != nil || !bytes.Equal(got, want[bad]) {
+		t.Errorf("%s rebuilt after its check failed:\n got %x\nwant %x (%v)", bad, got, want[bad], err)
+	}
 	checkRebuiltLookups(t, l, batchTS)
 }
 
@@ -226,7 +242,7 @@ func TestBuildIndexGrows(t *testing.T) {
 	if ix.entries() != 50 {
 		t.Fatalf("%d entries, want 50 (the limit)", ix.entries())
 	}
-	if err := ix.writeBuilt(); err != nil {
+	if err := ix.writeBuilt(true); err != nil {
 		t.Fatal(err)
 	}
 	if ix.mapped || ix.data != nil || !ix.unsynced.Load() {
