@@ -38,9 +38,14 @@ type index struct {
 	mapped    bool
 	writable  bool
 	n         atomic.Int32 // valid entries
-	// unsynced: the file was written through a mapping since unmapped
-	// without an msync (trim at roll and recovery); sync fsyncs it.
+	// unsynced: the file was written since unmapped without an msync or
+	// fsync (trim at roll, an index rebuilt by recovery); sync fsyncs it.
 	unsynced atomic.Bool
+	// building: recovery is rebuilding the index in memory (buildIndex):
+	// data is a heap buffer of the entries, limit the most bytes it may
+	// hold, and nothing is on disk until writeBuilt.
+	building bool
+	limit    int
 }
 
 // createIndex creates (or truncates) an index file preallocated to maxBytes
@@ -56,6 +61,85 @@ func createIndex(fsys vfs.FS, path string, base int64, entrySize, maxBytes int) 
 		return nil, err
 	}
 	return ix, nil
+}
+
+// buildIndex starts an index that recovery rebuilds in memory: entries go
+// into a heap buffer (about sizeHint bytes; grown as needed up to maxBytes,
+// segment.index.bytes) and writeBuilt writes them with one write. Writing
+// them instead through a fresh mapping of a preallocated file costs a page
+// fault per page on the first store, which allocates the page's block:
+// most of the CPU of a recovery.
+func buildIndex(fsys vfs.FS, path string, base int64, entrySize, maxBytes, sizeHint int) *index {
+	limit := maxBytes / entrySize * entrySize
+	return &index{fs: fsys, path: path, base: base, entrySize: entrySize, building: true, limit: limit,
+		data: make([]byte, 0, min(max(sizeHint, entrySize), limit))}
+}
+
+// writeBuilt writes a rebuilt index to its file with one write, and
+// leaves the index unmapped, as a loaded one: it is mapped when first
+// used. The file is not fsynced: sync does it (the flush that moves the
+// recovery point past the segment), and an index lost before that is
+// checked and rebuilt at the next load.
+//
+// With inPlace the old file is overwritten and then cut to the new length
+// instead of opened with O_TRUNC: on ext4 a file truncated to zero and
+// written again starts its writeback at close (auto_da_alloc), a cost per
+// index. A crash may then leave a mix of old and new entries on disk, so
+// inPlace is only for a segment at or after the recovery point, whose
+// index the next load rebuilds whatever it holds. An index rebuilt because
+// its check failed (below the recovery point, loaded and trusted next
+// time) is truncated first: a crash leaves it new, cut short, or empty,
+// never the old entries.
+func (ix *index) writeBuilt(inPlace bool) error {
+	flag := os.O_CREATE | os.O_RDWR
+	if !inPlace {
+		flag |= os.O_TRUNC
+	}
+	f, err := ix.fs.OpenFile(ix.path, flag, 0o644)
+	if err != nil {
+		return err
+	}
+	data := ix.data[:ix.entries()*ix.entrySize]
+	if len(data) > 0 {
+		if _, err = f.WriteAt(data, 0); err != nil {
+			err = fmt.Errorf("write %s: %w", ix.path, err)
+		}
+	}
+	if err == nil && inPlace {
+		err = f.Truncate(int64(len(data)))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	ix.data, ix.building, ix.mapped, ix.writable = nil, false, false, false
+	ix.unsynced.Store(true)
+	return nil
+}
+
+// room reports whether entry n fits the index, growing the buffer of an
+// index being rebuilt.
+func (ix *index) room(n int) bool {
+	if (n+1)*ix.entrySize <= len(ix.data) {
+		return true
+	}
+	return ix.grow(n)
+}
+
+func (ix *index) grow(n int) bool {
+	need := (n + 1) * ix.entrySize
+	if !ix.building || need > ix.limit {
+		return false
+	}
+	if need > cap(ix.data) {
+		grown := make([]byte, len(ix.data), min(max(2*cap(ix.data), need), ix.limit))
+		copy(grown, ix.data)
+		ix.data = grown
+	}
+	ix.data = ix.data[:need]
+	return true
 }
 
 // openIndex opens an existing index file read-only and counts its entries:
@@ -231,6 +315,9 @@ func (ix *index) sync() error {
 func (ix *index) entries() int { return int(ix.n.Load()) }
 
 func (ix *index) full() bool {
+	if ix.building {
+		return (int(ix.n.Load())+1)*ix.entrySize > ix.limit
+	}
 	return ix.writable && (int(ix.n.Load())+1)*ix.entrySize > len(ix.data)
 }
 
@@ -256,7 +343,7 @@ func (ix *index) offsetEntry(i int) (offset int64, pos int64) {
 // appendOffset adds (offset, pos) if offset is past the last entry.
 func (ix *index) appendOffset(offset, pos int64) {
 	n := ix.entries()
-	if (n+1)*offsetIndexEntry > len(ix.data) {
+	if !ix.room(n) {
 		return
 	}
 	if n > 0 {
@@ -321,7 +408,7 @@ func (ix *index) lastTimeEntry() (int64, int64) {
 // force ignores the full check's reserve (the final entry at roll).
 func (ix *index) appendTime(ts, offset int64) {
 	n := ix.entries()
-	if (n+1)*timeIndexEntry > len(ix.data) {
+	if !ix.room(n) {
 		return
 	}
 	if n > 0 {

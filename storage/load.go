@@ -346,7 +346,7 @@ func (l *Log) loadSegments(p logLoad) ([]*segment, error) {
 			// Its aborted transactions are replayed from the log with
 			// the producer state (openLog).
 			s.txn.rebuild = true
-			truncated, err := l.recoverSegment(p, s, last)
+			truncated, err := l.recoverSegment(p, s, last, i >= recoverFrom)
 			if err != nil {
 				return nil, err
 			}
@@ -506,26 +506,26 @@ func (s *segment) loadRollState() error {
 // Bytes cut off that hold more than zeros are first copied to
 // <base>.log.<position>.corrupt so nothing recoverable is lost. A file that
 // starts with a v0/v1 message (an old Kafka log, or not a log at all) is an
-// error: it is not touched.
-func (l *Log) recoverSegment(p logLoad, s *segment, last bool) (truncated bool, err error) {
+// error: it is not touched. afterRP: the segment is at or after the
+// recovery point (not only one whose index failed its check), so a load
+// after a crash recovers it again (see writeBuilt).
+func (l *Log) recoverSegment(p logLoad, s *segment, last, afterRP bool) (truncated bool, err error) {
 	path := s.path(logSuffix)
 	f, err := p.env.fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return false, fmt.Errorf("recover segment: %w", err)
 	}
 	s.file = f
-	s.active = true // indexes writable while rebuilding
 	s.maxIdx = p.cfg.maxIdx
-	if s.oi, err = createIndex(s.fs, s.path(indexSuffix), s.base, offsetIndexEntry, s.maxIdx); err != nil {
-		return false, fmt.Errorf("rebuild index: %w", err)
-	}
-	if s.ti, err = createIndex(s.fs, s.path(timeIndexSuffix), s.base, timeIndexEntry, s.maxIdx); err != nil {
-		return false, fmt.Errorf("rebuild index: %w", err)
-	}
 	size := s.size.Load()
+	interval := int64(p.cfg.IndexIntervalBytes)
+	// The indexes are built in memory and written once at the end (see
+	// buildIndex); the hint is the entries the segment's size makes.
+	hint := int(min(size/max(interval, 1)+2, math.MaxInt32/timeIndexEntry))
+	s.oi = buildIndex(s.fs, s.path(indexSuffix), s.base, offsetIndexEntry, s.maxIdx, hint*offsetIndexEntry)
+	s.ti = buildIndex(s.fs, s.path(timeIndexSuffix), s.base, timeIndexEntry, s.maxIdx, hint*timeIndexEntry)
 	sc := newBatchScanner(f, 0, size, true)
 	next := s.base
-	interval := int64(p.cfg.IndexIntervalBytes)
 	for sc.next() {
 		h := &sc.h
 		if h.BaseOffset < next || h.LastOffset() < h.BaseOffset {
@@ -574,15 +574,22 @@ func (l *Log) recoverSegment(p logLoad, s *segment, last bool) (truncated bool, 
 	}
 	s.next.Store(next)
 	if !last {
+		// The final entry an inactive segment's time index ends with
+		// (deactivate); the last segment gets it when it rolls or closes.
 		s.appendFinalTimeEntry()
-		s.active = false
-		// Trimmed, not fsynced: the flush that moves the recovery point
-		// past this segment fsyncs them (trim marks them unsynced), and
-		// an index lost before that is checked and rebuilt at load.
-		if err := errors.Join(s.oi.trim(), s.ti.trim()); err != nil {
-			return truncated, err
-		}
 	}
+	// Written, not fsynced: the flush that moves the recovery point past
+	// this segment fsyncs them (writeBuilt marks them unsynced; the active
+	// segment's mapping is msynced), and an index lost before that is
+	// checked and rebuilt at load. The last segment's indexes are mapped
+	// read-write when it is activated (loadSegments), as loaded ones are.
+	if err := s.oi.writeBuilt(afterRP); err != nil {
+		return truncated, fmt.Errorf("rebuild index: %w", err)
+	}
+	if err := s.ti.writeBuilt(afterRP); err != nil {
+		return truncated, fmt.Errorf("rebuild index: %w", err)
+	}
+	s.active = last
 	// The file is not fsynced here: the log's recovery point stays where
 	// the checkpoint had it (openLog), so the next flush (a roll, flush.ms,
 	// the close) makes the recovered segments durable and only then moves

@@ -25,7 +25,8 @@ import (
 // 512 KiB segments; default 1,000 × 2 MiB, 2 GiB) and kept when
 // SLUICE_BENCH_RESTART_DIR names where, so several builds time the same data.
 // The Close after each open (the clean stop: a flush of every log) is
-// reported apart, as ms/close. SLUICE_BENCH_COLD=1 drops the dir's files from the page cache before each
+// reported apart, as ms/close; cpu-s/open is the CPU time (user + system,
+// all threads) the process spent in the open. SLUICE_BENCH_COLD=1 drops the dir's files from the page cache before each
 // open (posix_fadvise DONTNEED), as after a reboot. Run:
 //
 //	SLUICE_BENCH_RESTART_DIR=/tmp/restart go test -run '^$' -bench Restart -benchtime 3x -timeout 30m ./storage/
@@ -43,7 +44,7 @@ func BenchmarkRestart(b *testing.B) {
 	for _, name := range []string{"clean", "crash", "crash-full"} {
 		b.Run(name, func(b *testing.B) {
 			var recovered int64
-			var closing time.Duration
+			var closing, cpu time.Duration
 			for range b.N {
 				b.StopTimer()
 				if name != "clean" {
@@ -52,12 +53,14 @@ func BenchmarkRestart(b *testing.B) {
 				if cold {
 					dropPageCache(b, dir)
 				}
+				cpu0 := processCPU(b)
 				b.StartTimer()
 				m, err := OpenManager(cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
+				cpu += processCPU(b) - cpu0
 				if n := len(m.Logs()); n != logs {
 					b.Fatalf("%d logs loaded, want %d", n, logs)
 				}
@@ -69,9 +72,20 @@ func BenchmarkRestart(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/open")
 			b.ReportMetric(float64(closing.Milliseconds())/float64(b.N), "ms/close")
+			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/open")
 			b.ReportMetric(float64(recovered)/(1<<20), "MiB-recovered")
 		})
 	}
+}
+
+// processCPU is the user plus system CPU time the process has used: on a
+// shared, loaded machine a steadier figure than the wall time.
+func processCPU(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func envInt(name string, def int) int {

@@ -539,13 +539,15 @@ func (s *segment) deactivate() error {
 // inactive segment knows its max timestamp from the index alone.
 func (s *segment) appendFinalTimeEntry() {
 	ts, off := s.maxTS.Load(), s.offsetOfMaxTS.Load()
-	if ts < 0 || !s.ti.writable {
+	if ts < 0 || !s.ti.writable && !s.ti.building {
 		return
 	}
 	if lts, _ := s.ti.lastTimeEntry(); ts <= lts {
 		return
 	}
-	if s.ti.full() {
+	if s.ti.building {
+		s.ti.limit = max(s.ti.limit, (s.ti.entries()+1)*timeIndexEntry)
+	} else if s.ti.full() {
 		// Make room: one more entry past segment.index.bytes is harmless
 		// once trimmed.
 		if err := s.ti.makeWritable(len(s.ti.data) + timeIndexEntry); err != nil {
