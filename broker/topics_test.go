@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-io/sluice/cluster"
+	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/sluice-io/sluice/storage"
 )
 
@@ -156,6 +157,7 @@ func TestDeleteTopicWithLongName(t *testing.T) {
 // once the rename works (tried again after deleteRetry), the old log goes
 // and the new topic's partition is created, empty.
 func TestLogDeletionRetried(t *testing.T) {
+	testutil.Heavy(t, "slow by design: waits for retried log deletions, 5 s")
 	b, co := newTestBroker(t, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluice-io/sluice/consoledb"
+	"github.com/sluice-io/sluice/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -339,6 +340,7 @@ func TestCompareRestartResumes(t *testing.T) {
 // A continuous comparison follows records as they are produced and
 // expires partners by the wall clock once both sides are idle.
 func TestCompareContinuous(t *testing.T) {
+	testutil.Heavy(t, "a comparison running over time, 3 s")
 	brokers := testBrokers(t)
 	left, right := uniqueTopic("ORDER"), uniqueTopic("ORDERNEW")
 	createTopics(t, brokers, 1, left, right)

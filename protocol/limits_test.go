@@ -290,6 +290,7 @@ func restartWithLimits(t *testing.T, n *benchNode, opts func(*protocol.Config)) 
 // all, another connection's request is not read; it is once the stalled
 // frame times out.
 func TestRequestBudgetHoldsReadersBack(t *testing.T) {
+	testutil.Heavy(t, "fills the request budget with large frames, 2 s")
 	const timeout = 2 * time.Second
 	n := startBenchNode(t, nil, func(c *protocol.Config) {
 		c.MaxRequestBytes = 2 << 20

@@ -97,6 +97,7 @@ func cliSh(stdin string, args ...string) cliStep { return cliStep{args: args, st
 // testdata/cli/*.golden. Run `go test ./cmd/sluice -run TestCLIGolden -update`
 // to rewrite them after an intended change.
 func TestCLIGolden(t *testing.T) {
+	testutil.Heavy(t, "builds and runs the sluice binary for every golden case, 5 s")
 	for _, kind := range testBrokerKinds(true) {
 		t.Run(kind, func(t *testing.T) { testCLIGolden(t, kind) })
 	}

@@ -352,6 +352,7 @@ func TestConsoleMessagesIsolation(t *testing.T) {
 // abort is audited. A form for another producer epoch aborts nothing; a
 // viewer is refused the page and the action and sees no Abort link.
 func TestConsoleAbortHangingTransaction(t *testing.T) {
+	testutil.Heavy(t, "waits for a transaction to hang, 2 s")
 	consoledb.BcryptCost = bcrypt.MinCost
 	c := testcluster.New(t, testcluster.Settings("transaction.abort.timed.out.transaction.cleanup.interval.ms=3600000"))
 	c.CreateTopic("escrow", 2, 1, nil)

@@ -105,6 +105,7 @@ func TestServeProcessSignalsAndRestart(t *testing.T) {
 // TestServeRejectsBadConfig: an unknown key or a bad value stops start-up
 // with a message naming the key, for overrides and for the config file.
 func TestServeRejectsBadConfig(t *testing.T) {
+	testutil.Heavy(t, "starts the sluice binary once per bad config, 4 s")
 	bin := sluiceBinary(t)
 	run := func(args ...string) (int, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -11,12 +11,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-io/sluice/internal/perf"
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // TestLoad: producers spread records over every topic at the asked rate
 // for the asked time, the consumer group receives every one of them, and a
 // fresh group is deleted at the end.
 func TestLoad(t *testing.T) {
+	testutil.Heavy(t, "a timed load against kfake, 4 s")
 	brokers := newKfake(t)
 	ctx := testCtx(t)
 	cfg := LoadConfig{
