@@ -203,11 +203,18 @@ func TestControllerControlledShutdown(t *testing.T) {
 	mustOK(t, c3.RegisterBroker(ctx, cluster.Broker{ID: 3}))
 	cc.cs[3] = c3
 	cc.setISR(t, "cs", 0, []int32{1, 2, 3})
-	res, err := cc.ctl.ElectLeaders(ctx, false, []cluster.TopicPartitionID{{Topic: "cs", Partition: 0}})
-	mustOK(t, err)
-	if err := res[cluster.TopicPartitionID{Topic: "cs", Partition: 0}]; err != nil {
-		t.Fatalf("electing the restarted broker: %v", err)
-	}
+	// The controller learns of the registration from its watch: until then
+	// broker 3 is not live and the election answers "not available".
+	testutil.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		res, err := cc.ctl.ElectLeaders(ctx, false, []cluster.TopicPartitionID{{Topic: "cs", Partition: 0}})
+		if err != nil {
+			return err
+		}
+		if err := res[cluster.TopicPartitionID{Topic: "cs", Partition: 0}]; err != nil {
+			return fmt.Errorf("electing the restarted broker: %w", err)
+		}
+		return nil
+	})
 }
 
 // TestControllerReassignment: a reassignment waits for its new replicas to

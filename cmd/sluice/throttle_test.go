@@ -206,20 +206,28 @@ func TestThrottledDrain(t *testing.T) {
 		}
 		return nil
 	})
-	for _, k := range []string{config.LeaderThrottledReplicas, config.FollowerThrottledReplicas} {
-		if got := topicConfig(ctx, t, adm, "fast", k); got != "" {
-			t.Errorf("fast keeps %s=%q after verify", k, got)
+	// Each broker learns of the change from ZooKeeper; the one that
+	// answers DescribeConfigs may not have yet.
+	testutil.CheckFor(t, 15*time.Second, 100*time.Millisecond, func() error {
+		for _, k := range []string{config.LeaderThrottledReplicas, config.FollowerThrottledReplicas} {
+			if got := topicConfig(ctx, t, adm, "fast", k); got != "" {
+				return fmt.Errorf("fast keeps %s=%q after verify", k, got)
+			}
 		}
-	}
-	bc, err = adm.DescribeBrokerConfigs(ctx, drained)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, cfg := range bc[0].Configs {
-		if cfg.Key == config.FollowerThrottledRate && cfg.Source != kmsg.ConfigSourceDefaultConfig {
-			t.Errorf("broker %d keeps %s=%v after verify", drained, cfg.Key, cfg.MaybeValue())
+		return nil
+	})
+	testutil.CheckFor(t, 15*time.Second, 100*time.Millisecond, func() error {
+		bc, err := adm.DescribeBrokerConfigs(ctx, drained)
+		if err != nil {
+			return err
 		}
-	}
+		for _, cfg := range bc[0].Configs {
+			if cfg.Key == config.FollowerThrottledRate && cfg.Source != kmsg.ConfigSourceDefaultConfig {
+				return fmt.Errorf("broker %d keeps %s=%v after verify", drained, cfg.Key, cfg.MaybeValue())
+			}
+		}
+		return nil
+	})
 
 	// `reassign cancel` removes the throttle of the moves it cancels: fast
 	// gains a replica on the leader's broker at 1 KiB/s (it would take an
@@ -236,20 +244,28 @@ func TestThrottledDrain(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "cancelled 1 of 1") || !strings.Contains(out, "throttle: removed from the topics fast and the brokers 1,2,3") {
 		t.Fatalf("reassign cancel: exit %d\n%s%s", code, out, stderr)
 	}
-	for _, k := range []string{config.LeaderThrottledReplicas, config.FollowerThrottledReplicas} {
-		if got := topicConfig(ctx, t, adm, "fast", k); got != "" {
-			t.Errorf("fast keeps %s=%q after cancel", k, got)
+	// Each broker learns of the change from ZooKeeper; the one that
+	// answers DescribeConfigs may not have yet.
+	testutil.CheckFor(t, 15*time.Second, 100*time.Millisecond, func() error {
+		for _, k := range []string{config.LeaderThrottledReplicas, config.FollowerThrottledReplicas} {
+			if got := topicConfig(ctx, t, adm, "fast", k); got != "" {
+				return fmt.Errorf("fast keeps %s=%q after cancel", k, got)
+			}
 		}
-	}
-	bc, err = adm.DescribeBrokerConfigs(ctx, leader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, cfg := range bc[0].Configs {
-		if cfg.Key == config.FollowerThrottledRate && cfg.Source != kmsg.ConfigSourceDefaultConfig {
-			t.Errorf("broker %d keeps %s=%v after cancel", leader, cfg.Key, cfg.MaybeValue())
+		return nil
+	})
+	testutil.CheckFor(t, 15*time.Second, 100*time.Millisecond, func() error {
+		bc, err := adm.DescribeBrokerConfigs(ctx, leader)
+		if err != nil {
+			return err
 		}
-	}
+		for _, cfg := range bc[0].Configs {
+			if cfg.Key == config.FollowerThrottledRate && cfg.Source != kmsg.ConfigSourceDefaultConfig {
+				return fmt.Errorf("broker %d keeps %s=%v after cancel", leader, cfg.Key, cfg.MaybeValue())
+			}
+		}
+		return nil
+	})
 }
 
 // topicConfig is a topic's own value of a config ("" when not set on it).
