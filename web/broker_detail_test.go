@@ -101,9 +101,12 @@ func TestBrokerDynamicConfigEdit(t *testing.T) {
 	}
 	r = viewer.Get(page)
 	expectStatus(t, r, http.StatusOK)
-	if strings.Contains(r.Text, `id="dyn-broker-preview"`) || strings.Contains(r.Text, `name="cfg.log.retention.ms"`) {
-		t.Error("a viewer sees the edit form")
+	for _, s := range []string{`id="dyn-broker-form"`, `id="dyn-default-form"`, `id="dyn-broker-preview"`, `name="cfg.log.retention.ms"`, `name="scope"`} {
+		if strings.Contains(r.Text, s) {
+			t.Errorf("a viewer's page has %s: the edit form", s)
+		}
 	}
+	expectContains(t, r, `id="dyn-broker-log.retention.ms"`, `id="dyn-default-log.retention.ms"`) // the values, read-only
 	r = viewer.Post(page, page+"/configs", url.Values{"scope": {"broker"}, "cfg.log.retention.ms": {"1h"}, "was.log.retention.ms": {""}})
 	expectStatus(t, r, http.StatusForbidden)
 
