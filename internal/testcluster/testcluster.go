@@ -148,7 +148,39 @@ func New(t testing.TB, opts ...Option) *Cluster {
 		n.start()
 		t.Cleanup(n.Stop)
 	}
+	c.waitMembership(len(c.nodes))
 	return c
+}
+
+// waitMembership waits until every running broker's metadata image lists
+// want brokers: a broker starts before its peers' registrations reach it,
+// and a topic created in that moment with replication factor want would be
+// refused (INVALID_REPLICATION_FACTOR). A cluster that does not converge
+// within StartTimeout fails the test.
+func (c *Cluster) waitMembership(want int) {
+	c.t.Helper()
+	if want < 2 {
+		return
+	}
+	deadline := time.Now().Add(StartTimeout)
+	for {
+		short := ""
+		for _, n := range c.nodes {
+			if b := n.Broker(); b != nil {
+				if got := len(b.Image().Brokers); got < want {
+					short = fmt.Sprintf("broker %d knows %d of %d brokers", n.index, got, want)
+					break
+				}
+			}
+		}
+		if short == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("testcluster: %s after %v", short, StartTimeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (n *Node) start() {
@@ -289,6 +321,13 @@ func (n *Node) Start() {
 		n.c.t.Fatalf("testcluster: broker %d is running", n.index)
 	}
 	n.start()
+	running := 0
+	for _, m := range n.c.nodes {
+		if m.app != nil {
+			running++
+		}
+	}
+	n.c.waitMembership(running)
 }
 
 // Restart stops and starts the broker.
