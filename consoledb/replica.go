@@ -1022,9 +1022,33 @@ func (r *Replica) backupAside(ctx context.Context) (string, error) {
 	return path, nil
 }
 
-// clear empties every replicated table and the keys (a rebuild).
+// clear empties every replicated table and the keys (a rebuild). A row
+// cleared is a row deleted: a table's OnApply sees it go (the users
+// table's ends the user's sessions on this host), because what the topic
+// brings back under the same key may be another row — the cluster's user
+// 2 is not this host's user 2 — and the apply connection checks no foreign
+// keys that would cascade.
 func (r *Replica) clear(ctx context.Context, tx *sql.Tx) error {
 	for _, ti := range r.tables {
+		if ti.OnApply != nil {
+			keys, err := r.keysOf(ctx, tx, ti)
+			if err != nil {
+				return err
+			}
+			for _, pk := range keys {
+				before, err := ti.readImage(ctx, tx, pk)
+				if err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, `DELETE FROM `+quoteIdent(ti.Name)+` WHERE `+ti.where, pk...); err != nil {
+					return err
+				}
+				if err := ti.OnApply(ctx, tx, pk, before, nil); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		if ti.LocalKey == nil {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM `+quoteIdent(ti.Name)); err != nil {
 				return err

@@ -652,3 +652,41 @@ func TestQueuedChangeSurvivesJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A host whose own state is replaced by the topic's (it joins a console
+// another host initialised) ends the sessions made against its own users:
+// the topic's user under the same id is another user, and a session of
+// this host's admin must not become a session of the cluster's viewer.
+func TestReplicaReplayEndsLocalSessions(t *testing.T) {
+	ctx := WithActor(context.Background(), "root")
+	BcryptCost = bcrypt.MinCost
+	dirA, dirB := t.TempDir(), t.TempDir()
+	seed := func(dir, name string, role Role) (token string) {
+		db, c, err := OpenConsole(ctx, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		u, err := c.CreateUser(ctx, name, role, "a-password")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := c.CreateSession(ctx, u.ID, time.Hour, "127.0.0.1", "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	seed(dirA, "vic", RoleViewer)
+	tokB := seed(dirB, "ben", RoleAdmin)
+	log, lock := NewMemLog(), NewMutexLock()
+	openHost(t, dirA, log, lock, 1)
+	b := openHost(t, dirB, log, lock, 2)
+	if st := b.rep.Status(); st.Origin != "replay" {
+		t.Fatalf("host 2 origin %q", st.Origin)
+	}
+	s, err := b.c.SessionByToken(ctx, tokB, time.Hour, 0, 0)
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("host 2's session of its own admin survived the replay as %q (%s): %v", s.User.Name, s.User.Role, err)
+	}
+}

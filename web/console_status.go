@@ -25,6 +25,27 @@ func (h consoleStatus) get(c *fiber.Ctx) error {
 	return Render(c, fiber.StatusOK, templates.ConsoleStatusPage(PageFor(c, "Console status"), v))
 }
 
+// joiningState says why a sign-in must wait, or "": while this console is
+// joining the cluster's console state (its start decision not made yet
+// with the topic answering, or its state being replaced by the topic's),
+// the users it would check a password against are about to be replaced,
+// and a session made now would end with them (consoledb ends the sessions
+// of a replaced users table).
+func (s *Server) joiningState() string {
+	if s.cfg.ReplicaStatus == nil {
+		return ""
+	}
+	v := s.cfg.ReplicaStatus()
+	if len(v.Topics) == 0 {
+		return ""
+	}
+	st := v.Topics[0]
+	if (!st.Started && st.Err == "") || st.Rebuilding {
+		return "This console is joining the cluster's console state. Sign in again in a few seconds."
+	}
+	return ""
+}
+
 // staleBanner is the banner every page shows while this console cannot
 // reach its state topic, or "".
 func (s *Server) staleBanner() string {

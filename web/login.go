@@ -88,6 +88,11 @@ func (h *loginHandler) post(c *fiber.Ctx) error {
 		}
 		return Render(c, fiber.StatusUnprocessableEntity, templates.LoginPage(f, next, h.noAdmin(c)))
 	}
+	if why := serverOf(c).joiningState(); why != "" {
+		f.Err = why
+		c.Set(fiber.HeaderRetryAfter, "2")
+		return Render(c, fiber.StatusServiceUnavailable, templates.LoginPage(f, next, false))
+	}
 	var u consoledb.User
 	var err error
 	if len(raw) > maxLoginName || len(password) > maxLoginPassword {

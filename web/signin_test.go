@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-io/sluice/consoledb"
 	"github.com/sluice-io/sluice/internal/testutil"
+	"github.com/sluice-io/sluice/web/webtest"
 )
 
 // TestSafeNext: the address a user is sent to after signing in stays on
@@ -232,5 +233,52 @@ func TestLimiterMemoryIsBounded(t *testing.T) {
 	}
 	if n := len(l.keys); n > l.maxKeys {
 		t.Fatalf("%d keys, bound %d", n, l.maxKeys)
+	}
+}
+
+// TestSignInWaitsForTheConsoleState: while the console is joining the
+// cluster's console state (its users about to be replaced by the topic's),
+// a sign-in is refused with 503 and Retry-After rather than made against
+// users that are going away; once joined it succeeds. A console that
+// cannot reach its topic at all still lets users sign in (read-only).
+func TestSignInWaitsForTheConsoleState(t *testing.T) {
+	var mu sync.Mutex
+	st := consoledb.ReplicaStatus{Topic: "__sluice_console"}
+	ts := newTestServer(t, func(c *Config) {
+		c.ReplicaStatus = func() ConsoleStatus {
+			mu.Lock()
+			defer mu.Unlock()
+			return ConsoleStatus{Topics: []consoledb.ReplicaStatus{st}}
+		}
+	})
+	ts.user(t, "ann", RoleViewer)
+	set := func(f func(*consoledb.ReplicaStatus)) {
+		mu.Lock()
+		f(&st)
+		mu.Unlock()
+	}
+	signIn := func() webtest.Response {
+		return ts.client(t).Post("/login", "/login", url.Values{"username": {"ann"}, "password": {"password-1"}})
+	}
+	for _, joining := range []func(*consoledb.ReplicaStatus){
+		func(s *consoledb.ReplicaStatus) { s.Started, s.Rebuilding, s.Err = false, false, "" },
+		func(s *consoledb.ReplicaStatus) { s.Started, s.Rebuilding, s.Err = true, true, "" },
+	} {
+		set(joining)
+		r := signIn()
+		body := r.Text
+		if r.StatusCode != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || !strings.Contains(body, "joining the cluster") {
+			t.Fatalf("sign-in while joining (%+v): %d, Retry-After %q: %.300s", st, r.StatusCode, r.Header.Get("Retry-After"), body)
+		}
+	}
+	set(func(s *consoledb.ReplicaStatus) {
+		s.Started, s.Rebuilding, s.Err = false, false, "dial tcp: connection refused"
+	})
+	if r := signIn(); r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in with the state topic out of reach: %d", r.StatusCode)
+	}
+	set(func(s *consoledb.ReplicaStatus) { s.Started, s.Rebuilding, s.Err, s.Reachable = true, false, "", true })
+	if r := signIn(); r.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in once joined: %d", r.StatusCode)
 	}
 }
