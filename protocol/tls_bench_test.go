@@ -60,6 +60,8 @@ func BenchmarkProduceTLS(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				cs := nc.ConnectionState()
+				b.Logf("negotiated %s, %s, %s", tls.VersionName(cs.Version), tls.CipherSuiteName(cs.CipherSuite), cs.CurveID)
 				conn = &rawConn{tb: b, nc: nc, br: bufio.NewReaderSize(nc, 64<<10)}
 			} else {
 				conn = dialRaw(b, n.addr)

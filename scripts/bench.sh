@@ -32,7 +32,8 @@
 # listeners, `sluice perf` connecting with --command-config; the CA and
 # server certificate are made at run time
 # (bench/benchrun/tls.go), and the report checks TLS produce of 1 KiB records
-# against 60 % of PLAINTEXT (issue 15).
+# against 60 % of PLAINTEXT (issue 15) and states the TLS version, cipher suite
+# and key exchange the load generator negotiated.
 #
 # Every flag of bench/benchrun can be given after the script name; their
 # defaults come from these variables:

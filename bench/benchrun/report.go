@@ -246,6 +246,9 @@ func (r *report) markdown() string {
 		}
 	}
 	fmt.Fprintf(&b, "- Go: %s\n", r.goVersion)
+	if t := r.cfg.paths.TLS; t != nil && t.Negotiated != "" {
+		fmt.Fprintf(&b, "- TLS as the load generator negotiates it with the broker (version, cipher suite, key exchange): %s\n", t.Negotiated)
+	}
 	for n, why := range r.skipped {
 		fmt.Fprintf(&b, "- **%s not measured**: %s\n", n, why)
 	}

@@ -34,6 +34,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/sluice-io/sluice/internal/kclient"
 )
 
 // The SCRAM user of the SASL_SSL system.
@@ -49,6 +51,10 @@ type tlsFiles struct {
 	// SSLProps and SASLProps are `sluice perf --command-config` files.
 	SSLProps, SASLProps string
 	pool                *x509.CertPool
+	// Negotiated is what a client with the SSL properties (sluice perf's
+	// settings) negotiates with the broker: protocol version, cipher suite
+	// and key exchange. tlsSetup sets it; the report prints it.
+	Negotiated string
 }
 
 // writeTLSFiles makes a CA and a server certificate for 127.0.0.1 and
@@ -222,7 +228,7 @@ func tlsSetup(ctx context.Context, p paths, protocol string, l layout) error {
 		return err
 	}
 	defer cl.Close()
-	return poll(ctx, func(ctx context.Context) error {
+	err = poll(ctx, func(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		req := kmsg.NewPtrMetadataRequest()
@@ -236,6 +242,53 @@ func tlsSetup(ctx context.Context, p paths, protocol string, l layout) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	if p.TLS.Negotiated == "" {
+		s, err := negotiated(ctx, p.TLS.SSLProps, localAddr(l.Ports[0]))
+		if err != nil {
+			return fmt.Errorf("TLS handshake with the SSL client settings: %w", err)
+		}
+		p.TLS.Negotiated = s
+	}
+	return nil
+}
+
+// negotiated makes a TLS handshake with addr as a client with the
+// properties in propsPath (what `sluice perf --command-config` reads) and
+// says what was agreed: "TLS 1.3, TLS_AES_128_GCM_SHA256, X25519MLKEM768".
+func negotiated(ctx context.Context, propsPath, addr string) (string, error) {
+	props, err := kclient.ReadFile(propsPath)
+	if err != nil {
+		return "", err
+	}
+	s, err := kclient.Parse(props)
+	if err != nil {
+		return "", err
+	}
+	if s.TLS == nil {
+		return "", fmt.Errorf("%s: no TLS settings", propsPath)
+	}
+	cfg := s.TLS.Clone()
+	if cfg.ServerName == "" {
+		// As franz-go's dialer does: the host of the broker's address.
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return "", err
+		}
+		cfg.ServerName = host
+	}
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	d := &tls.Dialer{Config: cfg}
+	nc, err := d.DialContext(hctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer nc.Close()
+	cs := nc.(*tls.Conn).ConnectionState()
+	return fmt.Sprintf("%s, %s, %s", tls.VersionName(cs.Version), tls.CipherSuiteName(cs.CipherSuite), cs.CurveID), nil
 }
 
 // tlsTargets checks issue 15's target where the run has the data: Sluice

@@ -183,3 +183,42 @@ func TestSmokeRunTLS(t *testing.T) {
 		}
 	}
 }
+
+// TestNegotiated: the report's line on TLS is what a client with the SSL
+// properties agrees with a server holding the generated keystore.
+func TestNegotiated(t *testing.T) {
+	f, err := writeTLSFiles(filepath.Join(t.TempDir(), "tls"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(f.Keystore, f.Keystore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := negotiated(ctx, f.SSLProps, ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(got, ", ")
+	if len(parts) != 3 || parts[0] != "TLS 1.3" || !strings.HasPrefix(parts[1], "TLS_") || parts[2] == "" {
+		t.Fatalf("negotiated %q, want \"TLS 1.3, TLS_<suite>, <key exchange>\"", got)
+	}
+	t.Log(got)
+}
