@@ -38,11 +38,11 @@ func BenchmarkClusterProduce(b *testing.B) {
 					}
 					createBenchTopic(b, c, topic, 6, rf)
 					before := c.brokerCPU()
-					wait := c.profileBrokers(b, benchName(b), 5*time.Second)
+					stop := c.profileBrokersWhile(b, benchName(b))
 					res := c.perfRun(b, "produce", "--topic", topic, "--acks", acks,
 						"--num-records", records, "--record-size", "100")
 					cpu := c.cpuSince(before)
-					wait()
+					stop()
 					b.ReportMetric(res.RecordsPerSec, "records/s")
 					b.ReportMetric(cpu.Seconds()/float64(res.Records)*1e6, "broker-cpu-µs/record")
 					b.ReportMetric(res.MiBPerSec, "MiB/s")

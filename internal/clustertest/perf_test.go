@@ -183,6 +183,62 @@ func (c *testCluster) profileBrokers(tb testing.TB, name string, d time.Duration
 	return wg.Wait
 }
 
+// profileBrokersWhile starts a CPU profile on every broker (the profiling
+// endpoints' /debug/pprof/cpu/start) and returns the function that stops
+// them and writes $SLUICE_CLUSTER_PROFILE/<name>-broker<id>.pprof: a
+// profile of exactly the phase between the two calls, however long it
+// lasts. Without the variable, or for a cluster without the profiling
+// endpoints, it does nothing.
+func (c *testCluster) profileBrokersWhile(tb testing.TB, name string) (stop func()) {
+	dir := profileDir()
+	if dir == "" {
+		return func() {}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	var started []*brokerProc
+	for _, b := range c.brokers {
+		if b.pprof == "" || !b.running() {
+			continue
+		}
+		resp, err := http.Post(fmt.Sprintf("http://%s/debug/pprof/cpu/start", b.pprof), "", nil)
+		if err != nil {
+			tb.Logf("profile broker %d: %v", b.id, err)
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			tb.Logf("profile broker %d: start: %s", b.id, resp.Status)
+			continue
+		}
+		started = append(started, b)
+	}
+	return func() {
+		for _, b := range started {
+			resp, err := http.Post(fmt.Sprintf("http://%s/debug/pprof/cpu/stop", b.pprof), "", nil)
+			if err != nil {
+				tb.Logf("profile broker %d: %v", b.id, err)
+				continue
+			}
+			path := filepath.Join(dir, fmt.Sprintf("%s-broker%d.pprof", name, b.id))
+			f, err := os.Create(path)
+			if err == nil {
+				_, err = io.Copy(f, resp.Body)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+			resp.Body.Close()
+			if err != nil {
+				tb.Logf("profile broker %d: %v", b.id, err)
+				continue
+			}
+			tb.Logf("CPU profile of broker %d: %s", b.id, path)
+		}
+	}
+}
+
 // benchName makes a sub-benchmark name usable in a file name.
 func benchName(tb testing.TB) string {
 	return strings.NewReplacer("/", "_", "=", "-").Replace(tb.Name())
