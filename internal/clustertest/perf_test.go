@@ -104,6 +104,55 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / hz, nil
 }
 
+// minorFaults is the process's minor page faults so far (minflt) from /proc.
+func minorFaults(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 8 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
+	}
+	return strconv.ParseInt(f[7], 10, 64) // field 10, minflt
+}
+
+// brokerFaults is the minor page faults of each running broker so far, by
+// id: a steadier measure than CPU time on a shared machine, and a dear one
+// on a virtual machine (each fault is a trap into the kernel, and on this
+// VM's paravirtualised page tables into the hypervisor too).
+func (c *testCluster) brokerFaults() map[int32]int64 {
+	out := map[int32]int64{}
+	for _, b := range c.brokers {
+		b.mu.Lock()
+		cmd := b.cmd
+		b.mu.Unlock()
+		if cmd == nil || cmd.Process == nil {
+			continue
+		}
+		if n, err := minorFaults(cmd.Process.Pid); err == nil {
+			out[b.id] = n
+		}
+	}
+	return out
+}
+
+// faultsSince is the minor page faults of the brokers since before (summed).
+func (c *testCluster) faultsSince(before map[int32]int64) int64 {
+	var sum int64
+	for id, n := range c.brokerFaults() {
+		if b, ok := before[id]; ok {
+			sum += n - b
+		}
+	}
+	return sum
+}
+
 // brokerCPU is the CPU time used so far by each running broker, by id.
 func (c *testCluster) brokerCPU() map[int32]time.Duration {
 	out := map[int32]time.Duration{}
