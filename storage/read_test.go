@@ -658,3 +658,93 @@ func TestDeleteLogRenameFails(t *testing.T) {
 		t.Fatalf("log directory after delete: %v", err)
 	}
 }
+
+// TestTailReadsFromRecentBatches: reads near the log end (a follower's
+// fetch) take the headers of the last appended batches from the segment's
+// memory, not from the file, and answer exactly as reads from the file do —
+// for every offset, budget and bound, after a truncation and after more
+// appends.
+func TestTailReadsFromRecentBatches(t *testing.T) {
+	noSync(t)
+	m := openTestManager(t, t.TempDir(), nil)
+	defer m.Close()
+	cfg := DefaultLogConfig()
+	cfg.IndexIntervalBytes = 512
+	l, _ := m.GetOrCreateLog(TopicPartition{"tail", 0}, cfg)
+	now := time.Now().UnixMilli()
+	appendSome := func(n int) {
+		for i := range n {
+			mustAppend(t, l, recordtest.Batch(t, 1+i%7, 50+30*(i%5), now, record.CompressionNone))
+		}
+	}
+	// fromFile is a read with the segment's memory of recent batches
+	// set aside.
+	fromFile := func(off int64, maxBytes int32, maxOffset int64, minOne bool) (ReadInfo, error) {
+		s := l.active()
+		s.mu.Lock()
+		saved := s.recent
+		s.recent = nil
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.recent = saved
+			s.mu.Unlock()
+		}()
+		return l.Read(off, maxBytes, maxOffset, minOne)
+	}
+	compare := func(stage string) {
+		t.Helper()
+		leo := l.LogEndOffset()
+		if len(l.active().recent) == 0 {
+			t.Fatalf("%s: the active segment remembers no batch", stage)
+		}
+		for off := int64(0); off <= leo; off++ {
+			for _, maxBytes := range []int32{10, 200, 700, 1 << 20} {
+				for _, maxOffset := range []int64{leo, leo - 3, off + 2} {
+					for _, minOne := range []bool{false, true} {
+						got, err1 := l.Read(off, maxBytes, maxOffset, minOne)
+						want, err2 := fromFile(off, maxBytes, maxOffset, minOne)
+						if (err1 == nil) != (err2 == nil) || got.Region.Pos != want.Region.Pos || got.Region.Len != want.Region.Len ||
+							got.FirstOffset != want.FirstOffset || got.NextOffset != want.NextOffset {
+							t.Fatalf("%s: read(%d, %d, %d, %v) = pos %d len %d first %d next %d %v; from the file: pos %d len %d first %d next %d %v",
+								stage, off, maxBytes, maxOffset, minOne, got.Region.Pos, got.Region.Len, got.FirstOffset, got.NextOffset, err1,
+								want.Region.Pos, want.Region.Len, want.FirstOffset, want.NextOffset, err2)
+						}
+						got.Release()
+						want.Release()
+					}
+				}
+			}
+		}
+	}
+	appendSome(40)
+	compare("appended")
+	if err := l.Truncate(l.LogEndOffset() - 9); err != nil {
+		t.Fatal(err)
+	}
+	compare("truncated")
+	appendSome(5)
+	compare("appended after the truncation")
+
+	// The last batch's header is not read from the file: with its magic
+	// byte damaged on disk, a read at the tail still answers, and the
+	// same read from the file sees the damage.
+	s := l.active()
+	last := s.recent[len(s.recent)-1]
+	f, err := os.OpenFile(s.path(".log"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0x7f}, last.pos+record.OffMagic); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	ri, err := l.Read(last.base, 1<<20, l.LogEndOffset(), true)
+	if err != nil || ri.Region.Pos != last.pos || ri.Region.Len != int64(last.size) {
+		t.Fatalf("tail read: pos %d len %d %v, want pos %d len %d", ri.Region.Pos, ri.Region.Len, err, last.pos, last.size)
+	}
+	ri.Release()
+	if _, err := fromFile(last.base, 1<<20, l.LogEndOffset(), true); !errors.Is(err, record.ErrCorruptBatch) {
+		t.Fatalf("the same read from the file: %v, want the damaged header", err)
+	}
+}

@@ -290,6 +290,7 @@ func (s *segment) truncateTo(to int64) error {
 		return err
 	}
 	s.unmapLogLocked() // before the file shrinks: no reader may fault on a cut page
+	s.trimRecentLocked(cut)
 	n := s.oi.entries()
 	keep := sort.Search(n, func(i int) bool { _, p := s.oi.offsetEntry(i); return p >= cut })
 	s.oi.truncateEntries(keep)

@@ -92,6 +92,97 @@ type segment struct {
 
 	rollTS          int64 // writer: ms the segment's age counts from (segment.ms)
 	bytesSinceIndex int64 // writer
+
+	// recent are the last batches appended (at most recentBatches),
+	// oldest first, with mu held for writing; readers use them under mu
+	// held for reading. A read at the tail — a follower's fetch, a
+	// consumer that keeps up — finds its batches here instead of reading
+	// their headers through logMap: the pages just written are not mapped
+	// in this process yet, so each header read there faulted one in, and
+	// the leader's reads for its followers were about a third of the page
+	// faults of a replicated broker (the faults are dear on a virtual
+	// machine). Truncation drops what it cuts.
+	recent []recentBatch
+}
+
+// recentBatches is how many appended batches a segment remembers (a
+// follower's fetch at the log end reads the last few).
+const recentBatches = 16
+
+// recentBatch is what a read needs of an appended batch's header.
+type recentBatch struct {
+	pos       int64
+	base      int64
+	size      int32 // the whole batch: BatchLength + BatchLengthOverhead
+	lastDelta int32
+}
+
+// header sets the fields of h a read uses (offsets and size); the others
+// are zero.
+func (b *recentBatch) header(h *record.BatchHeader) {
+	*h = record.BatchHeader{BaseOffset: b.base, BatchLength: b.size - record.BatchLengthOverhead,
+		LastOffsetDelta: b.lastDelta, Magic: 2}
+}
+
+// noteRecentLocked remembers an appended batch. mu is held for writing.
+func (s *segment) noteRecentLocked(b recentBatch) {
+	if s.recent == nil {
+		s.recent = make([]recentBatch, 0, recentBatches)
+	}
+	if len(s.recent) == recentBatches {
+		copy(s.recent, s.recent[1:])
+		s.recent = s.recent[:recentBatches-1]
+	}
+	s.recent = append(s.recent, b)
+}
+
+// trimRecentLocked forgets the batches at or past cut (a truncation). mu is
+// held for writing.
+func (s *segment) trimRecentLocked(cut int64) {
+	for len(s.recent) > 0 && s.recent[len(s.recent)-1].pos+int64(s.recent[len(s.recent)-1].size) > cut {
+		s.recent = s.recent[:len(s.recent)-1]
+	}
+}
+
+// recentFirst finds, among the recent batches committed below size, the
+// first whose last offset is >= target, when the recent batches start at or
+// before target (no earlier batch can then end at or after it).
+func recentFirst(recent []recentBatch, target, size int64, h *record.BatchHeader) (int64, bool) {
+	if len(recent) == 0 || recent[0].base > target {
+		return 0, false
+	}
+	for i := range recent {
+		b := &recent[i]
+		if b.pos+int64(b.size) > size {
+			return 0, false
+		}
+		if b.base+int64(b.lastDelta) >= target {
+			b.header(h)
+			return b.pos, true
+		}
+	}
+	return 0, false
+}
+
+// recentAt sets h to the recent batch at pos, committed below size.
+func recentAt(recent []recentBatch, pos, size int64, h *record.BatchHeader) bool {
+	if len(recent) == 0 || pos < recent[0].pos {
+		return false
+	}
+	for i := len(recent) - 1; i >= 0; i-- {
+		b := &recent[i]
+		if b.pos == pos {
+			if b.pos+int64(b.size) > size {
+				return false
+			}
+			b.header(h)
+			return true
+		}
+		if b.pos < pos {
+			return false
+		}
+	}
+	return false
 }
 
 func (s *segment) path(suffix string) string {
@@ -394,7 +485,7 @@ func translateIn(f vfs.File, data []byte, oi *index, target, size int64, hb []by
 func (s *segment) read(f vfs.File, startOffset int64, maxBytes int64, maxOffset int64, minOneBatch bool, hb []byte) (pos, n, first, next int64, found bool, err error) {
 	size := s.size.Load()
 	werr := s.withMaps(func(oi, _ *index, data []byte) {
-		pos, n, first, next, found, err = readIn(f, data, oi, size, startOffset, maxBytes, maxOffset, minOneBatch, hb)
+		pos, n, first, next, found, err = readIn(f, data, oi, s.recent, size, startOffset, maxBytes, maxOffset, minOneBatch, hb)
 	})
 	if werr != nil {
 		return 0, 0, 0, 0, false, werr
@@ -408,11 +499,17 @@ func (s *segment) read(f vfs.File, startOffset int64, maxBytes int64, maxOffset 
 // offset of its last batch plus one, or, where the index jump skipped that
 // batch's header, the base offset of the batch after the region (the same
 // in a log without gaps).
-func readIn(f vfs.File, data []byte, oi *index, size, startOffset, maxBytes, maxOffset int64, minOneBatch bool, hb []byte) (pos, n, first, next int64, found bool, err error) {
+//
+// Batches among recent (the segment's last appended ones) are taken from
+// there, not from the file.
+func readIn(f vfs.File, data []byte, oi *index, recent []recentBatch, size, startOffset, maxBytes, maxOffset int64, minOneBatch bool, hb []byte) (pos, n, first, next int64, found bool, err error) {
 	var h record.BatchHeader
-	start, found, err := translateIn(f, data, oi, startOffset, size, hb, &h)
-	if err != nil || !found {
-		return 0, 0, 0, 0, found, err
+	start, found := recentFirst(recent, startOffset, size, &h)
+	if !found {
+		start, found, err = translateIn(f, data, oi, startOffset, size, hb, &h)
+		if err != nil || !found {
+			return 0, 0, 0, 0, found, err
+		}
 	}
 	if h.LastOffset() >= maxOffset {
 		return start, 0, h.BaseOffset, h.BaseOffset, true, nil
@@ -425,8 +522,10 @@ func readIn(f vfs.File, data []byte, oi *index, size, startOffset, maxBytes, max
 	// walk the few headers after it.
 	p := max(start, oi.lookupEnd(limit, maxOffset))
 	for p < size {
-		if err := header(f, data, p, size, hb, &h); err != nil {
-			return 0, 0, 0, 0, false, err
+		if !recentAt(recent, p, size, &h) {
+			if err := header(f, data, p, size, hb, &h); err != nil {
+				return 0, 0, 0, 0, false, err
+			}
 		}
 		if p+int64(h.Size()) > limit || h.LastOffset() >= maxOffset {
 			if p > start {
@@ -486,6 +585,8 @@ func (s *segment) appendBatches(buf []byte, intervalBytes int64) error {
 		last := int64(binary.BigEndian.Uint64(buf[p:])) + int64(binary.BigEndian.Uint32(buf[p+record.OffLastOffsetDelta:]))
 		maxTS := int64(binary.BigEndian.Uint64(buf[p+record.OffMaxTimestamp:]))
 		s.indexBatch(pos+int64(p), int64(size), last, maxTS, intervalBytes)
+		s.noteRecentLocked(recentBatch{pos: pos + int64(p), base: int64(binary.BigEndian.Uint64(buf[p:])),
+			size: int32(size), lastDelta: int32(binary.BigEndian.Uint32(buf[p+record.OffLastOffsetDelta:]))})
 		next = last + 1
 		p += size
 	}
@@ -528,6 +629,7 @@ func (s *segment) deactivate() error {
 	}
 	s.appendFinalTimeEntry()
 	s.active = false
+	s.recent = nil // reads at the tail go to the next segment now
 	if err := s.oi.trim(); err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ import (
 // BenchmarkClusterProduce measures produce throughput on the three-broker
 // cluster (benchCluster: brokers alone) with `sluice perf produce`
 // (franz-go), for replication factor 1 and 3 and acks=1 and acks=all, and
-// the brokers' CPU per record. Run:
+// the brokers' CPU and minor page faults per record. Run:
 //
 //	go test -run '^$' -bench ClusterProduce -benchtime 1x ./internal/clustertest/
 func BenchmarkClusterProduce(b *testing.B) {
@@ -37,14 +37,15 @@ func BenchmarkClusterProduce(b *testing.B) {
 						records = n
 					}
 					createBenchTopic(b, c, topic, 6, rf)
-					before := c.brokerCPU()
-					wait := c.profileBrokers(b, benchName(b), 5*time.Second)
+					before, faultsBefore := c.brokerCPU(), c.brokerFaults()
+					stop := c.profileBrokersWhile(b, benchName(b))
 					res := c.perfRun(b, "produce", "--topic", topic, "--acks", acks,
 						"--num-records", records, "--record-size", "100")
-					cpu := c.cpuSince(before)
-					wait()
+					cpu, faults := c.cpuSince(before), c.faultsSince(faultsBefore)
+					stop()
 					b.ReportMetric(res.RecordsPerSec, "records/s")
 					b.ReportMetric(cpu.Seconds()/float64(res.Records)*1e6, "broker-cpu-µs/record")
+					b.ReportMetric(float64(faults)/float64(res.Records)*1e3, "broker-faults/krecord")
 					b.ReportMetric(res.MiBPerSec, "MiB/s")
 					b.ReportMetric(res.Latency.P50, "p50-ms")
 					b.ReportMetric(res.Latency.P99, "p99-ms")

@@ -104,6 +104,55 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / hz, nil
 }
 
+// minorFaults is the process's minor page faults so far (minflt) from /proc.
+func minorFaults(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 8 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
+	}
+	return strconv.ParseInt(f[7], 10, 64) // field 10, minflt
+}
+
+// brokerFaults is the minor page faults of each running broker so far, by
+// id: a steadier measure than CPU time on a shared machine, and a dear one
+// on a virtual machine (each fault is a trap into the kernel, and on this
+// VM's paravirtualised page tables into the hypervisor too).
+func (c *testCluster) brokerFaults() map[int32]int64 {
+	out := map[int32]int64{}
+	for _, b := range c.brokers {
+		b.mu.Lock()
+		cmd := b.cmd
+		b.mu.Unlock()
+		if cmd == nil || cmd.Process == nil {
+			continue
+		}
+		if n, err := minorFaults(cmd.Process.Pid); err == nil {
+			out[b.id] = n
+		}
+	}
+	return out
+}
+
+// faultsSince is the minor page faults of the brokers since before (summed).
+func (c *testCluster) faultsSince(before map[int32]int64) int64 {
+	var sum int64
+	for id, n := range c.brokerFaults() {
+		if b, ok := before[id]; ok {
+			sum += n - b
+		}
+	}
+	return sum
+}
+
 // brokerCPU is the CPU time used so far by each running broker, by id.
 func (c *testCluster) brokerCPU() map[int32]time.Duration {
 	out := map[int32]time.Duration{}
@@ -181,6 +230,62 @@ func (c *testCluster) profileBrokers(tb testing.TB, name string, d time.Duration
 		}()
 	}
 	return wg.Wait
+}
+
+// profileBrokersWhile starts a CPU profile on every broker (the profiling
+// endpoints' /debug/pprof/cpu/start) and returns the function that stops
+// them and writes $SLUICE_CLUSTER_PROFILE/<name>-broker<id>.pprof: a
+// profile of exactly the phase between the two calls, however long it
+// lasts. Without the variable, or for a cluster without the profiling
+// endpoints, it does nothing.
+func (c *testCluster) profileBrokersWhile(tb testing.TB, name string) (stop func()) {
+	dir := profileDir()
+	if dir == "" {
+		return func() {}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	var started []*brokerProc
+	for _, b := range c.brokers {
+		if b.pprof == "" || !b.running() {
+			continue
+		}
+		resp, err := http.Post(fmt.Sprintf("http://%s/debug/pprof/cpu/start", b.pprof), "", nil)
+		if err != nil {
+			tb.Logf("profile broker %d: %v", b.id, err)
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			tb.Logf("profile broker %d: start: %s", b.id, resp.Status)
+			continue
+		}
+		started = append(started, b)
+	}
+	return func() {
+		for _, b := range started {
+			resp, err := http.Post(fmt.Sprintf("http://%s/debug/pprof/cpu/stop", b.pprof), "", nil)
+			if err != nil {
+				tb.Logf("profile broker %d: %v", b.id, err)
+				continue
+			}
+			path := filepath.Join(dir, fmt.Sprintf("%s-broker%d.pprof", name, b.id))
+			f, err := os.Create(path)
+			if err == nil {
+				_, err = io.Copy(f, resp.Body)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+			resp.Body.Close()
+			if err != nil {
+				tb.Logf("profile broker %d: %v", b.id, err)
+				continue
+			}
+			tb.Logf("CPU profile of broker %d: %s", b.id, path)
+		}
+	}
 }
 
 // benchName makes a sub-benchmark name usable in a file name.

@@ -80,6 +80,41 @@ func TestResponseRoundTrip(t *testing.T) {
 	}
 }
 
+// TestReadFrameGrowsGeometrically: frames that each exceed the one before
+// by a little take a new buffer only a logarithmic number of times (a
+// follower's fetch responses), never past the maximum frame size.
+func TestReadFrameGrowsGeometrically(t *testing.T) {
+	var in []byte
+	const frames = 1000
+	for i := range frames {
+		n := 4 + 100*i
+		in = binary.BigEndian.AppendUint32(in, uint32(n))
+		in = append(in, make([]byte, n)...)
+	}
+	r := bytes.NewReader(in)
+	var buf []byte
+	grown := 0
+	for i := range frames {
+		frame, next, err := ReadFrame(r, buf, 4, 200_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(frame) != 4+100*i {
+			t.Fatalf("frame %d: %d bytes", i, len(frame))
+		}
+		if cap(next) > 200_000 {
+			t.Fatalf("frame %d: buffer of %d bytes, over the maximum frame size", i, cap(next))
+		}
+		if cap(next) != cap(buf) {
+			grown++
+		}
+		buf = next
+	}
+	if grown > 20 {
+		t.Fatalf("the buffer was replaced %d times for %d growing frames", grown, frames)
+	}
+}
+
 // FuzzFraming: tagged fields and response frames from another broker never
 // panic the reader, and SkipTags never returns more than it was given.
 func FuzzFraming(f *testing.F) {
