@@ -794,7 +794,7 @@ func (b *Broker) applyLocal(img *Image) {
 				follow[tp] = followTarget{p: p, leader: w.part.Leader, epoch: w.part.LeaderEpoch}
 			}
 		}
-		parallelDo(len(changes), 8, func(i int) {
+		parallelDo(len(changes), applyWorkers, func(i int) {
 			c := changes[i]
 			if ev, changed := c.p.apply(c.part, c.settings); changed {
 				evMu.Lock()
@@ -868,6 +868,14 @@ func (b *Broker) applyLocal(img *Image) {
 		}
 	}
 }
+
+// applyWorkers bounds the partitions applyLocal changes at once. Becoming
+// leader writes the log's leader-epoch checkpoint (two fsyncs), and a
+// failover makes a broker leader of hundreds of partitions at once: the
+// file system commits concurrent fsyncs together, so the wall time falls
+// with the number in flight (on the 2-core development VM, 300 checkpoint
+// writes took 2.1 s one at a time, 0.34 s 8 at a time, 0.13 s 64 at a time).
+const applyWorkers = 64
 
 // parallelDo runs fn(0..n-1) on up to workers goroutines and waits.
 func parallelDo(n, workers int, fn func(i int)) {
