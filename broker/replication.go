@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"log/slog"
 	"sync"
@@ -552,8 +553,7 @@ func (f *fetcher) fetch(conn *brokerConn, tps []storage.TopicPartition, states m
 		st *followState
 		rp *kmsg.FetchResponseTopicPartition
 	}
-	var answers []answer
-	withRecords := 0
+	var answers, newEpoch []answer
 	for i := range fr.Topics {
 		rt := &fr.Topics[i]
 		for j := range rt.Partitions {
@@ -563,29 +563,47 @@ func (f *fetcher) fetch(conn *brokerConn, tps []storage.TopicPartition, states m
 			if st == nil || !f.current(tp, st) {
 				continue
 			}
-			answers = append(answers, answer{tp, st, rp})
-			if len(rp.RecordBatches) > 0 {
-				withRecords++
+			if rp.ErrorCode == 0 && startsNewEpoch(st.p.log, rp.RecordBatches) {
+				newEpoch = append(newEpoch, answer{tp, st, rp})
+				continue
 			}
+			answers = append(answers, answer{tp, st, rp})
 		}
 	}
-	// The partitions' appends are independent. The first batch of a new
-	// leader epoch writes the log's leader-epoch checkpoint (two fsyncs),
-	// and after a failover a fetch brings such a batch for every partition
-	// that changed leader: one after another, a fetcher of 500 partitions
-	// waited 500 such writes; in parallel the file system commits them
-	// together.
-	if withRecords < 2 {
-		for _, a := range answers {
+	for _, a := range answers {
+		f.applyAnswer(a.tp, a.st, a.rp, img)
+	}
+	// The first batch of a new leader epoch writes the log's leader-epoch
+	// checkpoint (two fsyncs), and after a failover a fetch brings such a
+	// batch for every partition that changed leader: one after another, a
+	// fetcher of 500 partitions waited for 1,000 fsyncs; in parallel the
+	// file system commits them together. (The appends of different
+	// partitions are independent.)
+	if len(newEpoch) < 2 {
+		for _, a := range newEpoch {
 			f.applyAnswer(a.tp, a.st, a.rp, img)
 		}
 		return nil
 	}
-	parallelDo(len(answers), followerAppendWorkers, func(i int) {
-		a := answers[i]
+	parallelDo(len(newEpoch), followerAppendWorkers, func(i int) {
+		a := newEpoch[i]
 		f.applyAnswer(a.tp, a.st, a.rp, img)
 	})
 	return nil
+}
+
+// startsNewEpoch reports whether batches (a fetch response's records for
+// l) begin with a leader epoch newer than any l has: appending them writes
+// the leader-epoch checkpoint.
+func startsNewEpoch(l *storage.Log, batches []byte) bool {
+	// A v2 batch: base offset (8), length (4), partition leader epoch (4),
+	// magic (1).
+	if len(batches) < 17 || batches[16] != 2 {
+		return false
+	}
+	epoch := int32(binary.BigEndian.Uint32(batches[12:16]))
+	latest, ok := l.LatestEpoch()
+	return epoch >= 0 && (!ok || epoch > latest)
 }
 
 // followerAppendWorkers bounds the partitions of one fetch response
