@@ -775,7 +775,7 @@ func (b *Broker) applyLocal(img *Image) {
 			part     PartitionImage
 			settings topicSettings
 		}
-		var changes []pending
+		var changes, leading []pending
 		for _, tp := range tps {
 			w := wanted[tp]
 			b.mu.RLock()
@@ -788,22 +788,36 @@ func (b *Broker) applyLocal(img *Image) {
 			if !p.current(w.part, settings) {
 				// Changed; unchanged ones (most, on most refreshes)
 				// are left alone.
-				changes = append(changes, pending{p, w.part, settings})
+				if w.part.Leader == b.cfg.BrokerID {
+					leading = append(leading, pending{p, w.part, settings})
+				} else {
+					changes = append(changes, pending{p, w.part, settings})
+				}
 			}
 			if w.part.Leader >= 0 && w.part.Leader != b.cfg.BrokerID {
 				follow[tp] = followTarget{p: p, leader: w.part.Leader, epoch: w.part.LeaderEpoch}
 			}
 		}
-		parallelDo(len(changes), applyWorkers, func(i int) {
-			c := changes[i]
-			if ev, changed := c.p.apply(c.part, c.settings); changed {
-				evMu.Lock()
-				events = append(events, ev)
-				evMu.Unlock()
-			}
-		})
-		applied += len(changes)
+		do := func(changes []pending) {
+			parallelDo(len(changes), applyWorkers, func(i int) {
+				c := changes[i]
+				if ev, changed := c.p.apply(c.part, c.settings); changed {
+					evMu.Lock()
+					events = append(events, ev)
+					evMu.Unlock()
+				}
+			})
+			applied += len(changes)
+		}
+		// Followers first, and the fetchers told at once: becoming
+		// leader is slow (an fsynced leader-epoch checkpoint per
+		// partition), and in a failover the partitions this broker now
+		// follows have new leaders that wait for its fetches to accept
+		// acks=all produce, while its own new leaderships wait for the
+		// other brokers' fetches, not for its followers.
+		do(changes)
 		b.fetchers.update(follow)
+		do(leading)
 	}
 
 	var existing, fresh []storage.TopicPartition
