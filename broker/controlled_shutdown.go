@@ -40,9 +40,9 @@ type ControlledShutdownConfig struct {
 
 // ControlledShutdown stops following, then asks the controller (this
 // broker's own, or another broker's over the inter-broker listener) to move
-// leadership away, retrying up to MaxRetries times, then stops replication. A broker that
-// cannot reach the controller shuts down anyway: its partitions then fail
-// over when its coordinator session ends.
+// leadership away, retrying up to MaxRetries times, then stops replication.
+// A broker that cannot reach the controller shuts down anyway: its
+// partitions then fail over when its coordinator session ends.
 func (b *Broker) ControlledShutdown(cfg ControlledShutdownConfig) {
 	log := b.cfg.Logger.With("component", "controlled-shutdown")
 	retries := cfg.MaxRetries
