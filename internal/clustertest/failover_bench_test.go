@@ -119,9 +119,13 @@ func failoverSetup(b *testing.B, c *testCluster) (string, int) {
 			}
 		}
 	}
-	// One acks=all record in every partition: every replica's log exists
-	// and has caught up.
-	pc := c.benchClient(b, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	// Every partition led with a full ISR in every broker's Metadata (a
+	// producer told UNKNOWN_TOPIC_OR_PARTITION a few times gives up), then
+	// one acks=all record in each: every replica's log exists and has
+	// caught up.
+	balanced(b, c, prefix, n)
+	pc := c.benchClient(b, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.UnknownTopicRetries(-1), kgo.RecordDeliveryTimeout(2*time.Minute))
 	var mu sync.Mutex
 	var firstErr error
 	for i := range topics {
