@@ -38,11 +38,11 @@ type ControlledShutdownConfig struct {
 	Controller ShutdownController
 }
 
-// ControlledShutdown asks the controller (this broker's own, or another
-// broker's over the inter-broker listener) to move leadership away,
-// retrying up to MaxRetries times, then stops replication. A broker that
-// cannot reach the controller shuts down anyway: its partitions then fail
-// over when its coordinator session ends.
+// ControlledShutdown stops following, then asks the controller (this
+// broker's own, or another broker's over the inter-broker listener) to move
+// leadership away, retrying up to MaxRetries times, then stops replication.
+// A broker that cannot reach the controller shuts down anyway: its
+// partitions then fail over when its coordinator session ends.
 func (b *Broker) ControlledShutdown(cfg ControlledShutdownConfig) {
 	log := b.cfg.Logger.With("component", "controlled-shutdown")
 	retries := cfg.MaxRetries
@@ -51,6 +51,14 @@ func (b *Broker) ControlledShutdown(cfg ControlledShutdownConfig) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	defer b.StopReplication()
+	// Stop following first, as Kafka's controller stops a shutting-down
+	// broker's replicas (StopReplica) before it takes the broker out of
+	// their ISRs: a follower still fetching while the controller shrinks
+	// the ISRs is caught up, so its leaders add it straight back, and
+	// acks=all producers then wait for a broker that is about to go (until
+	// replica.lag.time.max.ms). Nothing on this broker needs its followed
+	// replicas any more; it catches up when it starts again.
+	b.fetchers.close()
 	for attempt := 0; attempt <= retries; attempt++ {
 		if attempt > 0 {
 			time.Sleep(backoff)
