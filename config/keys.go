@@ -149,7 +149,7 @@ var keys = []Key{
 		Doc:   "fsync when unflushed data is this old, in milliseconds; unset = never by time.",
 		field: func(c *Config) any { return &c.LogFlushIntervalMs }},
 	{Name: "num.recovery.threads.per.data.dir", Default: "8", Mode: ClusterWide, Group: groupLogs,
-		Doc:  "Logs of one log directory loaded (and, after a crash, recovered) at once when the broker starts, and flushed at once when it stops; the directories work side by side. Kafka's default is 1, one log at a time per directory; Sluice's is 8 because loading is mostly waiting for the disk (BENCHMARKS.md: 1,000 logs load several times faster with 8 than with 1). Kafka's sample server.properties sets 1. Read at start.",
+		Doc:  "Logs of one log directory loaded (and, after a crash, recovered) at once when the broker starts, and flushed at once when it stops; the directories work side by side. Kafka's default is 1, one log at a time per directory; Sluice's is 8 because loading and flushing are mostly waiting for the disk, so more run at once than there are cores (BENCHMARKS.md, issue 21: the clean stop of 1,000 logs took 6-7 s with 8 against 14-19 s with 1). Kafka's sample server.properties sets 1. Read at start.",
 		rule: atLeast(1), field: func(c *Config) any { return &c.NumRecoveryThreadsPerDataDir }},
 	{Name: "log.retention.check.interval.ms", Type: Long, Default: "300000", Group: groupLogs,
 		Doc:  "How often retention is enforced, in milliseconds.",

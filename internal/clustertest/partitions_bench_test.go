@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,7 +35,8 @@ import (
 //     (franz-go, partitions assigned, fetch sessions on: the client's
 //     default): broker 1's CPU per record consumed and records/s.
 //
-// Each figure is logged with the load average. $SLUICE_CLUSTER_PROFILE=dir
+// $SLUICE_BENCH_LINGER_MS sets the producer's linger instead of the
+// client's default. Each figure is logged with the load average. $SLUICE_CLUSTER_PROFILE=dir
 // takes CPU profiles of the brokers during each run. Run:
 //
 //	go test -run '^$' -bench ManyPartitions -benchtime 1x -timeout 30m ./internal/clustertest/
@@ -53,18 +55,19 @@ func BenchmarkManyPartitions(b *testing.B) {
 					topic := fmt.Sprintf("manyp-produce-%d-%s-%d-%d", partitions, acks, i, time.Now().UnixNano())
 					createOnBroker1(b, c, topic, partitions)
 					load := loadAvg()
-					before := brokerCPUOf(b, c, 1)
-					wait := c.profileBrokers(b, benchName(b), 5*time.Second)
+					before, client0 := brokerCPUOf(b, c, 1), selfCPU(b)
+					wait := c.profileBrokersAfter(b, benchName(b), time.Second, 5*time.Second)
 					elapsed := produceKeyed(b, c, topic, records, recordSize, acks, 0)
-					cpu := brokerCPUOf(b, c, 1) - before
+					cpu, client := brokerCPUOf(b, c, 1)-before, selfCPU(b)-client0
 					wait()
 					rate := float64(records) / elapsed.Seconds()
 					perRecord := cpu.Seconds() / float64(records) * 1e6
 					b.ReportMetric(rate, "records/s")
 					b.ReportMetric(perRecord, "broker-cpu-µs/record")
-					b.Logf("produce %d records of %d B to %d partitions, acks=%s: %.0f records/s (%v), broker 1 CPU %v (%.3f µs/record); load average %s -> %s",
-						records, recordSize, partitions, acks, rate, elapsed.Round(time.Millisecond), cpu.Round(time.Millisecond), perRecord, load, loadAvg())
-					deleteTopic(b, c, topic)
+					b.ReportMetric(client.Seconds()/float64(records)*1e6, "client-cpu-µs/record")
+					b.Logf("produce %d records of %d B to %d partitions, acks=%s: %.0f records/s (%v), broker 1 CPU %v (%.3f µs/record), the producer's process %v; load average %s -> %s",
+						records, recordSize, partitions, acks, rate, elapsed.Round(time.Millisecond), cpu.Round(time.Millisecond), perRecord,
+						client.Round(time.Millisecond), load, loadAvg())
 				}
 			})
 		}
@@ -75,21 +78,40 @@ func BenchmarkManyPartitions(b *testing.B) {
 				topic := fmt.Sprintf("manyp-consume-%d-%d-%d", partitions, i, time.Now().UnixNano())
 				createOnBroker1(b, c, topic, partitions)
 				produceKeyed(b, c, topic, records, recordSize, "1", partitions)
+				// Broker 1's idle CPU (its background work for every
+				// partition it holds), to tell the fetches' cost apart
+				// from a run that is merely long.
+				const idleWindow = 10 * time.Second
+				idle0 := brokerCPUOf(b, c, 1)
+				time.Sleep(idleWindow)
+				idleRate := float64(brokerCPUOf(b, c, 1)-idle0) / float64(idleWindow)
 				load := loadAvg()
-				before := brokerCPUOf(b, c, 1)
-				wait := c.profileBrokers(b, benchName(b), 3*time.Second)
-				res := c.perfRun(b, "consume", "--topic", topic, "--num-records", strconv.Itoa(records))
-				cpu := brokerCPUOf(b, c, 1) - before
+				before, t0 := brokerCPUOf(b, c, 1), time.Now()
+				wait := c.profileBrokersAfter(b, benchName(b), 5*time.Second, 5*time.Second)
+				res := c.perfRun(b, "consume", "--topic", topic, "--num-records", strconv.Itoa(records), "--idle-timeout", "60s")
+				cpu, took := brokerCPUOf(b, c, 1)-before, time.Since(t0)
 				wait()
 				perRecord := cpu.Seconds() / float64(res.Records) * 1e6
+				net := (cpu.Seconds() - idleRate*took.Seconds()) / float64(res.Records) * 1e6
 				b.ReportMetric(res.RecordsPerSec, "records/s")
 				b.ReportMetric(perRecord, "broker-cpu-µs/record")
-				b.Logf("consume %d records spread over %d partitions: %.0f records/s, broker 1 CPU %v (%.3f µs/record); load average %s -> %s",
-					res.Records, partitions, res.RecordsPerSec, cpu.Round(time.Millisecond), perRecord, load, loadAvg())
-				deleteTopic(b, c, topic)
+				b.ReportMetric(net, "broker-cpu-net-of-idle-µs/record")
+				b.Logf("consume %d records spread over %d partitions: %.0f records/s, broker 1 CPU %v in %v (%.3f µs/record; idle it uses %.2f %% of a core, %.3f µs/record net of that); load average %s -> %s",
+					res.Records, partitions, res.RecordsPerSec, cpu.Round(time.Millisecond), took.Round(time.Millisecond), perRecord,
+					idleRate*100, net, load, loadAvg())
 			}
 		})
 	}
+}
+
+// selfCPU is the CPU time (user + system) this process has used: the
+// load generator's, which runs here.
+func selfCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // loadAvg is the first three fields of /proc/loadavg.
@@ -116,8 +138,9 @@ func brokerCPUOf(tb testing.TB, c *testCluster, id int32) time.Duration {
 }
 
 // createOnBroker1 creates topic with partitions partitions, every one's
-// only replica on broker 1, and waits (up to 2 minutes) until each has
-// broker 1 as its leader.
+// only replica on broker 1, waits (up to 2 minutes) until each has broker 1
+// as its leader, and writes one record to each: the run that follows finds
+// every log created and every partition ready.
 func createOnBroker1(tb testing.TB, c *testCluster, topic string, partitions int) {
 	tb.Helper()
 	waitLiveBrokers(tb, c)
@@ -154,6 +177,7 @@ func createOnBroker1(tb testing.TB, c *testCluster, topic string, partitions int
 			}
 		}
 		if err == nil && led == partitions {
+			produceKeyed(tb, c, topic, partitions, 1, "1", partitions)
 			return
 		}
 		if ctx.Err() != nil {
@@ -163,25 +187,18 @@ func createOnBroker1(tb testing.TB, c *testCluster, topic string, partitions int
 	}
 }
 
-// deleteTopic deletes topic (its data is not needed past the run).
-func deleteTopic(tb testing.TB, c *testCluster, topic string) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...)}, c.clientOpts()...)...)
-	if err != nil {
-		tb.Fatal(err)
+// profileBrokersAfter is profileBrokers started after delay: the middle of
+// a run rather than its start.
+func (c *testCluster) profileBrokersAfter(tb testing.TB, name string, delay, d time.Duration) (wait func()) {
+	if profileDir() == "" {
+		return func() {}
 	}
-	defer cl.Close()
-	req := kmsg.NewPtrDeleteTopicsRequest()
-	req.TimeoutMillis = 30000
-	rt := kmsg.NewDeleteTopicsRequestTopic()
-	rt.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, rt)
-	req.TopicNames = append(req.TopicNames, topic)
-	if _, err := req.RequestWith(ctx, cl); err != nil {
-		tb.Logf("delete %s: %v", topic, err)
-	}
+	started := make(chan func(), 1)
+	go func() {
+		time.Sleep(delay)
+		started <- c.profileBrokers(tb, name, d)
+	}()
+	return func() { (<-started)() }
 }
 
 // produceKeyed writes records records of size bytes to topic from one
@@ -205,6 +222,9 @@ func produceKeyed(tb testing.TB, c *testCluster, topic string, records, size int
 	}
 	if spread > 0 {
 		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	}
+	if ms, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_LINGER_MS")); err == nil && ms >= 0 {
+		opts = append(opts, kgo.ProducerLinger(time.Duration(ms)*time.Millisecond))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
