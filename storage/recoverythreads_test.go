@@ -18,8 +18,9 @@ import (
 // workers the loads of a dir overlap exactly that many at a time.
 type gateFS struct {
 	vfs.FS
-	dirs []string
-	want int
+	dirs  []string
+	want  int
+	total int // logs per dir
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -31,8 +32,8 @@ type gateFS struct {
 	timedOut bool
 }
 
-func newGateFS(dirs []string, want int) *gateFS {
-	g := &gateFS{FS: vfs.Default, dirs: dirs, want: want,
+func newGateFS(dirs []string, want, total int) *gateFS {
+	g := &gateFS{FS: vfs.Default, dirs: dirs, want: want, total: total,
 		seen: map[string]bool{}, arrived: map[string]int{}, inFlight: map[string]int{}, maxIn: map[string]int{}}
 	g.cond = sync.NewCond(&g.mu)
 	return g
@@ -76,6 +77,19 @@ func (g *gateFS) hold(dir, name string) {
 		g.timedOut = true
 	}
 	g.cond.Broadcast()
+	// The wave is complete: a load of the next one arriving now, while
+	// this one is held a moment longer, would be one too many at once.
+	// (A miss under heavy load is possible; a false alarm is not.)
+	linger := time.Now().Add(100 * time.Millisecond)
+	stop2 := time.AfterFunc(100*time.Millisecond, func() {
+		g.mu.Lock()
+		g.cond.Broadcast()
+		g.mu.Unlock()
+	})
+	defer stop2.Stop()
+	for g.arrived[dir] == wave && g.arrived[dir] < g.total && time.Now().Before(linger) {
+		g.cond.Wait()
+	}
 	g.inFlight[dir]--
 }
 
@@ -105,7 +119,7 @@ func TestRecoveryThreadsPerDir(t *testing.T) {
 	}
 	for _, threads := range []int{1, 3} {
 		t.Run(fmt.Sprint(threads), func(t *testing.T) {
-			fs := newGateFS(dirs, threads)
+			fs := newGateFS(dirs, threads, perDir)
 			m := openTestManager(t, dirs[0], nil, func(c *ManagerConfig) {
 				c.Dirs, c.FS, c.RecoveryThreadsPerDir = dirs, fs, threads
 			})
