@@ -35,8 +35,8 @@ import (
 //     (franz-go, partitions assigned, fetch sessions on: the client's
 //     default): broker 1's CPU per record consumed and records/s.
 //
-// $SLUICE_BENCH_LINGER_MS sets the producer's linger instead of the
-// client's default. Each figure is logged with the load average. $SLUICE_CLUSTER_PROFILE=dir
+// $SLUICE_BENCH_LINGER_MS and $SLUICE_BENCH_MAX_BUFFERED set the
+// producer's linger and buffered records instead of the client's defaults. Each figure is logged with the load average. $SLUICE_CLUSTER_PROFILE=dir
 // takes CPU profiles of the brokers during each run. Run:
 //
 //	go test -run '^$' -bench ManyPartitions -benchtime 1x -timeout 30m ./internal/clustertest/
@@ -225,6 +225,9 @@ func produceKeyed(tb testing.TB, c *testCluster, topic string, records, size int
 	}
 	if ms, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_LINGER_MS")); err == nil && ms >= 0 {
 		opts = append(opts, kgo.ProducerLinger(time.Duration(ms)*time.Millisecond))
+	}
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_MAX_BUFFERED")); err == nil && n > 0 {
+		opts = append(opts, kgo.MaxBufferedRecords(n))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
