@@ -243,6 +243,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		},
 		MaxDecompressedBatchBytes: cfg.MessageDecompressedMaxBytes,
 		ProducerIDExpiration:      cfg.ProducerIDExpiration,
+		RecoveryThreadsPerDir:     int(cfg.NumRecoveryThreadsPerDataDir),
 		// `systemctl status` shows the start-up load's progress (the unit
 		// is Type=notify: READY=1 follows once the broker listens).
 		LoadProgress: func(p storage.LoadProgress) { sdnotify.Status(p.String()) },

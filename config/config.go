@@ -81,6 +81,7 @@ type Config struct {
 	LogCleanupPolicy             string        // log.cleanup.policy
 	LogFlushIntervalMessages     int64         // log.flush.interval.messages
 	LogFlushIntervalMs           int64         // log.flush.interval.ms; math.MaxInt64 when unset
+	NumRecoveryThreadsPerDataDir int32         // num.recovery.threads.per.data.dir
 	LogRetentionCheckInterval    time.Duration // log.retention.check.interval.ms
 	LogCleanerEnable             bool          // log.cleaner.enable
 	LogCleanerDeleteRetentionMs  int64         // log.cleaner.delete.retention.ms

@@ -25,10 +25,14 @@ func TestKafkaStockServerProperties(t *testing.T) {
 		c.LogRetentionMs != 168*3600*1000 || c.GroupInitialRebalanceDelayMs != 0 || c.OffsetsTopicReplicationFactor != 1 {
 		t.Errorf("Sluice's keys of the file not applied: %+v", c)
 	}
+	// The file sets num.recovery.threads.per.data.dir=1: Sluice reads it
+	// (the start's log loading).
+	if c.NumRecoveryThreadsPerDataDir != 1 {
+		t.Errorf("num.recovery.threads.per.data.dir=1 of the file not applied: %d", c.NumRecoveryThreadsPerDataDir)
+	}
 	// The file's transaction.state.log.* keys are Sluice's own since
 	// transactions: applied, not ignored.
-	ignored := []string{"num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-		"num.recovery.threads.per.data.dir"}
+	ignored := []string{"num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes"}
 	w := c.Warnings()
 	if len(w) != 1 {
 		t.Fatalf("want one warning, got %q", w)

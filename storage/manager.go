@@ -66,9 +66,11 @@ type ManagerConfig struct {
 }
 
 // DefaultRecoveryThreadsPerDir is the start-up load's parallelism per log
-// dir when none is configured. Loading is mostly waiting for the disk
-// (directory reads, index and header reads, fsyncs of recovered segments),
-// so it runs more loads than there are cores.
+// dir when none is configured, and the default of
+// num.recovery.threads.per.data.dir (the config table's, which a test ties
+// to this). Loading is mostly waiting for the disk (directory reads, index
+// and header reads), so it runs more loads than there are cores; Kafka's
+// default of 1 loads one log at a time.
 const DefaultRecoveryThreadsPerDir = 8
 
 func (c *ManagerConfig) setDefaults() {
@@ -359,6 +361,9 @@ func (m *Manager) loadLogs(scans []*dirScan) error {
 		}
 	}()
 	threads := m.cfg.RecoveryThreadsPerDir
+	if total > 0 {
+		m.cfg.Logger.Info("loading logs", "logs", total, "dirs", len(scans), "threads_per_dir", threads)
+	}
 	var failed atomic.Bool
 	var outer errgroup.Group
 	for _, sc := range scans {

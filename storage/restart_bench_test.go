@@ -22,8 +22,11 @@ import (
 // from recovery-point-offset-checkpoint does), and crash-full: no recovery
 // point at all, every byte recovered. The dir is built once
 // (SLUICE_BENCH_RESTART_LOGS logs of SLUICE_BENCH_RESTART_MB MiB in
-// 512 KiB segments; default 1,000 × 2 MiB, 2 GiB) and kept when
-// SLUICE_BENCH_RESTART_DIR names where, so several builds time the same data.
+// segments of SLUICE_BENCH_RESTART_SEGMENT_KB KiB; default 1,000 × 2 MiB
+// in 512 KiB segments, 2 GiB) and kept when SLUICE_BENCH_RESTART_DIR names
+// where, so several builds time the same data.
+// SLUICE_BENCH_RESTART_THREADS sets RecoveryThreadsPerDir
+// (num.recovery.threads.per.data.dir; default DefaultRecoveryThreadsPerDir).
 // The Close after each open (the clean stop: a flush of every log) is
 // reported apart, as ms/close; cpu-s/open is the CPU time (user + system,
 // all threads) the process spent in the open. SLUICE_BENCH_COLD=1 drops the dir's files from the page cache before each
@@ -33,14 +36,16 @@ import (
 func BenchmarkRestart(b *testing.B) {
 	logs := envInt("SLUICE_BENCH_RESTART_LOGS", 1000)
 	mib := envInt("SLUICE_BENCH_RESTART_MB", 2)
+	segKiB := envInt("SLUICE_BENCH_RESTART_SEGMENT_KB", 512)
 	dir := os.Getenv("SLUICE_BENCH_RESTART_DIR")
 	if dir == "" {
 		dir = b.TempDir()
 	}
-	buildRestartDir(b, dir, logs, mib)
+	buildRestartDir(b, dir, logs, mib, segKiB)
 	cold := os.Getenv("SLUICE_BENCH_COLD") == "1"
 	cfg := ManagerConfig{Dirs: []string{dir}, CheckpointInterval: time.Hour, FlushSchedulerInterval: time.Hour,
-		RetentionCheckInterval: time.Hour, HighWatermarkCheckpointInterval: time.Hour, IdleSegmentTimeout: time.Hour}
+		RetentionCheckInterval: time.Hour, HighWatermarkCheckpointInterval: time.Hour, IdleSegmentTimeout: time.Hour,
+		RecoveryThreadsPerDir: envInt("SLUICE_BENCH_RESTART_THREADS", 0)}
 	for _, name := range []string{"clean", "crash", "crash-full"} {
 		b.Run(name, func(b *testing.B) {
 			var recovered int64
@@ -96,10 +101,13 @@ func envInt(name string, def int) int {
 }
 
 // buildRestartDir fills dir with logs × mib MiB of 16 KiB batches in
-// 512 KiB segments and closes it cleanly; a dir built before (the "built"
-// file names its shape) is reused.
-func buildRestartDir(b *testing.B, dir string, logs, mib int) {
+// segments of segKiB KiB and closes it cleanly; a dir built before (the
+// "built" file names its shape) is reused.
+func buildRestartDir(b *testing.B, dir string, logs, mib, segKiB int) {
 	shape := fmt.Sprintf("%d logs x %d MiB\n", logs, mib)
+	if segKiB != 512 {
+		shape = fmt.Sprintf("%d logs x %d MiB in %d KiB segments\n", logs, mib, segKiB)
+	}
 	if got, err := os.ReadFile(filepath.Join(dir, "built")); err == nil && string(got) == shape {
 		return
 	}
@@ -110,8 +118,8 @@ func buildRestartDir(b *testing.B, dir string, logs, mib int) {
 		b.Fatal(err)
 	}
 	cfg := DefaultLogConfig()
-	cfg.SegmentBytes = 512 << 10
-	cfg.SegmentIndexBytes = 64 << 10
+	cfg.SegmentBytes = int64(segKiB) << 10
+	cfg.SegmentIndexBytes = max(64<<10, int32(segKiB)<<10/256)
 	tps := make([]TopicPartition, logs)
 	cfgs := make([]LogConfig, logs)
 	for i := range tps {
