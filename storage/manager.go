@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -125,6 +126,12 @@ type Manager struct {
 	rolledC chan *Log
 	// cleanerMu serialises compaction with checkpoint writes of its offsets.
 	cleanerMu sync.Mutex
+	// ckptMu guards written: each checkpoint file's content as last
+	// written, so that a file whose offsets did not move is not written
+	// (and fsynced) again: an idle broker of thousands of partitions then
+	// writes none.
+	ckptMu  sync.Mutex
+	written map[string]map[TopicPartition]int64
 }
 
 // OpenManager locks the directories, recovers every log in them and starts
@@ -717,21 +724,35 @@ func (m *Manager) Close() error {
 	return errors.Join(errs...)
 }
 
-// writeCheckpoints writes each log dir's checkpoint files.
+// writeCheckpoints writes each log dir's checkpoint files: the recovery
+// points, log start offsets and cleaner offsets (recovery), the high
+// watermarks (hw). A file whose content would be what it was last written
+// with is left alone.
 func (m *Manager) writeCheckpoints(recovery, hw bool) error {
 	type perDir struct{ rp, ls, hw, dirty map[TopicPartition]int64 }
 	m.mu.Lock()
 	dirs := make(map[string]*perDir)
 	for _, d := range m.cfg.Dirs {
-		dirs[d] = &perDir{map[TopicPartition]int64{}, map[TopicPartition]int64{}, map[TopicPartition]int64{}, map[TopicPartition]int64{}}
+		pd := &perDir{}
+		if recovery {
+			pd.rp, pd.ls, pd.dirty = map[TopicPartition]int64{}, map[TopicPartition]int64{}, map[TopicPartition]int64{}
+		}
+		if hw {
+			pd.hw = map[TopicPartition]int64{}
+		}
+		dirs[d] = pd
 	}
 	for tp, l := range m.logs {
 		pd := dirs[m.dirOf[tp]]
-		pd.rp[tp] = l.recoveryPoint.Load()
-		pd.ls[tp] = l.LogStartOffset()
-		pd.hw[tp] = l.HighWatermark()
-		if d := l.firstDirty.Load(); d >= 0 {
-			pd.dirty[tp] = d
+		if recovery {
+			pd.rp[tp] = l.recoveryPoint.Load()
+			pd.ls[tp] = l.LogStartOffset()
+			if d := l.firstDirty.Load(); d >= 0 {
+				pd.dirty[tp] = d
+			}
+		}
+		if hw {
+			pd.hw[tp] = l.HighWatermark()
 		}
 	}
 	m.mu.Unlock()
@@ -739,15 +760,34 @@ func (m *Manager) writeCheckpoints(recovery, hw bool) error {
 	for d, pd := range dirs {
 		if recovery {
 			errs = append(errs,
-				writeOffsetCheckpoint(m.cfg.FS, filepath.Join(d, recoveryPointCheckpoint), pd.rp),
-				writeOffsetCheckpoint(m.cfg.FS, filepath.Join(d, logStartCheckpoint), pd.ls),
-				writeOffsetCheckpoint(m.cfg.FS, filepath.Join(d, cleanerCheckpoint), pd.dirty))
+				m.writeCheckpoint(filepath.Join(d, recoveryPointCheckpoint), pd.rp),
+				m.writeCheckpoint(filepath.Join(d, logStartCheckpoint), pd.ls),
+				m.writeCheckpoint(filepath.Join(d, cleanerCheckpoint), pd.dirty))
 		}
 		if hw {
-			errs = append(errs, writeOffsetCheckpoint(m.cfg.FS, filepath.Join(d, replicationCheckpoint), pd.hw))
+			errs = append(errs, m.writeCheckpoint(filepath.Join(d, replicationCheckpoint), pd.hw))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// writeCheckpoint writes one checkpoint file unless it was last written
+// with exactly these offsets.
+func (m *Manager) writeCheckpoint(path string, offsets map[TopicPartition]int64) error {
+	m.ckptMu.Lock()
+	defer m.ckptMu.Unlock()
+	if last, ok := m.written[path]; ok && maps.Equal(last, offsets) {
+		return nil
+	}
+	delete(m.written, path) // unknown until the write succeeds
+	if err := writeOffsetCheckpoint(m.cfg.FS, path, offsets); err != nil {
+		return err
+	}
+	if m.written == nil {
+		m.written = map[string]map[TopicPartition]int64{}
+	}
+	m.written[path] = offsets
+	return nil
 }
 
 // CheckpointNow writes every checkpoint file now (tests, operators).
