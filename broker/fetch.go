@@ -101,9 +101,15 @@ type FetchPartition struct {
 	// LeaderID and LeaderEpoch: on NOT_LEADER_OR_FOLLOWER, the leader the
 	// metadata names (Fetch v12's CurrentLeader), -1 when unknown.
 	LeaderID, LeaderEpoch int32
+	// Hint is what the previous read of this partition by the same client
+	// found when it found nothing to read (a fetch session keeps it from
+	// one fetch to the next and hands it back); Fetch leaves the one for
+	// the next read. The zero value is none.
+	Hint ReadHint
 
 	p       *Partition // the partition read last (nil: an error before it)
 	watched *Partition // the partition a parked fetch watches (the first read's)
+	seen    uint64     // p's change count when it was last read
 	// throttled: a follower's fetch of a replica the leader's throttle
 	// covers (its bytes count against leader.replication.throttled.rate).
 	throttled bool
@@ -133,6 +139,31 @@ func (fp *FetchPartition) Fail(err error) {
 func (fp *FetchPartition) setOffsets(p *Partition) {
 	fp.HighWatermark, fp.LogStartOffset = p.HighWatermark(), p.LogStartOffset()
 	fp.LastStableOffset = p.LastStableOffset()
+}
+
+// ReadHint lets a fetch session's next read of an idle partition skip the
+// read: it names the partition, the position read and the partition's
+// change count (Partition.changes) at a read that found nothing to return
+// — the position at the log end (a follower) or the high watermark (a
+// consumer), no error. While the count has not moved, the same read would
+// find the same: the next one then only records a follower's fetch (its
+// lag clock, ISR expansion) and takes the offsets, instead of looking the
+// partition up, checking the leadership, the epoch and the log again. An
+// idle follower's fetch of thousands of partitions is mostly such reads.
+type ReadHint struct {
+	p                                    *Partition
+	changes                              uint64
+	offset                               int64
+	currentLeaderEpoch, lastFetchedEpoch int32
+	replicaID                            int32
+}
+
+// quiet reports whether fp may be answered from its hint: the same
+// partition position, epochs and replica, and nothing changed since.
+func (h *ReadHint) quiet(fp *FetchPartition, replicaID int32) bool {
+	return h.p != nil && h.offset == fp.FetchOffset && h.currentLeaderEpoch == fp.CurrentLeaderEpoch &&
+		h.lastFetchedEpoch == fp.LastFetchedEpoch && h.replicaID == replicaID && h.p.changes.Load() == h.changes &&
+		fp.FetchOffset >= h.p.log.LogStartOffset()
 }
 
 // Records are the batches a fetch answers one partition with, never decoded:
@@ -256,13 +287,18 @@ func (b *Broker) Fetch(ctx context.Context, req *FetchRequest, waiting WaitHook)
 	}()
 	timer := time.NewTimer(req.MaxWait)
 	defer timer.Stop()
+	// Read again after registering if a partition changed since its
+	// first read: an append between that read and Watch would otherwise
+	// be missed (it notified before the waiter was there).
+	again := f.changed()
 	for {
-		// Read again once after registering: an append between the
-		// first read and Watch would otherwise be missed.
-		f.read(false)
-		if enough() {
-			return
+		if again {
+			f.read(false)
+			if enough() {
+				return
+			}
 		}
+		again = true
 		select {
 		case <-w.C():
 		case <-timer.C:
@@ -271,6 +307,18 @@ func (b *Broker) Fetch(ctx context.Context, req *FetchRequest, waiting WaitHook)
 			return
 		}
 	}
+}
+
+// changed reports whether a partition read changed since (its change
+// count moved).
+func (f *fetchRead) changed() bool {
+	for i := range f.req.Partitions {
+		fp := &f.req.Partitions[i]
+		if fp.p != nil && fp.p.changes.Load() != fp.seen {
+			return true
+		}
+	}
+	return false
 }
 
 // fetchRead is one Fetch's reads.
@@ -301,13 +349,37 @@ func (f *fetchRead) read(first bool) {
 			continue
 		}
 		fp.reset()
+		if h := &fp.Hint; h.quiet(fp, req.ReplicaID) && !(req.ReplicaID >= 0 && f.b.leaderQuota.active()) {
+			// Nothing moved since the last read found nothing: record a
+			// follower's fetch, take the offsets.
+			p := h.p
+			fp.p, fp.seen = p, h.changes
+			if first {
+				fp.watched = p
+			}
+			var err error
+			if req.ReplicaID >= 0 {
+				err = p.updateFollower(req.ReplicaID, fp.FetchOffset, true)
+			}
+			if err == nil {
+				fp.setOffsets(p)
+				continue
+			}
+			fp.Hint = ReadHint{} // and read it in full
+		}
+		fp.Hint = ReadHint{}
 		p, err := f.b.Partition(fp.Topic, fp.Partition)
 		if err == nil {
 			fp.p = p
+			fp.seen = p.changes.Load()
 			if first {
 				fp.watched = p
 			}
 			err = f.readPartition(p, fp, &remaining, &minOne)
+			if err == nil && fp.Records.Len() == 0 && fp.DivergingEpoch < 0 && !fp.throttled && f.atLimit(p, fp) {
+				fp.Hint = ReadHint{p: p, changes: fp.seen, offset: fp.FetchOffset, currentLeaderEpoch: fp.CurrentLeaderEpoch,
+					lastFetchedEpoch: fp.LastFetchedEpoch, replicaID: req.ReplicaID}
+			}
 		}
 		if err != nil {
 			f.hadError = true
@@ -322,6 +394,21 @@ func (f *fetchRead) read(first bool) {
 		}
 		f.bytes += fp.Records.Len()
 	}
+}
+
+// atLimit reports whether fp's position is where its reads stop (the log
+// end for a follower; the high watermark, or the last stable offset for
+// read_committed, for a consumer), with the offsets fp was answered with:
+// a read there finds nothing until the partition changes.
+func (f *fetchRead) atLimit(p *Partition, fp *FetchPartition) bool {
+	limit := fp.HighWatermark
+	switch {
+	case f.req.ReplicaID >= 0:
+		limit = p.LogEndOffset()
+	case f.req.Isolation == ReadCommitted:
+		limit = fp.LastStableOffset
+	}
+	return fp.FetchOffset == limit && fp.FetchOffset >= fp.LogStartOffset
 }
 
 func (f *fetchRead) readPartition(p *Partition, fp *FetchPartition, remaining *int64, minOne *bool) error {

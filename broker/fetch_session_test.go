@@ -138,3 +138,103 @@ func TestFollowerFetchSession(t *testing.T) {
 		t.Fatalf("follower log end %d, want 2", p.LogEndOffset())
 	}
 }
+
+// TestReadHint: a fetch that found nothing at a follower's log end leaves a
+// hint; the next fetch with it answers without reading yet still counts as
+// the follower's fetch (its lag clock moves, so an idle follower stays in
+// the ISR), and any change — an append (also one that lands while the
+// fetch is parked), a log start move, a lost leadership — is read in full.
+func TestReadHint(t *testing.T) {
+	b, co, p := newLeaderBroker(t, time.Minute)
+	info, err := p.AppendRecords(batchOf(t, 2), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := info.LastOffset + 1
+	fetch := func(hint ReadHint, wait time.Duration) *FetchPartition {
+		t.Helper()
+		req := &FetchRequest{ReplicaID: 2, MaxWait: wait, MinBytes: 1, MaxBytes: 1 << 20,
+			Partitions: []FetchPartition{{Topic: "r", FetchOffset: end, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: 1, LastFetchedEpoch: -1, Hint: hint}}}
+		b.Fetch(context.Background(), req, nil)
+		t.Cleanup(req.Release)
+		return &req.Partitions[0]
+	}
+	caughtUp := func() time.Time {
+		p.mu.RLock()
+		defer p.mu.RUnlock()
+		return p.followers[2].lastCaughtUp
+	}
+
+	fp := fetch(ReadHint{}, 0)
+	if fp.Err != nil || fp.Records.Len() != 0 || fp.Hint.p != p || fp.HighWatermark != end {
+		t.Fatalf("first read at the log end: err %v, %d bytes, hint %+v, high watermark %d", fp.Err, fp.Records.Len(), fp.Hint, fp.HighWatermark)
+	}
+	// That fetch moved the high watermark (the follower reached the log
+	// end), a change after its read: the next one reads again.
+	fp = fetch(fp.Hint, 0)
+	hint := fp.Hint
+	before := caughtUp()
+	time.Sleep(5 * time.Millisecond)
+	fp = fetch(hint, 0)
+	if fp.Err != nil || fp.Records.Len() != 0 || fp.Hint != hint || fp.HighWatermark != end || fp.LogStartOffset != 0 {
+		t.Fatalf("quiet read: err %v, %d bytes, hint %+v (want %+v), offsets %d %d", fp.Err, fp.Records.Len(), fp.Hint, hint, fp.HighWatermark, fp.LogStartOffset)
+	}
+	if !caughtUp().After(before) {
+		t.Fatal("a quiet read did not count as the follower's fetch: its lag clock stood still")
+	}
+
+	// An append while the fetch is parked with the hint wakes it, and it
+	// reads the records.
+	done := make(chan *FetchPartition, 1)
+	go func() { done <- fetch(hint, 10*time.Second) }()
+	eventually(t, "the fetch parked", func() bool { return b.purgatory[delayedFetch].Load() == 1 })
+	if _, err := p.AppendRecords(batchOf(t, 3), 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case fp = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("an append did not wake a fetch parked with a hint")
+	}
+	if fp.Err != nil || fp.Records.Len() == 0 || fp.Hint != (ReadHint{}) {
+		t.Fatalf("after an append: err %v, %d bytes, hint %+v", fp.Err, fp.Records.Len(), fp.Hint)
+	}
+	// An append before the fetch: the stale hint is not used.
+	if fp = fetch(hint, 0); fp.Records.Len() == 0 {
+		t.Fatal("a stale hint hid an append")
+	}
+
+	// Caught up again; then the log start moves: the new one is answered.
+	end = p.LogEndOffset()
+	if fp = fetch(ReadHint{}, 0); fp.Hint.p == nil {
+		t.Fatal("no hint at the log end")
+	}
+	hint = fp.Hint
+	if err := p.UpdateFollower(2, end); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DeleteRecords(2); err != nil {
+		t.Fatal(err)
+	}
+	if fp = fetch(hint, 0); fp.LogStartOffset != 2 {
+		t.Fatalf("log start %d after DeleteRecords, want 2", fp.LogStartOffset)
+	}
+	hint = fp.Hint
+
+	// Leadership moves away: the hint does not hide it.
+	st, err := co.PartitionState(context.Background(), "r", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Leader, st.LeaderEpoch = 2, st.LeaderEpoch+1
+	if _, err := co.SetPartitionState(context.Background(), "r", 0, st); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "broker 1 no longer leads", func() bool { l, _ := p.Leader(); return !l })
+	if fp = fetch(hint, 0); fp.Err == nil {
+		t.Fatal("a hint answered for a partition this broker no longer leads")
+	}
+}

@@ -45,6 +45,12 @@ type Partition struct {
 
 	watchMu  sync.Mutex
 	watchers map[*Waiter]struct{}
+	// changes counts notify calls: every change a read could answer
+	// differently after (an append, a high watermark, log start or
+	// leadership move) is followed by one. A fetch that saw the same count
+	// before and after a quiet read knows nothing moved in between
+	// (ReadHint, Broker.Fetch's parked re-check).
+	changes atomic.Uint64
 
 	// leaderHW is, on a follower, the leader's high watermark as its last
 	// fetch answered (-1: none yet), for the reassignment progress.
@@ -314,6 +320,13 @@ func (p *Partition) advanceHighWatermark() bool {
 // time. A follower outside the ISR that reaches the high watermark and the
 // start of the current leader epoch is proposed for the ISR.
 func (p *Partition) UpdateFollower(replicaID int32, fetchOffset int64) error {
+	return p.updateFollower(replicaID, fetchOffset, false)
+}
+
+// updateFollower is UpdateFollower; quiet: the fetch is a quiet re-read
+// (ReadHint), which moves the high watermark only if the follower's log
+// end moved.
+func (p *Partition) updateFollower(replicaID int32, fetchOffset int64, quiet bool) error {
 	p.mu.Lock()
 	if p.leader != p.b.cfg.BrokerID {
 		p.mu.Unlock()
@@ -324,13 +337,18 @@ func (p *Partition) UpdateFollower(replicaID int32, fetchOffset int64) error {
 		p.mu.Unlock()
 		return errorf(kerr.NotLeaderForPartition, "broker %d is not a replica of %s (yet)", replicaID, p.tp)
 	}
+	moved := f.leo != fetchOffset
 	*f = observeFetch(*f, fetchOffset, p.log.LogEndOffset(), p.b.now())
 	expand := !slices.Contains(p.isr, replicaID) && canJoin(fetchOffset, p.log.HighWatermark(), p.epochStart)
 	p.mu.Unlock()
 	if expand && p.b.isr != nil {
 		p.b.isr.schedule(p)
 	}
-	p.maybeAdvanceHighWatermark()
+	if moved || !quiet {
+		// A follower whose log end did not move cannot move the high
+		// watermark (the ISR changes move it themselves, setISR).
+		p.maybeAdvanceHighWatermark()
+	}
 	return nil
 }
 
@@ -528,6 +546,7 @@ func (p *Partition) Unwatch(w *Waiter) {
 
 // notify signals the waiters waiting for what changed.
 func (p *Partition) notify(what WakeOn) {
+	p.changes.Add(1)
 	p.watchMu.Lock()
 	for w := range p.watchers {
 		if w.on&what == 0 {

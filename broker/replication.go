@@ -179,6 +179,11 @@ type fetcher struct {
 
 	// session is the fetch session with the leader (run's goroutine only).
 	session fetchSession
+	// Reused by run from one request to the next (run's goroutine only):
+	// an idle follower of thousands of partitions polls twice a second.
+	states          map[storage.TopicPartition]*followState
+	truncate, fetch []storage.TopicPartition
+	spare           map[storage.TopicPartition]fetchPosition // the map the next request's positions go in
 }
 
 // fetchSession is a follower's fetch session with its leader (KIP-227): its
@@ -271,9 +276,13 @@ func (f *fetcher) run() {
 		f.mu.Lock()
 		conn := f.conn
 		now := time.Now()
-		var truncate, fetch []storage.TopicPartition
+		truncate, fetch := f.truncate[:0], f.fetch[:0]
 		var next time.Time
-		states := make(map[storage.TopicPartition]*followState, len(f.parts))
+		if f.states == nil {
+			f.states = make(map[storage.TopicPartition]*followState, len(f.parts))
+		}
+		states := f.states
+		clear(states)
 		for tp, st := range f.parts {
 			states[tp] = st
 			if now.Before(st.retryAt) {
@@ -292,6 +301,7 @@ func (f *fetcher) run() {
 			}
 		}
 		f.mu.Unlock()
+		f.truncate, f.fetch = truncate, fetch
 		if len(truncate) == 0 && len(fetch) == 0 {
 			wait := time.Second
 			if held {
@@ -328,9 +338,9 @@ func (f *fetcher) run() {
 		}
 		var err error
 		if len(truncate) > 0 {
-			err = f.truncate(conn, truncate, states)
+			err = f.truncateLogs(conn, truncate, states)
 		} else {
-			err = f.fetch(conn, fetch, states)
+			err = f.fetchRecords(conn, fetch, states)
 		}
 		if err != nil {
 			if f.ctx.Err() != nil {
@@ -368,11 +378,11 @@ func (f *fetcher) setTruncated(st *followState, v bool) {
 // same time as this broker learns of it.
 const notReady = 100 * time.Millisecond
 
-// truncate asks the leader where each partition's latest epoch ends
+// truncateLogs asks the leader where each partition's latest epoch ends
 // (OffsetForLeaderEpoch) and cuts the log there (KIP-279: when the leader
 // answers with an older epoch, also no further than where that epoch ends
 // here).
-func (f *fetcher) truncate(conn *brokerConn, tps []storage.TopicPartition, states map[storage.TopicPartition]*followState) error {
+func (f *fetcher) truncateLogs(conn *brokerConn, tps []storage.TopicPartition, states map[storage.TopicPartition]*followState) error {
 	b := f.r.b
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.Version = 3
@@ -452,8 +462,8 @@ func (f *fetcher) truncate(conn *brokerConn, tps []storage.TopicPartition, state
 	return nil
 }
 
-// fetch sends one Fetch for the partitions and applies the response.
-func (f *fetcher) fetch(conn *brokerConn, tps []storage.TopicPartition, states map[storage.TopicPartition]*followState) error {
+// fetchRecords sends one Fetch for the partitions and applies the response.
+func (f *fetcher) fetchRecords(conn *brokerConn, tps []storage.TopicPartition, states map[storage.TopicPartition]*followState) error {
 	b := f.r.b
 	cfg := &b.cfg
 	req := kmsg.NewPtrFetchRequest()
@@ -471,7 +481,12 @@ func (f *fetcher) fetch(conn *brokerConn, tps []storage.TopicPartition, states m
 	if incremental {
 		req.SessionEpoch = f.session.epoch
 	}
-	want := make(map[storage.TopicPartition]fetchPosition, len(tps))
+	want := f.spare
+	if want == nil {
+		want = make(map[storage.TopicPartition]fetchPosition, len(tps))
+	}
+	clear(want)
+	f.spare = nil
 	byTopic := map[string]int{}
 	for _, tp := range tps {
 		st := states[tp]
@@ -539,10 +554,11 @@ func (f *fetcher) fetch(conn *brokerConn, tps []storage.TopicPartition, states m
 	case fr.SessionID == 0:
 		f.session = fetchSession{} // the leader keeps no session: full fetches
 	case !incremental || fr.SessionID != f.session.id:
+		f.spare = f.session.sent
 		f.session = fetchSession{id: fr.SessionID, epoch: 1, sent: want}
 	default:
 		f.session.epoch = nextSessionEpoch(f.session.epoch)
-		f.session.sent = want
+		f.spare, f.session.sent = f.session.sent, want
 	}
 	var img *Image // for the follower's throttle
 	if b.followerQuota.active() {

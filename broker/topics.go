@@ -95,7 +95,7 @@ func (b *Broker) CreateTopic(ctx context.Context, spec TopicSpec, validateOnly b
 	if validateOnly {
 		return created, nil
 	}
-	cctx, cancel := boundBy(ctx, wait)
+	cctx, cancel := storeWrite(ctx)
 	err = b.cfg.Coordinator.CreateTopic(cctx, t, spec.Configs)
 	cancel()
 	if err != nil {
@@ -283,7 +283,7 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string, wait time.Duratio
 	if t.Internal {
 		return errorf(kerr.InvalidTopicException, "Topic %s is an internal topic and cannot be deleted", name)
 	}
-	cctx, cancel := boundBy(ctx, wait)
+	cctx, cancel := storeWrite(ctx)
 	err := b.cfg.Coordinator.MarkTopicForDeletion(cctx, name)
 	cancel()
 	if err != nil {
@@ -401,7 +401,7 @@ func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32,
 			nt.Replicas = append(nt.Replicas, slices.Clone(p.Replicas))
 		}
 		nt.Replicas = append(nt.Replicas, assignment...)
-		cctx, cancel := boundBy(ctx, wait)
+		cctx, cancel := storeWrite(ctx)
 		_, err := b.cfg.Coordinator.SetTopicAssignment(cctx, nt)
 		cancel()
 		if errors.Is(err, cluster.ErrBadVersion) && attempt < 3 {
@@ -448,14 +448,20 @@ func storeErr(err error) error {
 	return err
 }
 
-// boundBy bounds ctx by the request's timeout (timeout_ms) when it has one:
-// a metadata write waits that long at most for the store to be reachable.
-func boundBy(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
-	if wait <= 0 {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, wait)
+// storeWrite bounds a metadata write a request makes (a topic created,
+// deleted or given partitions) by ctx and storeWriteBound, not by the
+// request's timeout_ms: Kafka writes the znodes first and applies timeout_ms
+// only to the wait for the change to take effect, so that a topic answered
+// with REQUEST_TIMED_OUT exists. (A short timeout_ms — 1 ms, or what a
+// request of many topics had left for its last ones — used to cancel the
+// write of a topic that was then answered REQUEST_TIMED_OUT, as if created.)
+// The coordinator fails sooner when its store is away (a ZooKeeper
+// session's timeout).
+func storeWrite(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, storeWriteBound)
 }
+
+const storeWriteBound = 30 * time.Second
 
 // untilDeadline is how long ctx has left (30 s when it has no deadline).
 func untilDeadline(ctx context.Context) time.Duration {

@@ -221,3 +221,60 @@ func TestLogDeletionRetried(t *testing.T) {
 		t.Fatalf("moved-aside directory: %v", err)
 	}
 }
+
+// slowStore is a coordinator whose topic writes take delay (a loaded
+// ZooKeeper), giving up when their context ends as zkcoord's do.
+type slowStore struct {
+	cluster.Coordinator
+	delay time.Duration
+}
+
+func (s *slowStore) CreateTopic(ctx context.Context, t cluster.Topic, cfg map[string]string) error {
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", cluster.ErrUnavailable, ctx.Err())
+	}
+	return s.Coordinator.CreateTopic(ctx, t, cfg)
+}
+
+// TestCreateTopicShortTimeout: CreateTopics' timeout_ms bounds the wait for
+// the new topic's leaders, not its creation (as in Kafka, whose znodes are
+// written before the wait): with timeout_ms 1 and a store that takes longer
+// to write, the topic answered REQUEST_TIMED_OUT exists. It used to be
+// answered REQUEST_TIMED_OUT and not created (a benchmark of 100 topics
+// created with timeout_ms 1 then waited forever for one of them).
+func TestCreateTopicShortTimeout(t *testing.T) {
+	ctx := context.Background()
+	st, err := cluster.OpenStandalone(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, err := storage.OpenManager(storage.ManagerConfig{Dirs: []string{t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{BrokerID: 1, Logs: logs, Coordinator: &slowStore{Coordinator: st, delay: 50 * time.Millisecond}, NumPartitions: 1, DefaultReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		b.Close()
+		logs.Close()
+		st.Close()
+	})
+	_, answer := b.CreateTopic(ctx, TopicSpec{Name: "hurried", Partitions: 3, ReplicationFactor: 1}, false, time.Millisecond)
+	if answer != nil && !errors.Is(answer, kerr.RequestTimedOut) {
+		t.Fatalf("CreateTopics with timeout_ms 1: %v", answer)
+	}
+	topic, err := st.Topic(ctx, "hurried")
+	if err != nil {
+		t.Fatalf("the topic answered %v does not exist: %v", answer, err)
+	}
+	if len(topic.Replicas) != 3 {
+		t.Fatalf("created with %d partitions, want 3", len(topic.Replicas))
+	}
+}

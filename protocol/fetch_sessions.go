@@ -55,6 +55,9 @@ type sessionPartition struct {
 	currentLeaderEpoch, lastFetchedEpoch int32
 	highWatermark, lastStable, logStart  int64 // last sent; -2: never
 	removed, sentRecords                 bool
+	// hint lets the next fetch skip reading the partition while nothing
+	// changed there (broker.ReadHint).
+	hint broker.ReadHint
 }
 
 type sessionKey struct {
@@ -247,6 +250,7 @@ func (sf *sessionFetch) fillIncremental(req *kmsg.FetchRequest, resp *fetchRespo
 		resp.req.Partitions = append(resp.req.Partitions, broker.FetchPartition{
 			Topic: sp.topic, Partition: sp.partition, FetchOffset: sp.fetchOffset,
 			PartitionMaxBytes: sp.maxBytes, CurrentLeaderEpoch: sp.currentLeaderEpoch, LastFetchedEpoch: sp.lastFetchedEpoch,
+			Hint: sp.hint,
 		})
 	}
 }
@@ -297,6 +301,7 @@ func (sf *sessionFetch) finish(resp *fetchResponse) {
 		changed := fp.ErrorCode != 0 || fp.Records.Len() > 0 || fp.DivergingEpoch >= 0 ||
 			fp.HighWatermark != sp.highWatermark || fp.LastStableOffset != sp.lastStable || fp.LogStartOffset != sp.logStart
 		sp.highWatermark, sp.lastStable, sp.logStart = fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset
+		sp.hint = fp.Hint
 		if fp.Records.Len() > 0 {
 			sp.sentRecords = true
 			rotate++

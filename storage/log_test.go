@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-io/sluice/record"
 	"github.com/sluice-io/sluice/record/recordtest"
+	"github.com/sluice-io/sluice/storage/vfs"
 )
 
 func TestAppendReadReopen(t *testing.T) {
@@ -236,5 +237,67 @@ func TestCapturedBatchesThroughLog(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCheckpointsSkipUnchanged: a checkpoint whose offsets did not move
+// since the manager last wrote it is not written again (an idle broker of
+// thousands of partitions rewrote and fsynced every file every 5 s); once an
+// offset moves, the file is written with it.
+func TestCheckpointsSkipUnchanged(t *testing.T) {
+	dir := t.TempDir()
+	m := openTestManager(t, dir, nil)
+	defer m.Close()
+	tp := TopicPartition{"idle", 0}
+	l, err := m.GetOrCreateLog(tp, DefaultLogConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, recordtest.Batch(t, 3, 10, time.Now().UnixMilli(), record.CompressionNone))
+	l.SetHighWatermark(2)
+	if err := m.CheckpointNow(); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{recoveryPointCheckpoint, logStartCheckpoint, replicationCheckpoint, cleanerCheckpoint}
+	stat := func() map[string]os.FileInfo {
+		out := map[string]os.FileInfo{}
+		for _, f := range files {
+			fi, err := os.Stat(filepath.Join(dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[f] = fi
+		}
+		return out
+	}
+	first := stat()
+	// Nothing moved: every file stays the one written first (each write
+	// renames a new file over the old one).
+	if err := m.CheckpointNow(); err != nil {
+		t.Fatal(err)
+	}
+	for f, fi := range stat() {
+		if !os.SameFile(fi, first[f]) {
+			t.Errorf("%s written again though no offset moved", f)
+		}
+	}
+	// The high watermark moves: that file is written, with it.
+	l.SetHighWatermark(3)
+	if err := m.CheckpointNow(); err != nil {
+		t.Fatal(err)
+	}
+	now := stat()
+	if os.SameFile(now[replicationCheckpoint], first[replicationCheckpoint]) {
+		t.Fatal("high watermark checkpoint not written after the high watermark moved")
+	}
+	if !os.SameFile(now[logStartCheckpoint], first[logStartCheckpoint]) {
+		t.Error("log start checkpoint written again though no log start moved")
+	}
+	hws, err := readOffsetCheckpoint(vfs.Default, filepath.Join(dir, replicationCheckpoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hws[tp] != 3 {
+		t.Fatalf("checkpointed high watermark %d, want 3", hws[tp])
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -127,6 +128,12 @@ type Manager struct {
 	rolledC chan *Log
 	// cleanerMu serialises compaction with checkpoint writes of its offsets.
 	cleanerMu sync.Mutex
+	// ckptMu guards written: each checkpoint file's content as last
+	// written, so that a file whose offsets did not move is not written
+	// (and fsynced) again: an idle broker of thousands of partitions then
+	// writes none.
+	ckptMu  sync.Mutex
+	written map[string]map[TopicPartition]int64
 }
 
 // OpenManager locks the directories, recovers every log in them and starts
@@ -441,6 +448,19 @@ func (m *Manager) Logs() []*Log {
 	return out
 }
 
+// logsUnordered is every log in no particular order: for the background
+// sweeps, which run every second or so over every log and need no order
+// (sorting 10,000 names each time was most of an idle flush tick).
+func (m *Manager) logsUnordered() []*Log {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Log, 0, len(m.logs))
+	for _, l := range m.logs {
+		out = append(out, l)
+	}
+	return out
+}
+
 // Log returns the log of tp.
 func (m *Manager) Log(tp TopicPartition) (*Log, bool) {
 	m.mu.Lock()
@@ -722,21 +742,35 @@ func (m *Manager) Close() error {
 	return errors.Join(errs...)
 }
 
-// writeCheckpoints writes each log dir's checkpoint files.
+// writeCheckpoints writes each log dir's checkpoint files: the recovery
+// points, log start offsets and cleaner offsets (recovery), the high
+// watermarks (hw). A file whose content would be what it was last written
+// with is left alone.
 func (m *Manager) writeCheckpoints(recovery, hw bool) error {
 	type perDir struct{ rp, ls, hw, dirty map[TopicPartition]int64 }
 	m.mu.Lock()
 	dirs := make(map[string]*perDir)
 	for _, d := range m.cfg.Dirs {
-		dirs[d] = &perDir{map[TopicPartition]int64{}, map[TopicPartition]int64{}, map[TopicPartition]int64{}, map[TopicPartition]int64{}}
+		pd := &perDir{}
+		if recovery {
+			pd.rp, pd.ls, pd.dirty = map[TopicPartition]int64{}, map[TopicPartition]int64{}, map[TopicPartition]int64{}
+		}
+		if hw {
+			pd.hw = map[TopicPartition]int64{}
+		}
+		dirs[d] = pd
 	}
 	for tp, l := range m.logs {
 		pd := dirs[m.dirOf[tp]]
-		pd.rp[tp] = l.recoveryPoint.Load()
-		pd.ls[tp] = l.LogStartOffset()
-		pd.hw[tp] = l.HighWatermark()
-		if d := l.firstDirty.Load(); d >= 0 {
-			pd.dirty[tp] = d
+		if recovery {
+			pd.rp[tp] = l.recoveryPoint.Load()
+			pd.ls[tp] = l.LogStartOffset()
+			if d := l.firstDirty.Load(); d >= 0 {
+				pd.dirty[tp] = d
+			}
+		}
+		if hw {
+			pd.hw[tp] = l.HighWatermark()
 		}
 	}
 	m.mu.Unlock()
@@ -744,15 +778,34 @@ func (m *Manager) writeCheckpoints(recovery, hw bool) error {
 	for d, pd := range dirs {
 		if recovery {
 			errs = append(errs,
-				writeOffsetCheckpoint(m.cfg.FS, filepath.Join(d, recoveryPointCheckpoint), pd.rp),
-				writeOffsetCheckpoint(m.cfg.FS, filepath.Join(d, logStartCheckpoint), pd.ls),
-				writeOffsetCheckpoint(m.cfg.FS, filepath.Join(d, cleanerCheckpoint), pd.dirty))
+				m.writeCheckpoint(filepath.Join(d, recoveryPointCheckpoint), pd.rp),
+				m.writeCheckpoint(filepath.Join(d, logStartCheckpoint), pd.ls),
+				m.writeCheckpoint(filepath.Join(d, cleanerCheckpoint), pd.dirty))
 		}
 		if hw {
-			errs = append(errs, writeOffsetCheckpoint(m.cfg.FS, filepath.Join(d, replicationCheckpoint), pd.hw))
+			errs = append(errs, m.writeCheckpoint(filepath.Join(d, replicationCheckpoint), pd.hw))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// writeCheckpoint writes one checkpoint file unless it was last written
+// with exactly these offsets.
+func (m *Manager) writeCheckpoint(path string, offsets map[TopicPartition]int64) error {
+	m.ckptMu.Lock()
+	defer m.ckptMu.Unlock()
+	if last, ok := m.written[path]; ok && maps.Equal(last, offsets) {
+		return nil
+	}
+	delete(m.written, path) // unknown until the write succeeds
+	if err := writeOffsetCheckpoint(m.cfg.FS, path, offsets); err != nil {
+		return err
+	}
+	if m.written == nil {
+		m.written = map[string]map[TopicPartition]int64{}
+	}
+	m.written[path] = offsets
+	return nil
 }
 
 // CheckpointNow writes every checkpoint file now (tests, operators).
@@ -820,7 +873,7 @@ func (m *Manager) start() {
 
 func (m *Manager) flushTick() {
 	now := m.env.nowMs()
-	for _, l := range m.Logs() {
+	for _, l := range m.logsUnordered() {
 		if err := l.maybeFlushByTime(now); err != nil && !l.closed.Load() {
 			m.cfg.Logger.Error("flush", "partition", l.tp.String(), "err", err)
 		}
@@ -837,7 +890,7 @@ func (m *Manager) flushTick() {
 func (m *Manager) RunRetention() int {
 	n := 0
 	cutoff := m.env.nowMs() - m.cfg.ProducerIDExpiration.Milliseconds()
-	for _, l := range m.Logs() {
+	for _, l := range m.logsUnordered() {
 		if m.ctx != nil && m.ctx.Err() != nil {
 			break
 		}
@@ -858,7 +911,7 @@ func (m *Manager) RunRetention() int {
 // mapped pages of segments not read for a second (segment.trimIdleMapping),
 // which would otherwise count in the broker's RSS until the file closes.
 func (m *Manager) closeIdle() {
-	logs := m.Logs()
+	logs := m.logsUnordered()
 	now := time.Now()
 	cutoff := now.Add(-m.cfg.IdleSegmentTimeout).UnixNano()
 	trimCutoff := now.Add(-time.Second).UnixNano()

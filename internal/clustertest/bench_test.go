@@ -392,36 +392,75 @@ func BenchmarkIdleCluster(b *testing.B) {
 	if err := pc.Flush(ctx); err != nil {
 		b.Fatal(err)
 	}
-	for {
-		states, err := allPartitions(ctx, c.brokers[0], prefix)
-		n, full := 0, 0
-		for _, ps := range states {
-			for _, pi := range ps {
-				n++
-				if pi.Leader >= 0 && len(pi.ISR) == 3 {
-					full++
-				}
-			}
-		}
-		if err == nil && n == partitions && full == n {
-			break
-		}
-		if ctx.Err() != nil {
-			b.Fatalf("%d of %d partitions with a full ISR", full, partitions)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	waitFullISRs(ctx, b, c, prefix, partitions)
 	time.Sleep(5 * time.Second) // let the last fetches and checkpoints settle
 	for range b.N {
 		const window = 20 * time.Second
 		before := c.brokerCPU()
 		wait := c.profileBrokers(b, benchName(b), window)
 		time.Sleep(window)
+		after := c.brokerCPU()
 		cpu := c.cpuSince(before)
 		wait()
 		pct := cpu.Seconds() / window.Seconds() * 100
 		b.ReportMetric(pct, "idle-cpu-%-of-a-core")
-		b.Logf("%d partitions (RF 3) idle: the three brokers used %v of CPU in %v (%.1f %% of one core)", partitions, cpu.Round(time.Millisecond), window, pct)
+		var each []string
+		for _, br := range c.brokers {
+			each = append(each, fmt.Sprintf("broker %d %v", br.id, (after[br.id]-before[br.id]).Round(time.Millisecond)))
+		}
+		b.Logf("%d partitions (RF 3) idle: the three brokers used %v of CPU in %v (%.1f %% of one core; %s)", partitions, cpu.Round(time.Millisecond), window, pct, strings.Join(each, ", "))
+	}
+}
+
+// waitFullISRs waits until Metadata from broker 1 shows every one of the
+// partitions named with prefix led and with an ISR of 3. While it waits it
+// logs, every 30 s, how many are full and, for a few that are not, what
+// broker 1 and the partition's leader each answer, so that a wait that does
+// not end tells a stale Metadata from a leader that does not expand.
+func waitFullISRs(ctx context.Context, b *testing.B, c *testCluster, prefix string, partitions int) {
+	b.Helper()
+	start, report := time.Now(), time.Now().Add(30*time.Second)
+	for {
+		states, err := allPartitions(ctx, c.brokers[0], prefix)
+		n, full := 0, 0
+		type tp struct {
+			topic string
+			p     int32
+		}
+		var short []tp
+		for t, ps := range states {
+			for p, pi := range ps {
+				n++
+				if pi.Leader >= 0 && len(pi.ISR) == 3 {
+					full++
+				} else if len(short) < 5 {
+					short = append(short, tp{t, p})
+				}
+			}
+		}
+		if err == nil && n == partitions && full == n {
+			b.Logf("every ISR full %v after the produce", time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if ctx.Err() != nil {
+			b.Fatalf("%d of %d partitions with a full ISR", full, partitions)
+		}
+		if time.Now().After(report) {
+			report = time.Now().Add(30 * time.Second)
+			b.Logf("%v: broker 1 lists %d of %d partitions, %d with a full ISR (err %v)", time.Since(start).Round(time.Second), n, partitions, full, err)
+			for _, s := range short {
+				pi := states[s.topic][s.p]
+				line := fmt.Sprintf("  %s-%d: broker 1 says leader %d epoch %d isr %v", s.topic, s.p, pi.Leader, pi.LeaderEpoch, pi.ISR)
+				if pi.Leader > 0 && int(pi.Leader) <= len(c.brokers) {
+					if ps, err := partitionsFrom(ctx, c.broker(pi.Leader), s.topic); err == nil {
+						l := ps[s.p]
+						line += fmt.Sprintf("; its leader says leader %d epoch %d isr %v", l.Leader, l.LeaderEpoch, l.ISR)
+					}
+				}
+				b.Log(line)
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 
