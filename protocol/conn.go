@@ -379,7 +379,7 @@ func (c *conn) readOne() error {
 	if reader {
 		// Still the reader: the answer may wait for the next buffered
 		// request's (readOne's start writes it unless mayHold).
-		c.slowHandler = now.Sub(arrival) > holdMaxHandler
+		c.slowHandler = now.Sub(arrival) > c.s.holdMax
 		c.held++
 		c.ready(sl)
 	} else {

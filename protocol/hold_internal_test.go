@@ -124,7 +124,7 @@ func (g *holdGroups) wait(t *testing.T) string {
 
 // serveScript serves one scripted connection on a server with groups;
 // the returned function ends the connection and waits for it.
-func serveScript(t *testing.T, groups GroupCoordinator) (*scriptConn, func()) {
+func serveScript(t *testing.T, groups GroupCoordinator, holdMax time.Duration) (*scriptConn, func()) {
 	t.Helper()
 	n := newFuzzNode(t)
 	s, err := newServer(Config{Listeners: []Listener{{Name: "PLAINTEXT", Addr: "127.0.0.1:0"}}, Broker: n.brk, Groups: groups})
@@ -132,6 +132,7 @@ func serveScript(t *testing.T, groups GroupCoordinator) (*scriptConn, func()) {
 		n.close()
 		t.Fatal(err)
 	}
+	s.holdMax = holdMax
 	nc := newScriptConn()
 	c := newConn(s, nc, &s.cfg.Listeners[0])
 	s.mu.Lock()
@@ -176,7 +177,8 @@ func offsetCommit() kmsg.Request {
 // TestPipelinedAnswersShareOneWrite: five requests read with one read are
 // answered with one write, in order.
 func TestPipelinedAnswersShareOneWrite(t *testing.T) {
-	nc, stop := serveScript(t, nil)
+	// However slow the machine, no handler counts as slow here.
+	nc, stop := serveScript(t, nil, time.Hour)
 	defer stop()
 	nc.in <- encodeFrames(0, apiVersions(), apiVersions(), apiVersions(), apiVersions(), apiVersions())
 	var writes int
@@ -203,7 +205,7 @@ func TestPipelinedAnswersShareOneWrite(t *testing.T) {
 // its followers).
 func TestHeldAnswerNotDelayedByWaitingHandler(t *testing.T) {
 	g := &holdGroups{entered: make(chan string, 4), release: make(chan struct{}, 4)}
-	nc, stop := serveScript(t, g)
+	nc, stop := serveScript(t, g, holdMaxHandler)
 	defer stop()
 	defer close(g.release) // a failure leaves no handler waiting
 	join := kmsg.NewPtrJoinGroupRequest()
