@@ -75,6 +75,9 @@ func (r *Request) Detach() {
 		if r.c.s.cfg.Quotas != nil {
 			r.detachedAt.Store(time.Now().UnixNano())
 		}
+		// Answers the reader held back go out before the wait (this
+		// goroutine is still the reader).
+		r.c.flushHeld()
 		r.c.startReader()
 	}
 }
@@ -135,6 +138,12 @@ var errUnsupportedVersion = errors.New("unsupported version")
 //     A finisher that finds another goroutine writing leaves its response
 //     to it, so no goroutine waits for another's socket write and the
 //     connection's writer is never blocked on a lock held across I/O.
+//   - The reader may hold back the answer of a request it handled itself
+//     while the client's next request is already buffered whole (a
+//     pipelining client): it handles that one first and writes both
+//     answers with one write, so that k pipelined requests read with one
+//     read cost one write, not k (mayHold says when; flushHeld writes
+//     them before anything that may block).
 //   - The reader that meets the end of the stream (or an error) waits for
 //     the answers still owed, then closes the connection.
 type conn struct {
@@ -162,6 +171,11 @@ type conn struct {
 	clientID string        // the client id of the last request read (the reader's)
 	inflight chan struct{} // one token per request read and not yet answered
 	stopped  atomic.Bool   // stopReading was called (shutdown)
+	// held counts the answers the reader left unwritten since it last
+	// wrote (mayHold); slowHandler is set while the connection's last
+	// inline handler took longer than holdMaxHandler. Both the reader's.
+	held        int
+	slowHandler bool
 	// muteUntil is when a quota's throttle ends (unix nanos): the reader
 	// reads no frame before (quotas.go). unmute is closed by stopReading.
 	muteUntil atomic.Int64
@@ -277,6 +291,9 @@ func (c *conn) readLoop() {
 
 // readOne reads and handles one request.
 func (c *conn) readOne() error {
+	if c.held > 0 && !c.mayHold() {
+		c.flushHeld()
+	}
 	if c.stopped.Load() || !c.waitMuted() {
 		return io.EOF
 	}
@@ -344,7 +361,7 @@ func (c *conn) readOne() error {
 	c.enqueue(sl)
 	if a == nil { // answered while decoding (ApiVersions fallback)
 		done()
-		c.observe(sl)
+		c.observe(sl, time.Now())
 		c.complete(sl)
 		return nil
 	}
@@ -356,9 +373,18 @@ func (c *conn) readOne() error {
 	if q := c.s.cfg.Quotas; q != nil && (r.throttle > 0 || q.Enabled(quota.Request)) {
 		c.applyQuotas(r, sl, handleStart)
 	}
-	c.observe(sl)
+	now := time.Now()
+	c.observe(sl, now)
 	reader := r.state.CompareAndSwap(reqInline, reqReturned)
-	c.complete(sl)
+	if reader {
+		// Still the reader: the answer may wait for the next buffered
+		// request's (readOne's start writes it unless mayHold).
+		c.slowHandler = now.Sub(arrival) > c.s.holdMax
+		c.held++
+		c.ready(sl)
+	} else {
+		c.complete(sl)
+	}
 	// Record bytes of a Produce request are done with once the handler
 	// returned (they are in the log): the frame is reused.
 	done()
@@ -540,6 +566,68 @@ func (c *conn) handle(a *api, r *Request, sl *slot) {
 	sl.none = sl.resp == nil && sl.err == nil
 }
 
+// maxHeld bounds the answers the reader holds back (mayHold);
+// holdMaxHandler is the longest an inline handler may have taken for the
+// reader to hold answers back behind the next one: a connection whose
+// handlers wait (an OffsetCommit waiting for followers) gets each answer
+// written as soon as it is ready.
+const (
+	maxHeld        = 16
+	holdMaxHandler = 200 * time.Microsecond
+)
+
+// mayHold reports whether the reader may leave the answers it holds
+// unwritten while it handles the next request: that request is buffered
+// whole (reading it will not block), it is of an API whose handler answers
+// promptly or detaches before a wait (holdable), there is room for it in
+// the in-flight window and in queued.max.request.bytes, the connection is
+// not muted or stopping, and its handlers have been quick. The reader's.
+func (c *conn) mayHold() bool {
+	if c.held >= maxHeld || c.slowHandler || c.stopped.Load() || len(c.inflight) >= cap(c.inflight) {
+		return false
+	}
+	if until := c.muteUntil.Load(); until != 0 && time.Now().UnixNano() < until {
+		return false
+	}
+	n := c.br.Buffered()
+	if n < 6 {
+		return false
+	}
+	hdr, err := c.br.Peek(6)
+	if err != nil {
+		return false
+	}
+	size := int(int32(binary.BigEndian.Uint32(hdr)))
+	if size < 10 || size > n-4 || !holdable(int16(binary.BigEndian.Uint16(hdr[4:]))) {
+		return false
+	}
+	if b := c.s.budget; b != nil && b.avail.Load() < int64(min(size, frameEagerBytes)) {
+		return false
+	}
+	return true
+}
+
+// holdable says whether a request of API key may be handled while answers
+// before it are held back: its handler answers without waiting for other
+// clients, or detaches (which writes them) before it waits. JoinGroup and
+// SyncGroup, which wait for the rest of the group, and the admin APIs are
+// not.
+func holdable(key int16) bool {
+	switch key {
+	case 0, 1, 2, 3, 8, 9, 12, 18: // Produce, Fetch, ListOffsets, Metadata, OffsetCommit, OffsetFetch, Heartbeat, ApiVersions
+		return true
+	}
+	return false
+}
+
+// flushHeld writes the answers the reader held back (with any others ready
+// behind them). The reader's.
+func (c *conn) flushHeld() {
+	c.held = 0
+	c.wmu.Lock()
+	c.writeReadyLocked()
+}
+
 // enqueue appends sl to the requests awaiting their answer.
 func (c *conn) enqueue(sl *slot) {
 	c.wmu.Lock()
@@ -557,7 +645,22 @@ func (c *conn) enqueue(sl *slot) {
 func (c *conn) complete(sl *slot) {
 	c.wmu.Lock()
 	sl.ready = true
-	if c.writing || c.head != sl {
+	c.writeReadyLocked()
+}
+
+// ready marks sl answered without writing it (the reader holds it back).
+// Whoever writes next writes it, in order.
+func (c *conn) ready(sl *slot) {
+	c.wmu.Lock()
+	sl.ready = true
+	c.wmu.Unlock()
+}
+
+// writeReadyLocked writes every answered response at the head of the queue
+// unless another goroutine is writing (it will write them). Called with wmu
+// held; returns with it released.
+func (c *conn) writeReadyLocked() {
+	if c.writing || c.head == nil || !c.head.ready {
 		// The writer, or whoever completes the head, will write it.
 		c.wmu.Unlock()
 		return
@@ -676,6 +779,9 @@ func (c *conn) finish(err error) {
 	default:
 		c.s.log.Warn("closing connection", "remote", c.remote, "err", err)
 	}
+	if c.held > 0 {
+		c.flushHeld()
+	}
 	c.wmu.Lock()
 	c.readDone = true
 	idle := c.head == nil && !c.writing
@@ -757,7 +863,7 @@ func putWriteBuf(b *[]byte) {
 
 // observe records a finished request in the metrics: it counts, with its
 // latency and error codes. It allocates nothing.
-func (c *conn) observe(sl *slot) {
+func (c *conn) observe(sl *slot, now time.Time) {
 	if sl.key < 0 || int(sl.key) >= len(c.s.apiMx) {
 		return
 	}
@@ -776,7 +882,7 @@ func (c *conn) observe(sl *slot) {
 	case sl.resp != nil:
 		code = tallyResponse(lookup(sl.key), sl.resp, mx)
 	}
-	mx.Observe(time.Since(sl.start), code)
+	mx.Observe(now.Sub(sl.start), code)
 }
 
 // observeDecodeError counts a request that closed the connection because it

@@ -22,7 +22,11 @@
 // unanswered). Responses go out strictly in request order: whoever finishes
 // the oldest unanswered request writes it together with every answer ready
 // behind it, in one write (fetch record regions of 32 KiB or more follow by
-// sendfile). A frame larger than socket.request.max.bytes, an unknown API
+// sendfile). A pipelining client's requests arrive several to a read; the
+// reader handles each request buffered whole before writing the answers of
+// those it handled (up to 16, while its handlers take under 200 µs and the
+// next request is one that answers promptly or detaches: conn.mayHold), so
+// that they too go out in one write. A frame larger than socket.request.max.bytes, an unknown API
 // key, a version outside the registered range or a body that does not
 // decode closes that connection only, with a log line; the broker and other
 // connections are unaffected. Responses use response header v1 for flexible

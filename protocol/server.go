@@ -157,6 +157,9 @@ type Server struct {
 
 	// fetchSessions are the incremental fetch sessions (KIP-227).
 	fetchSessions *fetchSessions
+
+	// holdMax is holdMaxHandler (conn.mayHold); tests lengthen it.
+	holdMax time.Duration
 }
 
 // NewServer returns a server; Serve listens and accepts.
@@ -220,6 +223,7 @@ func newServer(cfg Config) (*Server, error) {
 		logLimit:      logLimiter{every: 10 * time.Second},
 		throttle:      security.NewThrottle(max(cfg.AuthFailureDelay, 0)),
 		fetchSessions: newFetchSessions(fetchSessionSlots),
+		holdMax:       holdMaxHandler,
 	}
 	if cfg.QueuedMaxRequestBytes > 0 {
 		s.budget = newRequestBudget(cfg.QueuedMaxRequestBytes)
