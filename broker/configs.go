@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -140,6 +141,10 @@ func splitItems(v string) []string {
 	return out
 }
 
+// configApplyWait bounds how long an alter waits for this broker to
+// apply the configs it wrote.
+const configApplyWait = 10 * time.Second
+
 // maxConfigCASAttempts bounds how often an alter re-reads a topic's
 // configs that changed between its read and its write.
 const maxConfigCASAttempts = 10
@@ -189,10 +194,16 @@ func (b *Broker) alterTopicConfigs(ctx context.Context, topic string, change fun
 		break
 	}
 	b.log.Info("topic configs changed", "topic", topic, "configs", next)
-	// Apply before answering, so a describe right after sees the change.
-	_ = b.waitImage(ctx, func(img *Image) bool {
+	// Apply before answering, so that a produce right after through this
+	// broker sees the change: until the image holds it, or what the
+	// coordinator's copy holds now (a change made meanwhile replaced it).
+	_ = b.waitImageFor(ctx, configApplyWait, func(img *Image) bool {
 		cur, ok := img.Topics[topic]
-		return !ok || maps.Equal(cur.Configs, next)
+		if !ok || maps.Equal(cur.Configs, next) {
+			return true
+		}
+		now, err := b.cfg.Coordinator.TopicConfig(ctx, topic)
+		return err != nil || maps.Equal(cur.Configs, now)
 	})
 	return nil
 }
