@@ -262,6 +262,9 @@ func (c *consoleComponent) Start(ctx context.Context) (err error) {
 		Lock:   lock,
 		Host:   c.a.BrokerID(),
 		Logger: c.log,
+		// A change rides out a leadership move of the state topic (a
+		// rolling restart) rather than being refused.
+		WaitTimeout: consolestate.LeaderMoveTimeout,
 	})
 	if err != nil {
 		return fmt.Errorf("console replica: %w", err)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -14,13 +15,36 @@ import (
 )
 
 // DescribeTopicConfigs lists a topic's configs (only names, when names is
-// non-empty) with value and source, and their synonyms when asked.
-func (b *Broker) DescribeTopicConfigs(topic string, names []string, synonyms bool) ([]ConfigEntry, error) {
-	t, ok := b.Image().Topics[topic]
-	if !ok {
+// non-empty) with value and source, and their synonyms when asked. The
+// overrides are read from the metadata store (TopicConfigs), so a change
+// acknowledged through any broker shows at once.
+func (b *Broker) DescribeTopicConfigs(ctx context.Context, topic string, names []string, synonyms bool) ([]ConfigEntry, error) {
+	overrides, err := b.TopicConfigs(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	return filterEntries(b.describeTopicConfigs(overrides, synonyms), names), nil
+}
+
+// TopicConfigs returns a topic's config overrides as the metadata store
+// has them now, as Kafka in ZooKeeper mode reads /config/topics/<t> for
+// DescribeConfigs: the image (what produce, fetch and the logs use) learns
+// of a change made through another broker only when its notification
+// arrives. While the store is out of reach it answers from the image.
+func (b *Broker) TopicConfigs(ctx context.Context, topic string) (map[string]string, error) {
+	cfgs, _, err := b.cfg.Coordinator.ReadTopicConfig(ctx, topic)
+	switch {
+	case err == nil:
+		return cfgs, nil
+	case errors.Is(err, cluster.ErrNoTopic):
+		return nil, errUnknownTopicOrPartition
+	case errors.Is(err, cluster.ErrUnavailable):
+		if t, ok := b.Image().Topics[topic]; ok {
+			return maps.Clone(t.Configs), nil
+		}
 		return nil, errUnknownTopicOrPartition
 	}
-	return filterEntries(b.describeTopicConfigs(t.Configs, synonyms), names), nil
+	return nil, err
 }
 
 // DescribeBrokerConfigs lists this broker's configs (only names, when
@@ -117,36 +141,69 @@ func splitItems(v string) []string {
 	return out
 }
 
+// configApplyWait bounds how long an alter waits for this broker to
+// apply the configs it wrote.
+const configApplyWait = 10 * time.Second
+
+// maxConfigCASAttempts bounds how often an alter re-reads a topic's
+// configs that changed between its read and its write.
+const maxConfigCASAttempts = 10
+
+// alterTopicConfigs is a read-modify-write on the metadata store: change
+// is applied to the overrides as stored now (not as this broker's image
+// has them, which may not have seen a change made through another broker
+// yet), and written only if they did not change meanwhile; else it reads
+// them again and reapplies change.
 func (b *Broker) alterTopicConfigs(ctx context.Context, topic string, change func(map[string]string) (map[string]string, error), validateOnly bool) error {
 	t, ok := b.Image().Topics[topic]
 	if !ok || t.Deleting {
 		return errUnknownTopicOrPartition
 	}
-	next, err := change(t.Configs)
-	if err != nil {
-		return err
-	}
 	rf := 0
 	if len(t.Partitions) > 0 {
 		rf = len(t.Partitions[0].Replicas)
 	}
-	if err := b.validateTopicConfigs(next, rf); err != nil {
-		return err
-	}
-	if validateOnly {
-		return nil
-	}
-	if err := b.cfg.Coordinator.SetTopicConfig(ctx, topic, next); err != nil {
+	var next map[string]string
+	for attempt := 1; ; attempt++ {
+		cur, version, err := b.cfg.Coordinator.ReadTopicConfig(ctx, topic)
 		if errors.Is(err, cluster.ErrNoTopic) {
 			return errUnknownTopicOrPartition
 		}
-		return err
+		if err != nil {
+			return storeErr(err)
+		}
+		if next, err = change(cur); err != nil {
+			return err
+		}
+		if err := b.validateTopicConfigs(next, rf); err != nil {
+			return err
+		}
+		if validateOnly {
+			return nil
+		}
+		err = b.cfg.Coordinator.SetTopicConfigIf(ctx, topic, next, version)
+		if errors.Is(err, cluster.ErrBadVersion) && attempt < maxConfigCASAttempts {
+			continue // changed through another broker since the read
+		}
+		if errors.Is(err, cluster.ErrNoTopic) {
+			return errUnknownTopicOrPartition
+		}
+		if err != nil {
+			return storeErr(err)
+		}
+		break
 	}
 	b.log.Info("topic configs changed", "topic", topic, "configs", next)
-	// Apply before answering, so a describe right after sees the change.
-	_ = b.waitImage(ctx, func(img *Image) bool {
+	// Apply before answering, so that a produce right after through this
+	// broker sees the change: until the image holds it, or what the
+	// coordinator's copy holds now (a change made meanwhile replaced it).
+	_ = b.waitImageFor(ctx, configApplyWait, func(img *Image) bool {
 		cur, ok := img.Topics[topic]
-		return !ok || maps.Equal(cur.Configs, next)
+		if !ok || maps.Equal(cur.Configs, next) {
+			return true
+		}
+		now, err := b.cfg.Coordinator.TopicConfig(ctx, topic)
+		return err != nil || maps.Equal(cur.Configs, now)
 	})
 	return nil
 }

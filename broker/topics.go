@@ -422,15 +422,6 @@ func (b *Broker) CreatePartitions(ctx context.Context, name string, count int32,
 	}
 }
 
-// TopicConfigs returns a topic's config overrides.
-func (b *Broker) TopicConfigs(name string) (map[string]string, error) {
-	t, ok := b.Image().Topics[name]
-	if !ok {
-		return nil, errUnknownTopicOrPartition
-	}
-	return maps.Clone(t.Configs), nil
-}
-
 // String renders a topic spec for logs.
 func (s TopicSpec) String() string {
 	return fmt.Sprintf("%s(partitions=%d rf=%d)", s.Name, s.Partitions, s.ReplicationFactor)

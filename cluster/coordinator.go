@@ -16,7 +16,9 @@
 //	SetTopicAssignment            /brokers/topics/<t> (assignment, topic_id; version for CAS)
 //	PartitionState, CreatePartitionState,
 //	SetPartitionState             /brokers/topics/<t>/partitions/<p>/state (CAS on version)
-//	TopicConfig, SetTopicConfig   /config/topics/<t>
+//	TopicConfig, SetTopicConfig,
+//	ReadTopicConfig,
+//	SetTopicConfigIf              /config/topics/<t> (version for CAS)
 //	MarkTopicForDeletion,
 //	PendingDeletions, DeleteTopic /admin/delete_topics/<t>
 //	AllocateProducerIDs           /latest_producer_id_block (CAS loop)
@@ -296,6 +298,19 @@ type Coordinator interface {
 	TopicConfig(ctx context.Context, topic string) (map[string]string, error)
 	// SetTopicConfig replaces a topic's config overrides.
 	SetTopicConfig(ctx context.Context, topic string, configs map[string]string) error
+	// ReadTopicConfig reads a topic's config overrides from the store
+	// itself, not from a cache kept by watches (zkcoord: a sync, then
+	// /config/topics/<t>), so it sees every change acknowledged before it
+	// was called, through whichever broker: what DescribeConfigs answers,
+	// and the base of a read-modify-write. version is opaque: pass it to
+	// SetTopicConfigIf. ErrNoTopic if the topic does not exist;
+	// ErrUnavailable, without waiting, while the store is out of reach.
+	ReadTopicConfig(ctx context.Context, topic string) (configs map[string]string, version int32, err error)
+	// SetTopicConfigIf is SetTopicConfig when the overrides are still at
+	// version (as ReadTopicConfig returned it), else ErrBadVersion: an
+	// IncrementalAlterConfigs built on them then reads them again rather
+	// than undoing a change made meanwhile through another broker.
+	SetTopicConfigIf(ctx context.Context, topic string, configs map[string]string, version int32) error
 
 	// AllocateProducerIDs reserves the next block of size producer ids for
 	// brokerID. Blocks never overlap, across restarts and brokers.

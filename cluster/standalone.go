@@ -39,6 +39,12 @@ type Standalone struct {
 	watchers   map[*watcher]struct{}
 	done       chan struct{} // closed by Close; ends the Watch goroutines
 	wg         sync.WaitGroup
+
+	// configVersions are the topics' config versions (ReadTopicConfig,
+	// SetTopicConfigIf), in memory: every change of a topic's configs
+	// (and its creation and deletion) takes the next configSeq.
+	configVersions map[string]int32
+	configSeq      int32
 }
 
 // standaloneState is what the file holds.
@@ -391,6 +397,7 @@ func (s *Standalone) CreateTopic(ctx context.Context, t Topic, configs map[strin
 		if len(configs) > 0 {
 			s.state.Configs[t.Name] = maps.Clone(configs)
 		}
+		s.bumpConfigVersion(t.Name)
 		return nil
 	})
 }
@@ -483,6 +490,7 @@ func (s *Standalone) DeleteTopic(ctx context.Context, name string) error {
 		delete(s.state.Topics, name)
 		delete(s.state.States, name)
 		delete(s.state.Configs, name)
+		s.bumpConfigVersion(name)
 		s.state.Deletions = slices.DeleteFunc(s.state.Deletions, func(n string) bool { return n == name })
 		return nil
 	})
@@ -564,17 +572,57 @@ func (s *Standalone) TopicConfig(ctx context.Context, topic string) (map[string]
 
 // SetTopicConfig implements Coordinator.
 func (s *Standalone) SetTopicConfig(ctx context.Context, topic string, configs map[string]string) error {
+	return s.setTopicConfig(topic, configs, nil)
+}
+
+// ReadTopicConfig implements Coordinator: the file's state is
+// authoritative (one process holds it).
+func (s *Standalone) ReadTopicConfig(ctx context.Context, topic string) (map[string]string, int32, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(); err != nil {
+		return nil, 0, err
+	}
+	if _, ok := s.state.Topics[topic]; !ok {
+		return nil, 0, fmt.Errorf("%w: %s", ErrNoTopic, topic)
+	}
+	c := maps.Clone(s.state.Configs[topic])
+	if c == nil {
+		c = map[string]string{}
+	}
+	return c, s.configVersions[topic], nil
+}
+
+// SetTopicConfigIf implements Coordinator.
+func (s *Standalone) SetTopicConfigIf(ctx context.Context, topic string, configs map[string]string, version int32) error {
+	return s.setTopicConfig(topic, configs, &version)
+}
+
+func (s *Standalone) setTopicConfig(topic string, configs map[string]string, version *int32) error {
 	return s.mutate(ChangeConfigs, func() error {
 		if _, ok := s.state.Topics[topic]; !ok {
 			return fmt.Errorf("%w: %s", ErrNoTopic, topic)
+		}
+		if version != nil && *version != s.configVersions[topic] {
+			return fmt.Errorf("%w: configs of %s at version %d, not %d", ErrBadVersion, topic, s.configVersions[topic], *version)
 		}
 		if len(configs) == 0 {
 			delete(s.state.Configs, topic)
 		} else {
 			s.state.Configs[topic] = maps.Clone(configs)
 		}
+		s.bumpConfigVersion(topic)
 		return nil
 	})
+}
+
+// bumpConfigVersion gives topic's configs a new version. Lock s.mu.
+func (s *Standalone) bumpConfigVersion(topic string) {
+	if s.configVersions == nil {
+		s.configVersions = map[string]int32{}
+	}
+	s.configSeq++
+	s.configVersions[topic] = s.configSeq
 }
 
 // BrokerConfig implements BrokerConfigStore.

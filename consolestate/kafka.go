@@ -12,9 +12,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
+	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -112,6 +116,31 @@ func NewKafkaLog(brokers []string, spec TopicSpec, logger *slog.Logger, opts ...
 
 var errClosed = errors.New("console log closed")
 
+// LeaderMoveTimeout is how long a request of the console's clients rides
+// out the state topic's partition without a usable leader (NOT_LEADER,
+// LEADER_NOT_AVAILABLE, NOT_ENOUGH_REPLICAS: a controlled shutdown or a
+// failover moving its leadership) before it fails, within the caller's
+// context: a rolling restart moves leadership in well under that.
+const LeaderMoveTimeout = 15 * time.Second
+
+// retryBackoff is the wait before retry n (from 1): 50 ms doubling to 1 s,
+// quick when leadership moves in a moment, unhurried when it takes seconds.
+// (kgo counts its retries: with a constant 100 ms its default 20 retries
+// gave up after 2 s, in the middle of a leadership move.)
+func retryBackoff(n int) time.Duration {
+	return min(50*time.Millisecond<<min(max(n-1, 0), 5), time.Second)
+}
+
+// retryOpts make the clients' requests retry until LeaderMoveTimeout or
+// their context ends rather than after a number of tries.
+func retryOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.RetryBackoffFn(retryBackoff),
+		kgo.RequestRetries(math.MaxInt32),
+		kgo.RetryTimeout(LeaderMoveTimeout),
+	}
+}
+
 func (k *KafkaLog) client() (*kgo.Client, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -128,10 +157,9 @@ func (k *KafkaLog) client() (*kgo.Client, error) {
 			kgo.ProducerLinger(0),
 			kgo.ProducerBatchCompression(kgo.ZstdCompression()),
 			kgo.ProducerBatchMaxBytes(MaxRecordBytes),
-			kgo.RecordDeliveryTimeout(15 * time.Second),
+			kgo.RecordDeliveryTimeout(LeaderMoveTimeout),
 			kgo.MetadataMinAge(250 * time.Millisecond),
-			kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
-		}, k.ClientOpts...)
+		}, append(retryOpts(), k.ClientOpts...)...)
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			return nil, err
@@ -210,7 +238,43 @@ func (k *KafkaLog) ensureTopic(ctx context.Context, cl *kgo.Client) error {
 func retriable(err error) bool {
 	return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.LeaderNotAvailable) ||
 		errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.NotEnoughReplicas) ||
-		errors.Is(err, kerr.NotEnoughReplicasAfterAppend) || errors.Is(err, kerr.RequestTimedOut)
+		errors.Is(err, kerr.NotEnoughReplicasAfterAppend) || errors.Is(err, kerr.RequestTimedOut) ||
+		errors.Is(err, kerr.FencedLeaderEpoch) || errors.Is(err, kerr.UnknownLeaderEpoch) ||
+		errors.Is(err, kerr.OffsetNotAvailable) || connError(err)
+}
+
+// connError reports whether err is a connection to a broker refused or
+// lost: the leader kgo's metadata still names has just stopped (kgo does
+// not retry a request pinned to a broker it cannot dial).
+func connError(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false // a net.Error too, but the caller's deadline
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// retryUntil waits before retry n of a call first made at start: it
+// returns false (give up) when ctx ends or LeaderMoveTimeout has passed.
+// kgo answers a partition without a leader in its metadata at once
+// (LEADER_NOT_AVAILABLE, not retried), so the callers retry themselves.
+func retryUntil(ctx context.Context, start time.Time, n int) bool {
+	wait := retryBackoff(n)
+	if time.Since(start)+wait > LeaderMoveTimeout {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(wait):
+		return true
+	}
+}
+
+// noLeaderError is the error after giving up: it says for how long.
+func (k *KafkaLog) noLeaderError(op string, start time.Time, err error) error {
+	return fmt.Errorf("%s %s: its partition had no usable leader for %v: %w", op, k.Spec.Name, time.Since(start).Round(100*time.Millisecond), err)
 }
 
 // Append implements consoledb.Log.
@@ -230,7 +294,13 @@ func (k *KafkaLog) Append(ctx context.Context, recs []consoledb.Record) (int64, 
 		}
 		krs[i] = kr
 	}
-	for {
+	// kgo retries a batch answered with a retriable error itself (same
+	// producer id and sequence numbers: the broker drops a copy it already
+	// has), until LeaderMoveTimeout or ctx; it fails records only when that
+	// is safe, i.e. they were not written. So producing them again here
+	// (UNKNOWN_TOPIC_OR_PARTITION for a topic just created) writes them once.
+	start := time.Now()
+	for n := 1; ; n++ {
 		res := cl.ProduceSync(ctx, krs...)
 		err := res.FirstErr()
 		if err == nil {
@@ -240,13 +310,11 @@ func (k *KafkaLog) Append(ctx context.Context, recs []consoledb.Record) (int64, 
 			}
 			return last, nil
 		}
-		if !retriable(err) || ctx.Err() != nil {
+		if !retriable(err) && !errors.Is(err, kgo.ErrRecordTimeout) {
 			return 0, fmt.Errorf("produce to %s: %w", k.Spec.Name, err)
 		}
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("produce to %s: %w", k.Spec.Name, err)
-		case <-time.After(100 * time.Millisecond):
+		if ctx.Err() != nil || !retryUntil(ctx, start, n) {
+			return 0, k.noLeaderError("produce to", start, err)
 		}
 	}
 }
@@ -275,8 +343,7 @@ func (k *KafkaLog) Fetch(ctx context.Context, from int64) ([]consoledb.Record, e
 			kgo.FetchMaxPartitionBytes(MaxRecordBytes),
 			kgo.MetadataMinAge(250 * time.Millisecond),
 			kgo.MetadataMaxAge(5 * time.Second),
-			kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
-		}, k.ClientOpts...)
+		}, append(retryOpts(), k.ClientOpts...)...)
 		if cl, err = kgo.NewClient(opts...); err != nil {
 			return nil, err
 		}
@@ -340,21 +407,38 @@ func (k *KafkaLog) End(ctx context.Context) (int64, string, error) {
 		return 0, "", err
 	}
 	adm := kadm.NewClient(cl)
-	offs, err := adm.ListEndOffsets(ctx, k.Spec.Name)
-	if err != nil {
-		return 0, "", fmt.Errorf("end offset of %s: %w", k.Spec.Name, err)
-	}
-	o, ok := offs.Lookup(k.Spec.Name, 0)
-	if !ok {
-		return 0, "", fmt.Errorf("end offset of %s: no answer for partition 0", k.Spec.Name)
-	}
-	if o.Err != nil {
+	var o kadm.ListedOffset
+	start := time.Now()
+	for n := 1; ; n++ {
+		offs, err := adm.ListEndOffsets(ctx, k.Spec.Name)
+		if err != nil {
+			if ctx.Err() == nil && retriable(err) && retryUntil(ctx, start, n) {
+				continue
+			}
+			if retriable(err) {
+				return 0, "", k.noLeaderError("end offset of", start, err)
+			}
+			return 0, "", fmt.Errorf("end offset of %s: %w", k.Spec.Name, err)
+		}
+		var ok bool
+		if o, ok = offs.Lookup(k.Spec.Name, 0); !ok {
+			return 0, "", fmt.Errorf("end offset of %s: no answer for partition 0", k.Spec.Name)
+		}
+		if o.Err == nil {
+			break
+		}
 		if errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
 			k.mu.Lock()
 			k.created = false // deleted meanwhile: create it again
 			k.mu.Unlock()
+			return 0, "", fmt.Errorf("end offset of %s: %w", k.Spec.Name, o.Err)
 		}
-		return 0, "", fmt.Errorf("end offset of %s: %w", k.Spec.Name, o.Err)
+		if !retriable(o.Err) {
+			return 0, "", fmt.Errorf("end offset of %s: %w", k.Spec.Name, o.Err)
+		}
+		if !retryUntil(ctx, start, n) {
+			return 0, "", k.noLeaderError("end offset of", start, o.Err)
+		}
 	}
 	k.mu.Lock()
 	id, fresh := k.id, time.Since(k.idAt) < 30*time.Second

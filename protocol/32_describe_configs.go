@@ -79,7 +79,7 @@ func handleDescribeConfigs(ctx context.Context, s *Server, r *Request) (kmsg.Res
 		case rr.ResourceType == resourceBroker && !s.allowedCluster(r, security.OpDescribeConfigs):
 			err = errClusterAuthorization
 		case rr.ResourceType == resourceTopic:
-			entries, err = b.DescribeTopicConfigs(rr.ResourceName, rr.ConfigNames, req.IncludeSynonyms)
+			entries, err = b.DescribeTopicConfigs(ctx, rr.ResourceName, rr.ConfigNames, req.IncludeSynonyms)
 		case rr.ResourceType == resourceBroker:
 			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.ID())) {
 				err = &broker.Error{Code: kerr.InvalidRequest, Msg: "describe broker " + rr.ResourceName + " on that broker"}

@@ -31,6 +31,12 @@
 // update only replaces an older one, so concurrent loaders never move the
 // cache backwards.
 //
+// One read goes to ZooKeeper itself: ReadTopicConfig, what DescribeConfigs
+// answers for a topic and the base of AlterConfigs' read-modify-write (a
+// conditional write on the config znode's version), as Kafka reads
+// /config/topics/<t> there. A change made through another broker then
+// shows at once, not when its notification reaches this broker's cache.
+//
 // # Watches: one per kind of thing, not one per partition
 //
 // A broker must learn within a second when a partition's leader, leader

@@ -602,10 +602,60 @@ func (c *Coordinator) TopicConfig(ctx context.Context, topic string) (map[string
 	return maps.Clone(e.configs), nil
 }
 
+// ReadTopicConfig implements cluster.Coordinator as Kafka's
+// AdminZkClient.fetchEntityConfig does for DescribeConfigs, and not from
+// the cache: a sync first (a ZooKeeper server may lag its leader; the
+// reads after a sync in the same session see every write committed before
+// it), then /brokers/topics/<t> and /config/topics/<t>. The version is
+// the config znode's, -1 when it does not exist. With no session it fails
+// at once (ErrUnavailable): the caller may fall back to the cache.
+func (c *Coordinator) ReadTopicConfig(ctx context.Context, topic string) (map[string]string, int32, error) {
+	if err := c.check(ctx); err != nil {
+		return nil, 0, err
+	}
+	if c.conn.State() != zk.StateHasSession {
+		return nil, 0, fmt.Errorf("%w: read config of %s: no zookeeper session", ErrUnavailable, topic)
+	}
+	if _, err := c.conn.Sync(c.path(topicConfigPath(topic))); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, 0, fmt.Errorf("read config of %s: sync: %w", topic, zkErr(err))
+	}
+	res := c.getMany([]string{topicPath(topic), topicConfigPath(topic)})
+	tr, cr := res[0], res[1]
+	if errors.Is(tr.err, zk.ErrNoNode) {
+		return nil, 0, fmt.Errorf("%w: %s", cluster.ErrNoTopic, topic)
+	}
+	if tr.err != nil {
+		return nil, 0, fmt.Errorf("read %s: %w", topicPath(topic), zkErr(tr.err))
+	}
+	if errors.Is(cr.err, zk.ErrNoNode) {
+		return map[string]string{}, -1, nil
+	}
+	if cr.err != nil {
+		return nil, 0, fmt.Errorf("read %s: %w", topicConfigPath(topic), zkErr(cr.err))
+	}
+	cfg, err := decodeConfig(cr.data)
+	if err != nil {
+		// As the cache does (readTopics): none, and a write replaces it.
+		c.log.Error("unreadable topic config; using none", "topic", topic, "err", err)
+		cfg = map[string]string{}
+	}
+	return cfg, cr.stat.Version, nil
+}
+
 // SetTopicConfig implements cluster.Coordinator as Kafka's AdminZkClient
 // does: write /config/topics/<t>, then announce it with a sequential
 // /config/changes/config_change_ (one transaction here).
 func (c *Coordinator) SetTopicConfig(ctx context.Context, topic string, configs map[string]string) error {
+	return c.setTopicConfig(ctx, topic, configs, nil)
+}
+
+// SetTopicConfigIf implements cluster.Coordinator: SetTopicConfig with the
+// config znode's version checked (-1: the znode must not exist yet).
+func (c *Coordinator) SetTopicConfigIf(ctx context.Context, topic string, configs map[string]string, version int32) error {
+	return c.setTopicConfig(ctx, topic, configs, &version)
+}
+
+func (c *Coordinator) setTopicConfig(ctx context.Context, topic string, configs map[string]string, version *int32) error {
 	if err := c.writable(ctx); err != nil {
 		return err
 	}
@@ -616,27 +666,48 @@ func (c *Coordinator) SetTopicConfig(ctx context.Context, topic string, configs 
 	if !ok {
 		return fmt.Errorf("%w: %s", cluster.ErrNoTopic, topic)
 	}
+	p := c.path(topicConfigPath(topic))
 	change := &zk.CreateRequest{Path: c.path(configChangesPath + "/" + configChangePrefix), Data: encodeConfigChange(topic), Acl: c.acl, Flags: zk.FlagSequence}
-	res, err := c.conn.Multi(&zk.SetDataRequest{Path: c.path(topicConfigPath(topic)), Data: encodeConfig(configs), Version: -1}, change)
-	if errors.Is(err, zk.ErrNoNode) {
-		_, err = c.conn.Multi(&zk.CreateRequest{Path: c.path(topicConfigPath(topic)), Data: encodeConfig(configs), Acl: c.acl}, change)
-		res = nil
+	create := &zk.CreateRequest{Path: p, Data: encodeConfig(configs), Acl: c.acl}
+	var res []zk.MultiResponse
+	switch {
+	case version == nil:
+		res, err = c.conn.Multi(&zk.SetDataRequest{Path: p, Data: encodeConfig(configs), Version: -1}, change)
+		if errors.Is(err, zk.ErrNoNode) {
+			_, err = c.conn.Multi(create, change)
+			res = nil
+		}
+	case *version < 0:
+		_, err = c.conn.Multi(create, change)
+		if errors.Is(err, zk.ErrNodeExists) {
+			err = fmt.Errorf("%w: config of %s written meanwhile", cluster.ErrBadVersion, topic)
+		}
+	default:
+		res, err = c.conn.Multi(&zk.SetDataRequest{Path: p, Data: encodeConfig(configs), Version: *version}, change)
+		if errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) {
+			err = fmt.Errorf("%w: config of %s changed since version %d", cluster.ErrBadVersion, topic, *version)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("set config of %s: %w", topic, zkErr(err))
+	}
+	// Read-your-writes: the cache takes what was written, at its version
+	// (or, after a create, which answers no version, what is there now).
+	cfg := maps.Clone(configs)
+	if cfg == nil {
+		cfg = map[string]string{}
 	}
 	var stat *zk.Stat
 	if len(res) > 0 {
 		stat = res[0].Stat
 	}
 	if stat == nil {
-		_, stat, err = c.conn.Get(c.path(topicConfigPath(topic)))
+		var data []byte
+		if data, stat, err = c.conn.Get(p); err == nil {
+			cfg, err = decodeConfig(data)
+		}
 	}
 	if err == nil && stat != nil {
-		cfg := maps.Clone(configs)
-		if cfg == nil {
-			cfg = map[string]string{}
-		}
 		c.mu.Lock()
 		c.applyConfig(topic, cfg, stat)
 		c.mu.Unlock()

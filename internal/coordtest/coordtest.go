@@ -60,6 +60,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"FailoverReconcile", true, testFailoverReconcile},
 		{"BrokerConfigs", false, testBrokerConfigs},
 		{"PeerBrokerConfigs", true, testPeerBrokerConfigs},
+		{"ConfigCAS", false, testConfigCAS},
+		{"PeerConfigRead", true, testPeerConfigRead},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -456,6 +458,79 @@ func testConfigs(t *testing.T, s Store) {
 	must(t, c.SetTopicConfig(cx, "c", nil))
 	if cfg, _ := c.TopicConfig(cx, "c"); cfg == nil || len(cfg) != 0 {
 		t.Fatalf("config after clearing %#v", cfg)
+	}
+}
+
+// testConfigCAS: ReadTopicConfig returns the overrides with a version;
+// SetTopicConfigIf writes only at that version.
+func testConfigCAS(t *testing.T, s Store) {
+	c := s.Open(t)
+	cx := ctx(t)
+	_, _, err := c.ReadTopicConfig(cx, "nope")
+	wantErr(t, err, cluster.ErrNoTopic, "reading the config of an unknown topic")
+	wantErr(t, c.SetTopicConfigIf(cx, "nope", map[string]string{"a": "b"}, -1), cluster.ErrNoTopic, "a conditional write to an unknown topic")
+	must(t, c.CreateTopic(cx, topic("cas", []int32{1}), nil))
+	cfg, v0, err := c.ReadTopicConfig(cx, "cas")
+	if err != nil || cfg == nil || len(cfg) != 0 {
+		t.Fatalf("config of a topic without overrides: %#v %v", cfg, err)
+	}
+	must(t, c.SetTopicConfigIf(cx, "cas", map[string]string{"retention.ms": "1"}, v0))
+	cfg, v1, err := c.ReadTopicConfig(cx, "cas")
+	if err != nil || !maps.Equal(cfg, map[string]string{"retention.ms": "1"}) || v1 == v0 {
+		t.Fatalf("after a conditional write: %v version %d (was %d) %v", cfg, v1, v0, err)
+	}
+	if cached, _ := c.TopicConfig(cx, "cas"); !maps.Equal(cached, cfg) {
+		t.Fatalf("TopicConfig %v after the writer's own conditional write, ReadTopicConfig %v", cached, cfg)
+	}
+	// A write at a version that is no longer current loses, and changes nothing.
+	wantErr(t, c.SetTopicConfigIf(cx, "cas", map[string]string{"retention.ms": "2"}, v0), cluster.ErrBadVersion, "a write at an old version")
+	must(t, c.SetTopicConfig(cx, "cas", map[string]string{"segment.ms": "5"}))
+	wantErr(t, c.SetTopicConfigIf(cx, "cas", map[string]string{"retention.ms": "2"}, v1), cluster.ErrBadVersion, "a write at the version before an unconditional write")
+	cfg, v2, err := c.ReadTopicConfig(cx, "cas")
+	if err != nil || !maps.Equal(cfg, map[string]string{"segment.ms": "5"}) {
+		t.Fatalf("the losing writes changed the config: %v %v", cfg, err)
+	}
+	must(t, c.SetTopicConfigIf(cx, "cas", nil, v2))
+	if cfg, _, _ := c.ReadTopicConfig(cx, "cas"); len(cfg) != 0 {
+		t.Fatalf("config after clearing %#v", cfg)
+	}
+	// Deleted and created again: the old version does not apply.
+	_, v3, err := c.ReadTopicConfig(cx, "cas")
+	must(t, err)
+	must(t, c.DeleteTopic(cx, "cas"))
+	wantErr(t, c.SetTopicConfigIf(cx, "cas", map[string]string{"retention.ms": "3"}, v3), cluster.ErrNoTopic, "a conditional write to a deleted topic")
+}
+
+// testPeerConfigRead: ReadTopicConfig on one session sees a config written
+// through another at once (not when the watch delivers it), and a
+// read-modify-write built on a peer's read loses against a write made in
+// between.
+func testPeerConfigRead(t *testing.T, s Store) {
+	a, b := s.Open(t), s.Open(t)
+	cx := ctx(t)
+	must(t, a.CreateTopic(cx, topic("rw", []int32{1}), nil))
+	testutil.CheckFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+		_, err := b.Topic(cx, "rw")
+		return err
+	})
+	for i := range 20 {
+		want := map[string]string{"retention.ms": fmt.Sprint(1000 + i)}
+		must(t, a.SetTopicConfig(cx, "rw", want))
+		got, _, err := b.ReadTopicConfig(cx, "rw")
+		if err != nil || !maps.Equal(got, want) {
+			t.Fatalf("write %d through a, read through b at once: %v %v", i, got, err)
+		}
+	}
+	_, v, err := b.ReadTopicConfig(cx, "rw")
+	must(t, err)
+	_, va, err := a.ReadTopicConfig(cx, "rw")
+	if err != nil || va != v {
+		t.Fatalf("the sessions read versions %d and %d (%v)", va, v, err)
+	}
+	must(t, a.SetTopicConfigIf(cx, "rw", map[string]string{"retention.ms": "1", "segment.ms": "2"}, va))
+	wantErr(t, b.SetTopicConfigIf(cx, "rw", map[string]string{"retention.ms": "3"}, v), cluster.ErrBadVersion, "b's write on the version a replaced")
+	if got, _, _ := b.ReadTopicConfig(cx, "rw"); !maps.Equal(got, map[string]string{"retention.ms": "1", "segment.ms": "2"}) {
+		t.Fatalf("after the lost write: %v", got)
 	}
 }
 
