@@ -150,9 +150,9 @@ func TestReadInfoAppendTo(t *testing.T) {
 		mustAppend(t, l, recordtest.Batch(t, 10, 400, now, record.CompressionNone))
 	}
 	l.SetHighWatermark(l.LogEndOffset())
-	check := func(name string, offset int64) {
+	checkN := func(name string, offset int64, maxBytes int32) {
 		t.Helper()
-		ri, err := l.Read(offset, 20<<10, l.HighWatermark(), true)
+		ri, err := l.Read(offset, maxBytes, l.HighWatermark(), true)
 		if err != nil || ri.Region.Len == 0 {
 			t.Fatalf("%s: read: %v, %d bytes", name, err, ri.Region.Len)
 		}
@@ -166,8 +166,20 @@ func TestReadInfoAppendTo(t *testing.T) {
 			t.Fatalf("%s: AppendTo: %v, %d bytes, equal %v", name, err, len(got)-6, bytes.Equal(got[6:], want))
 		}
 	}
+	// One batch (~4 KiB) is copied from the mapping, 20 KiB of batches
+	// (more than mapCopyMax) read with pread.
+	check := func(name string, offset int64) {
+		t.Helper()
+		checkN(name+", one batch", offset, 4<<10)
+		checkN(name+", up to 20 KiB", offset, 20<<10)
+	}
 	check("active segment", l.LogEndOffset()-10)
 	check("old segment", 0)
+	if ri, err := l.Read(0, 20<<10, l.HighWatermark(), true); err != nil || ri.Region.Len <= mapCopyMax {
+		t.Fatalf("a read of 20 KiB from offset 0: %v, %d bytes, want more than %d", err, ri.Region.Len, mapCopyMax)
+	} else {
+		ri.Release()
+	}
 	m.CloseIdleNow()
 	// A region the log no longer holds (a follower truncated it away).
 	last := l.LogEndOffset() - 10

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,9 +32,12 @@ import (
 //     With 1,000 partitions every produce request carries batches for
 //     hundreds of partitions, a few records each.
 //   - consume: the same number of records spread evenly over 10 and over
-//     1,000 partitions, read from the start by `sluice perf consume`
-//     (franz-go, partitions assigned, fetch sessions on: the client's
-//     default): broker 1's CPU per record consumed and records/s.
+//     1,000 partitions, in batches of the same size in both topics
+//     ($SLUICE_BENCH_CONSUME_BATCH records, default 500: each batch is
+//     produced on its own, to one partition), read from the start by
+//     `sluice perf consume` (franz-go, partitions assigned, fetch sessions
+//     on: the client's default): broker 1's CPU per record consumed and
+//     records/s, and the batches per partition found in its log.
 //
 // $SLUICE_BENCH_LINGER_MS and $SLUICE_BENCH_MAX_BUFFERED set the
 // producer's linger and buffered records instead of the client's defaults. Each figure is logged with the load average. $SLUICE_CLUSTER_PROFILE=dir
@@ -72,12 +76,17 @@ func BenchmarkManyPartitions(b *testing.B) {
 			})
 		}
 	}
+	batch := 500
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_CONSUME_BATCH")); err == nil && n > 0 {
+		batch = n
+	}
 	for _, partitions := range []int{10, 1000} {
 		b.Run(fmt.Sprintf("consume/partitions=%d", partitions), func(b *testing.B) {
 			for i := range b.N {
 				topic := fmt.Sprintf("manyp-consume-%d-%d-%d", partitions, i, time.Now().UnixNano())
 				createOnBroker1(b, c, topic, partitions)
-				produceKeyed(b, c, topic, records, recordSize, "1", partitions)
+				produceBatches(b, c, topic, records, recordSize, partitions, batch)
+				batches, inBatches := countBatches(b, c.brokers[0], topic, 0)
 				// Broker 1's idle CPU (its background work for every
 				// partition it holds), to tell the fetches' cost apart
 				// from a run that is merely long.
@@ -87,7 +96,7 @@ func BenchmarkManyPartitions(b *testing.B) {
 				idleRate := float64(brokerCPUOf(b, c, 1)-idle0) / float64(idleWindow)
 				load := loadAvg()
 				before, t0 := brokerCPUOf(b, c, 1), time.Now()
-				wait := c.profileBrokersAfter(b, benchName(b), 5*time.Second, 5*time.Second)
+				wait := c.profileBrokersAfter(b, benchName(b), 0, 5*time.Second) // the read takes seconds
 				res := c.perfRun(b, "consume", "--topic", topic, "--num-records", strconv.Itoa(records), "--idle-timeout", "60s")
 				cpu, took := brokerCPUOf(b, c, 1)-before, time.Since(t0)
 				wait()
@@ -96,8 +105,8 @@ func BenchmarkManyPartitions(b *testing.B) {
 				b.ReportMetric(res.RecordsPerSec, "records/s")
 				b.ReportMetric(perRecord, "broker-cpu-µs/record")
 				b.ReportMetric(net, "broker-cpu-net-of-idle-µs/record")
-				b.Logf("consume %d records spread over %d partitions: %.0f records/s, broker 1 CPU %v in %v (%.3f µs/record; idle it uses %.2f %% of a core, %.3f µs/record net of that); load average %s -> %s",
-					res.Records, partitions, res.RecordsPerSec, cpu.Round(time.Millisecond), took.Round(time.Millisecond), perRecord,
+				b.Logf("consume %d records spread over %d partitions (partition 0: %d records in %d batches): %.0f records/s, broker 1 CPU %v in %v (%.3f µs/record; idle it uses %.2f %% of a core, %.3f µs/record net of that); load average %s -> %s",
+					res.Records, partitions, inBatches, batches, res.RecordsPerSec, cpu.Round(time.Millisecond), took.Round(time.Millisecond), perRecord,
 					idleRate*100, net, load, loadAvg())
 			}
 		})
@@ -277,4 +286,83 @@ func produceKeyed(tb testing.TB, c *testCluster, topic string, records, size int
 		tb.Fatalf("produce to %s: %v", topic, firstErr)
 	}
 	return elapsed
+}
+
+// produceBatches writes records of size bytes to topic's partitions in
+// turn, perBatch records at a time: each group is produced on its own
+// (buffered whole under a long linger, then flushed) so that it lands as
+// one batch, and the batches are the same size however many partitions
+// the topic has.
+func produceBatches(tb testing.TB, c *testCluster, topic string, records, size, partitions, perBatch int) {
+	tb.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.LeaderAck()),
+		kgo.DisableIdempotentWrite(), kgo.ProducerLinger(time.Second),
+		kgo.MaxBufferedRecords(perBatch + 1), kgo.ProducerBatchMaxBytes(16 << 20)}, c.clientOpts()...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	value := make([]byte, size)
+	group := make([]*kgo.Record, 0, perBatch)
+	for n, i := 0, 0; n < records; i++ {
+		group = group[:0]
+		for ; len(group) < perBatch && n < records; n++ {
+			key := binary.BigEndian.AppendUint64(nil, uint64(n))
+			group = append(group, &kgo.Record{Key: key, Value: value, Partition: int32(i % partitions)})
+		}
+		var firstErr error
+		var mu sync.Mutex
+		for _, r := range group {
+			cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+				if err != nil {
+					mu.Lock()
+					firstErr = err
+					mu.Unlock()
+				}
+			})
+		}
+		// Flush sends the group at once, as one batch, without
+		// waiting for the linger.
+		if err := cl.Flush(ctx); err != nil {
+			tb.Fatalf("flush: %v", err)
+		}
+		mu.Lock()
+		err := firstErr
+		mu.Unlock()
+		if err != nil {
+			tb.Fatalf("produce to %s: %v", topic, err)
+		}
+	}
+}
+
+// countBatches walks the batch headers of every segment of topic's
+// partition in broker's log directory: the number of batches and of
+// records in them.
+func countBatches(tb testing.TB, broker *brokerProc, topic string, partition int) (batches, records int) {
+	tb.Helper()
+	segs, err := filepath.Glob(filepath.Join(broker.dir, "data", fmt.Sprintf("%s-%d", topic, partition), "*.log"))
+	if err != nil || len(segs) == 0 {
+		tb.Fatalf("segments of %s-%d: %v (%d found)", topic, partition, err, len(segs))
+	}
+	for _, seg := range segs {
+		data, err := os.ReadFile(seg)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		// A batch: base offset (8), length (4), then length bytes; the
+		// record count is the last 4 bytes of the 61-byte header.
+		for len(data) >= 61 {
+			n := int(binary.BigEndian.Uint32(data[8:12])) + 12
+			if n < 61 || n > len(data) {
+				break
+			}
+			batches++
+			records += int(binary.BigEndian.Uint32(data[57:61]))
+			data = data[n:]
+		}
+	}
+	return batches, records
 }
