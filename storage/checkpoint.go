@@ -85,8 +85,8 @@ func readCheckpointLines(fsys vfs.FS, path string, want int) ([][]string, error)
 // readOffsetCheckpoint reads a log directory's "<topic> <partition> <offset>" file.
 func readOffsetCheckpoint(fsys vfs.FS, path string) (map[TopicPartition]int64, error) {
 	lines, err := readCheckpointLines(fsys, path, 3)
-	if err != nil {
-		return nil, err
+	if err != nil || lines == nil {
+		return nil, err // nil, nil: no file
 	}
 	m := make(map[TopicPartition]int64, len(lines))
 	for _, f := range lines {

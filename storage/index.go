@@ -38,9 +38,14 @@ type index struct {
 	mapped    bool
 	writable  bool
 	n         atomic.Int32 // valid entries
-	// unsynced: the file was written since unmapped without an msync or
-	// fsync (trim at roll, an index rebuilt by recovery); sync fsyncs it.
+	// unsynced: the index was written since its last msync or fsync (an
+	// entry stored into the mapping, a trim, an index rebuilt by
+	// recovery); sync msyncs or fsyncs it, and does nothing otherwise, so
+	// flushing a log that was not written costs no system call.
 	unsynced atomic.Bool
+	// extended: the file was extended to segment.index.bytes for appends
+	// (makeWritable) and not yet trimmed back to its entries.
+	extended bool
 	// building: recovery is rebuilding the index in memory (buildIndex):
 	// data is a heap buffer of the entries, limit the most bytes it may
 	// hold, and nothing is on disk until writeBuilt.
@@ -216,6 +221,9 @@ func (ix *index) mapFile(writable bool, size int) error {
 	}
 	size = size / ix.entrySize * ix.entrySize
 	ix.data, ix.mapped, ix.writable = nil, true, writable
+	if writable {
+		ix.extended = true
+	}
 	if size == 0 {
 		return nil
 	}
@@ -275,15 +283,17 @@ func (ix *index) unmap() error {
 }
 
 // trim unmaps the index and cuts the file to its entries (on roll, close and
-// when a segment goes idle).
+// when a segment goes idle) when it was extended for appends; an index
+// never mapped for appends since it was loaded is left alone.
 func (ix *index) trim() error {
-	wasWritable := ix.writable
+	extended := ix.writable || ix.extended
 	if err := ix.unmap(); err != nil {
 		return err
 	}
-	if !wasWritable {
+	if !extended {
 		return nil
 	}
+	ix.extended = false
 	ix.unsynced.Store(true)
 	return ix.fs.Truncate(ix.path, int64(ix.n.Load())*int64(ix.entrySize))
 }
@@ -292,20 +302,30 @@ func (ix *index) trim() error {
 // of an index trimmed since its last sync (a rolled segment's indexes are
 // flushed with its log, as Kafka's LogSegment.flush does: without it a
 // crash may leave a flushed segment with an empty index).
+//
+// An index not written since its last sync is skipped: an msync of a clean
+// mapping, like an fsync of a clean file, still costs a disk cache flush
+// on ext4, and a broker stopping with thousands of idle logs paid two per
+// log. The flag is cleared before the sync and set by a writer after its
+// store, so a store racing with a sync is synced by the next one.
 func (ix *index) sync() error {
-	if !syncEnabled.Load() {
+	if !syncEnabled.Load() || !ix.unsynced.Swap(false) {
 		return nil
 	}
+	if err := ix.syncNow(); err != nil {
+		ix.unsynced.Store(true)
+		return err
+	}
+	return nil
+}
+
+func (ix *index) syncNow() error {
 	if ix.writable && ix.data != nil {
 		return ix.fs.SyncMapping(ix.path, ix.data)
 	}
-	if !ix.unsynced.Load() {
-		return nil
-	}
 	f, err := ix.fs.OpenFile(ix.path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		ix.unsynced.Store(false) // removed meanwhile
-		return nil
+		return nil // removed meanwhile
 	}
 	if err != nil {
 		return err
@@ -317,8 +337,15 @@ func (ix *index) sync() error {
 	if err != nil {
 		return fmt.Errorf("fsync %s: %w", ix.path, err)
 	}
-	ix.unsynced.Store(false)
 	return nil
+}
+
+// noteWrite records a store into the mapping (not into the buffer of an
+// index being rebuilt, which writeBuilt marks).
+func (ix *index) noteWrite() {
+	if !ix.building {
+		ix.unsynced.Store(true)
+	}
 }
 
 func (ix *index) entries() int { return int(ix.n.Load()) }
@@ -338,6 +365,7 @@ func (ix *index) truncateEntries(n int) {
 	}
 	if ix.writable {
 		clear(ix.data[n*ix.entrySize : ix.entries()*ix.entrySize])
+		ix.noteWrite()
 	}
 	ix.n.Store(int32(n))
 }
@@ -364,6 +392,7 @@ func (ix *index) appendOffset(offset, pos int64) {
 	binary.BigEndian.PutUint32(e, uint32(offset-ix.base))
 	binary.BigEndian.PutUint32(e[4:], uint32(pos))
 	ix.n.Store(int32(n + 1))
+	ix.noteWrite()
 }
 
 // lookupOffset returns the position of the last indexed batch whose
@@ -431,6 +460,7 @@ func (ix *index) appendTime(ts, offset int64) {
 	binary.BigEndian.PutUint64(e, uint64(ts))
 	binary.BigEndian.PutUint32(e[8:], uint32(offset-ix.base))
 	ix.n.Store(int32(n + 1))
+	ix.noteWrite()
 }
 
 // lookupTime returns the offset of the last entry with timestamp < ts: every

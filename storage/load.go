@@ -241,6 +241,13 @@ func (l *Log) replayProducers(from, to int64, rebuild bool) error {
 // cleaner swaps, opens every segment, recovers the ones after the recovery
 // point (all of them after an unclean shutdown without a checkpoint), and
 // returns the segments with the last one active.
+//
+// A segment below the recovery point other than the last one (after a
+// clean shutdown: every one but the last) is opened lazily, as Kafka opens
+// its segments: its size is taken from the directory (a stat) and nothing
+// else is read until the segment is used (segment.loadLocked). So a clean
+// start reads, per log, its directory, its checkpoint and snapshot files
+// and its last segment, whatever the number of segments.
 func (l *Log) loadSegments(p logLoad) ([]*segment, error) {
 	ents, err := p.env.fs.ReadDir(p.dir)
 	if err != nil {
@@ -336,8 +343,18 @@ func (l *Log) loadSegments(p logLoad) ([]*segment, error) {
 		}
 		s.size.Store(st.Size())
 		needRecover := i >= recoverFrom
+		if !needRecover && !last {
+			s.openLazily(p, bases[i+1])
+			if err := s.txn.open(); err != nil {
+				p.env.logger.Warn("unreadable transaction index, rebuilding it from the log", "file", s.txn.path, "err", err)
+			} else if s.txn.rebuild {
+				p.env.logger.Warn("missing transaction index, rebuilding it from the log", "file", s.txn.path)
+			}
+			segs = append(segs, s)
+			continue
+		}
 		if !needRecover {
-			if err := s.loadIndexes(p); err != nil {
+			if err := s.loadIndexes(); err != nil {
 				p.env.logger.Warn("rebuilding index", "segment", s.path(logSuffix), "err", err)
 				needRecover = true
 			}
@@ -368,11 +385,12 @@ func (l *Log) loadSegments(p logLoad) ([]*segment, error) {
 		}
 		segs = append(segs, s)
 	}
-	// The last segment takes appends.
+	// The last segment takes appends. Its indexes are mapped (read-write,
+	// extended to segment.index.bytes) by the first append or read, not
+	// here: a log that is only read, or not used at all, never extends and
+	// trims them again.
 	act := segs[len(segs)-1]
-	if err := act.activate(p.cfg.maxIdx, p.cfg.SegmentBytes); err != nil {
-		return nil, fmt.Errorf("%s: %w", act.path(indexSuffix), err)
-	}
+	act.active, act.maxIdx, act.mapLen = true, p.cfg.maxIdx, p.cfg.SegmentBytes
 	if err := act.loadRollState(); err != nil {
 		return nil, err
 	}
@@ -404,27 +422,134 @@ func (l *Log) setAside(p logLoad, base int64) {
 		"partition", p.tp.String(), "file", to)
 }
 
-// loadIndexes opens a cleanly written segment's indexes, checks them, and
-// finds the segment's next offset and max timestamp from them.
-func (s *segment) loadIndexes(p logLoad) error {
-	var err error
-	if s.oi, err = readIndex(s.fs, s.path(indexSuffix), s.base, offsetIndexEntry); err != nil {
+// openLazily sets up a segment below the recovery point without reading
+// any of its files (see segment.lazy): next is the base of the segment
+// after it, the indexes are read at first use.
+func (s *segment) openLazily(p logLoad, nextBase int64) {
+	s.next.Store(nextBase)
+	s.oi = &index{fs: s.fs, path: s.path(indexSuffix), base: s.base, entrySize: offsetIndexEntry}
+	s.ti = &index{fs: s.fs, path: s.path(timeIndexSuffix), base: s.base, entrySize: timeIndexEntry}
+	s.maxIdx = p.cfg.maxIdx
+	s.interval = int64(p.cfg.IndexIntervalBytes)
+	s.logger = p.env.logger
+	s.lazy.Store(true)
+}
+
+// ensureLoaded reads a lazily opened segment's indexes (loadLocked).
+func (s *segment) ensureLoaded() error {
+	if !s.lazy.Load() {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.loadLocked()
+}
+
+// loadLocked reads and checks a lazily opened segment's indexes, and
+// finds its next offset and max timestamp from them, as the load did
+// before segments were opened lazily; an index that fails its check (or
+// is missing) is rebuilt from the log's batch headers and written again.
+// A segment below the recovery point was flushed whole, so its batches
+// are not CRC-checked here (recovery does that). Nothing for a segment
+// already loaded. s.mu held for writing.
+func (s *segment) loadLocked() error {
+	if !s.lazy.Load() {
+		return nil
+	}
+	if s.deleted {
+		return errSegmentGone
+	}
+	if err := s.loadIndexes(); err != nil {
+		if s.logger != nil {
+			s.logger.Warn("rebuilding index", "segment", s.path(logSuffix), "err", err)
+		}
+		if err := s.rebuildIndexes(); err != nil {
+			return fmt.Errorf("rebuild the indexes of %s: %w", s.path(logSuffix), err)
+		}
+	}
+	s.lazy.Store(false)
+	return nil
+}
+
+// maxTimestamp is the segment's largest batch timestamp and the offset
+// of the batch carrying it, reading a lazily opened segment's indexes
+// first ((-1, base) if they cannot be read: the caller falls back as for
+// a segment without timestamps).
+func (s *segment) maxTimestamp() (ts, offset int64) {
+	if s.lazy.Load() {
+		if err := s.ensureLoaded(); err != nil && !errors.Is(err, errSegmentGone) && s.logger != nil {
+			s.logger.Error("cannot load segment", "segment", s.path(logSuffix), "err", err)
+		}
+	}
+	return s.maxTS.Load(), s.offsetOfMaxTS.Load()
+}
+
+// rebuildIndexes builds a lazily opened segment's indexes from its batch
+// headers, as recovery does (recoverSegment) but without checking CRCs or
+// truncating, and writes them (truncating the old files first). s.mu held
+// for writing.
+func (s *segment) rebuildIndexes() error {
+	oi0, ti0 := s.oi, s.ti
+	f, err := vfs.Open(s.fs, s.path(logSuffix))
+	if err != nil {
 		return err
 	}
-	if s.ti, err = readIndex(s.fs, s.path(timeIndexSuffix), s.base, timeIndexEntry); err != nil {
-		s.oi.forget()
+	defer f.Close()
+	size := s.size.Load()
+	hint := int(min(size/max(s.interval, 1)+2, math.MaxInt32/timeIndexEntry))
+	s.oi = buildIndex(s.fs, s.path(indexSuffix), s.base, offsetIndexEntry, s.maxIdx, hint*offsetIndexEntry)
+	s.ti = buildIndex(s.fs, s.path(timeIndexSuffix), s.base, timeIndexEntry, s.maxIdx, hint*timeIndexEntry)
+	s.maxTS.Store(-1)
+	s.offsetOfMaxTS.Store(s.base)
+	s.bytesSinceIndex = 0
+	var hb [record.BatchHeaderSize]byte
+	var h record.BatchHeader
+	next := s.base
+	for pos := int64(0); pos < size; pos += int64(h.Size()) {
+		if err = readHeader(f, pos, size, hb[:], &h); err != nil {
+			break
+		}
+		s.indexBatch(pos, int64(h.Size()), h.LastOffset(), h.MaxTimestamp, s.interval)
+		next = h.NextOffset()
+	}
+	if err == nil {
+		s.appendFinalTimeEntry()
+		if err = s.oi.writeBuilt(false); err == nil {
+			err = s.ti.writeBuilt(false)
+		}
+	}
+	if err != nil {
+		s.oi, s.ti = oi0, ti0
 		return err
 	}
-	defer s.oi.forget()
-	defer s.ti.forget()
+	s.next.Store(next)
+	return nil
+}
+
+// loadIndexes reads a cleanly written segment's indexes, checks them, and
+// finds the segment's next offset and max timestamp from them (and, for
+// the last segment, the bytes appended since its last index entry). The
+// indexes are set only when they pass.
+func (s *segment) loadIndexes() error {
+	oi, err := readIndex(s.fs, s.path(indexSuffix), s.base, offsetIndexEntry)
+	if err != nil {
+		return err
+	}
+	ti, err := readIndex(s.fs, s.path(timeIndexSuffix), s.base, timeIndexEntry)
+	if err != nil {
+		oi.forget()
+		return err
+	}
+	defer oi.forget()
+	defer ti.forget()
 	size := s.size.Load()
 	scanFrom := int64(0)
 	// Kafka checks only the last entry; a full pass costs about a
 	// nanosecond per entry and catches an index that would send reads to
 	// the middle of a batch.
 	prevO, prevP := int64(-1), int64(-1)
-	for i := 0; i < s.oi.entries(); i++ {
-		o, pos := s.oi.offsetEntry(i)
+	for i := 0; i < oi.entries(); i++ {
+		o, pos := oi.offsetEntry(i)
 		if pos >= size || o < s.base || o <= prevO || pos <= prevP {
 			return fmt.Errorf("offset index entry %d (%d, %d) out of order or past the log of %d bytes", i, o, pos, size)
 		}
@@ -432,19 +557,19 @@ func (s *segment) loadIndexes(p logLoad) error {
 		scanFrom = pos
 	}
 	prevT := int64(-1)
-	for i := 0; i < s.ti.entries(); i++ {
-		ts, o := s.ti.timeEntry(i)
+	for i := 0; i < ti.entries(); i++ {
+		ts, o := ti.timeEntry(i)
 		if ts < prevT || o < s.base {
 			return fmt.Errorf("time index entry %d (%d, %d) out of order", i, ts, o)
 		}
 		prevT = ts
 	}
-	if ts, o := s.ti.lastTimeEntry(); s.ti.entries() > 0 {
+	maxTS, offMax := int64(-1), s.base
+	if ts, o := ti.lastTimeEntry(); ti.entries() > 0 {
 		if o < s.base {
 			return fmt.Errorf("time index entry (%d, %d) is below the base offset", ts, o)
 		}
-		s.maxTS.Store(ts)
-		s.offsetOfMaxTS.Store(o)
+		maxTS, offMax = ts, o
 	}
 	// Walk the headers after the last indexed batch to find the end.
 	f, err := vfs.Open(s.fs, s.path(logSuffix))
@@ -460,18 +585,26 @@ func (s *segment) loadIndexes(p logLoad) error {
 			return err
 		}
 		next = h.NextOffset()
-		if h.MaxTimestamp > s.maxTS.Load() {
-			s.maxTS.Store(h.MaxTimestamp)
-			s.offsetOfMaxTS.Store(h.LastOffset())
+		if h.MaxTimestamp > maxTS {
+			maxTS, offMax = h.MaxTimestamp, h.LastOffset()
 		}
 	}
+	// Reads map the indexes when they need them.
 	s.next.Store(next)
-	// Inactive segments stay unmapped until read.
+	s.maxTS.Store(maxTS)
+	s.offsetOfMaxTS.Store(offMax)
+	s.bytesSinceIndex = size
+	if n := oi.entries(); n > 0 {
+		_, p := oi.offsetEntry(n - 1)
+		s.bytesSinceIndex = size - p
+	}
+	s.oi, s.ti = oi, ti
 	return nil
 }
 
 // loadRollState sets what the active segment's roll decisions need: the
-// timestamp segment.ms counts from and the bytes since the last index entry.
+// timestamp segment.ms counts from (the bytes since the last index entry
+// were counted when its indexes were loaded or rebuilt).
 func (s *segment) loadRollState() error {
 	s.rollTS = time.Now().UnixMilli()
 	size := s.size.Load()
@@ -490,14 +623,6 @@ func (s *segment) loadRollState() error {
 	} else if st, err := f.Stat(); err == nil {
 		s.rollTS = st.ModTime().UnixMilli()
 	}
-	s.mu.RLock()
-	if n := s.oi.entries(); n > 0 && s.oi.data != nil {
-		_, pos := s.oi.offsetEntry(n - 1)
-		s.bytesSinceIndex = size - pos
-	} else {
-		s.bytesSinceIndex = size
-	}
-	s.mu.RUnlock()
 	return nil
 }
 
@@ -582,7 +707,7 @@ func (l *Log) recoverSegment(p logLoad, s *segment, last, afterRP bool) (truncat
 	// this segment fsyncs them (writeBuilt marks them unsynced; the active
 	// segment's mapping is msynced), and an index lost before that is
 	// checked and rebuilt at load. The last segment's indexes are mapped
-	// read-write when it is activated (loadSegments), as loaded ones are.
+	// read-write by its first append, as loaded ones are.
 	if err := s.oi.writeBuilt(afterRP); err != nil {
 		return truncated, fmt.Errorf("rebuild index: %w", err)
 	}
@@ -590,6 +715,9 @@ func (l *Log) recoverSegment(p logLoad, s *segment, last, afterRP bool) (truncat
 		return truncated, fmt.Errorf("rebuild index: %w", err)
 	}
 	s.active = last
+	if afterRP || truncated {
+		s.logDirty.Store(true) // the next flush fsyncs it
+	}
 	// The file is not fsynced here: the log's recovery point stays where
 	// the checkpoint had it (openLog), so the next flush (a roll, flush.ms,
 	// the close) makes the recovered segments durable and only then moves

@@ -841,20 +841,6 @@ func (l *Log) runSyncRound() (int64, error) {
 	return upTo, nil
 }
 
-// flushLocked fsyncs every segment at or after the recovery point and moves
-// the recovery point to the log end. Holding mu keeps appends out; readers
-// are not affected.
-func (l *Log) flushLocked(now int64) error {
-	leo := l.LogEndOffset()
-	if err := l.flushSegments(l.recoveryPoint.Load(), leo); err != nil {
-		return err
-	}
-	l.recoveryPoint.Store(leo)
-	l.unflushed = 0
-	l.lastFlushMs = now
-	return nil
-}
-
 // flushSegments fsyncs the segments holding offsets in [from, to).
 func (l *Log) flushSegments(from, to int64) error {
 	segs := l.segments()
@@ -1074,8 +1060,8 @@ func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bo
 func (l *Log) MaxTimestampAndOffset() (ts, offset int64) {
 	ts, offset = -1, -1
 	for _, s := range l.segments() {
-		if t := s.maxTS.Load(); t > ts {
-			ts, offset = t, s.offsetOfMaxTS.Load()
+		if t, o := s.maxTimestamp(); t > ts {
+			ts, offset = t, o
 		}
 	}
 	return ts, offset
@@ -1151,15 +1137,40 @@ func (l *Log) closeLocked() error {
 	return errors.Join(errs...)
 }
 
-// close flushes and closes the log.
+// close flushes and closes the log: the active segment's final time
+// index entry is written first, then every file written since its last
+// sync is fsynced (none, for a log not written since its last flush),
+// then the segments are closed. The manager writes the clean-shutdown
+// marker only after every log's close succeeded.
 func (l *Log) close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
 		return nil
 	}
-	err := l.flushLocked(l.env.nowMs())
+	act := l.active()
+	act.mu.Lock()
+	if act.active && act.ti.writable && act.ti.data != nil {
+		act.appendFinalTimeEntry()
+	}
+	act.mu.Unlock()
+	err := l.flushAllLocked(l.env.nowMs())
 	return errors.Join(err, l.closeLocked())
+}
+
+// flushAllLocked fsyncs every file of every segment written since its last
+// sync, whatever the recovery point says, and moves the recovery point to
+// the log end.
+func (l *Log) flushAllLocked(now int64) error {
+	for _, s := range l.segments() {
+		if err := s.flush(); err != nil {
+			return fmt.Errorf("%s: %w: %w", l.tp, ErrStorage, err)
+		}
+	}
+	l.recoveryPoint.Store(l.LogEndOffset())
+	l.unflushed = 0
+	l.lastFlushMs = now
+	return nil
 }
 
 // closeIdle closes the files of inactive segments unused since before cutoff

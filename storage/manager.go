@@ -252,6 +252,20 @@ func (m *Manager) openDir(dir string, seen map[TopicPartition]string, cfgs map[s
 	if rps == nil {
 		clean = false // without recovery points a clean marker alone is not trusted
 	}
+	// What the files hold now counts as last written: a checkpoint whose
+	// offsets did not move since the start (every one, after a clean
+	// start and an idle run) is not written again by Close.
+	m.ckptMu.Lock()
+	if m.written == nil {
+		m.written = map[string]map[TopicPartition]int64{}
+	}
+	for name, c := range map[string]map[TopicPartition]int64{recoveryPointCheckpoint: rps, logStartCheckpoint: starts,
+		replicationCheckpoint: hws, cleanerCheckpoint: dirty} {
+		if c != nil {
+			m.written[filepath.Join(dir, name)] = c
+		}
+	}
+	m.ckptMu.Unlock()
 	get := func(c map[TopicPartition]int64, tp TopicPartition) int64 {
 		if v, ok := c[tp]; ok {
 			return v

@@ -29,7 +29,10 @@ import (
 // (num.recovery.threads.per.data.dir; default DefaultRecoveryThreadsPerDir).
 // The Close after each open (the clean stop: a flush of every log) is
 // reported apart, as ms/close; cpu-s/open is the CPU time (user + system,
-// all threads) the process spent in the open. SLUICE_BENCH_COLD=1 drops the dir's files from the page cache before each
+// all threads) the process spent in the open. stop-written is the clean
+// case with one 16 KiB batch appended to every log between the open and
+// the Close (untimed), so that the Close has every log to flush, as a
+// broker stopped under load has. SLUICE_BENCH_COLD=1 drops the dir's files from the page cache before each
 // open (posix_fadvise DONTNEED), as after a reboot. Run:
 //
 //	SLUICE_BENCH_RESTART_DIR=/tmp/restart go test -run '^$' -bench Restart -benchtime 3x -timeout 30m ./storage/
@@ -46,13 +49,15 @@ func BenchmarkRestart(b *testing.B) {
 	cfg := ManagerConfig{Dirs: []string{dir}, CheckpointInterval: time.Hour, FlushSchedulerInterval: time.Hour,
 		RetentionCheckInterval: time.Hour, HighWatermarkCheckpointInterval: time.Hour, IdleSegmentTimeout: time.Hour,
 		RecoveryThreadsPerDir: envInt("SLUICE_BENCH_RESTART_THREADS", 0)}
-	for _, name := range []string{"clean", "crash", "crash-full"} {
+	batch := batchOfSize(b, 16<<10, 1000)
+	for _, name := range []string{"clean", "crash", "crash-full", "stop-written"} {
 		b.Run(name, func(b *testing.B) {
+			crash := name == "crash" || name == "crash-full"
 			var recovered int64
 			var closing, cpu time.Duration
 			for range b.N {
 				b.StopTimer()
-				if name != "clean" {
+				if crash {
 					recovered = simulateKill(b, dir, name == "crash-full")
 				}
 				if cold {
@@ -68,6 +73,13 @@ func BenchmarkRestart(b *testing.B) {
 				cpu += processCPU(b) - cpu0
 				if n := len(m.Logs()); n != logs {
 					b.Fatalf("%d logs loaded, want %d", n, logs)
+				}
+				if name == "stop-written" {
+					for _, l := range m.Logs() {
+						if _, err := l.AppendAsLeader(batch, 0); err != nil {
+							b.Fatal(err)
+						}
+					}
 				}
 				t0 := time.Now()
 				if err := m.Close(); err != nil {

@@ -300,6 +300,7 @@ func (s *segment) truncateTo(to int64) error {
 	if err := f.Truncate(cut); err != nil {
 		return err
 	}
+	s.logDirty.Store(true)
 	s.size.Store(cut)
 	s.next.Store(max(to, s.base))
 	// Max timestamp: the last time entry, then the batches after the last
@@ -332,7 +333,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool,
 	}
 	lso := l.LogStartOffset()
 	for _, s := range l.segments() {
-		if s.maxTS.Load() < ts || s.next.Load() <= lso {
+		if maxTS, _ := s.maxTimestamp(); maxTS < ts || s.next.Load() <= lso {
 			continue
 		}
 		offset, timestamp, found, err = s.findTimestamp(ts, lso)

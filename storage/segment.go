@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -83,6 +84,28 @@ type segment struct {
 	mapReads     atomic.Int64 // reads through logMap (noteMapRead)
 	mapTrimmed   atomic.Int64 // mapReads at the last trim
 	mapLo, mapHi atomic.Int64 // span of the positions read since the last trim, plus one; 0: none
+
+	// logDirty: the .log was written or truncated since its last fsync
+	// (set after the write, cleared before the fsync). flush skips a clean
+	// file: an fsync of a file with nothing to write still flushes the
+	// disk's cache on ext4.
+	logDirty atomic.Bool
+	// syncMu is held by flush: a flush that finds nothing dirty returns
+	// only once a flush running meanwhile (which cleared the flags) has
+	// synced.
+	syncMu sync.Mutex
+
+	// lazy: the segment lies below the recovery point and its indexes
+	// have not been read since the load (Kafka's lazy indexes): next is
+	// the base of the segment after it (an upper bound: compaction may
+	// leave a gap), the max timestamp is not known, and the index entries
+	// are not counted. The first use of the indexes or of the max
+	// timestamp reads and checks them (loadLocked), rebuilding from the
+	// log an index that fails its check. interval and logger serve that
+	// load.
+	lazy     atomic.Bool
+	interval int64
+	logger   *slog.Logger
 
 	size          atomic.Int64 // committed bytes of .log
 	next          atomic.Int64 // offset after the last batch (base when empty)
@@ -308,6 +331,9 @@ func (s *segment) withMaps(fn func(oi, ti *index, data []byte)) error {
 func (s *segment) mapIndexesLocked() error {
 	if s.deleted {
 		return errSegmentGone
+	}
+	if err := s.loadLocked(); err != nil {
+		return err
 	}
 	if err := s.oi.ensureMapped(s.active, s.maxIdx); err != nil {
 		return err
@@ -569,8 +595,10 @@ func (s *segment) appendBatches(buf []byte, intervalBytes int64) error {
 		s.unmapLogLocked()
 		f.Truncate(pos)
 		s.mu.Unlock()
+		s.logDirty.Store(true)
 		return fmt.Errorf("append to %s: %w: %w", f.Name(), ErrStorage, err)
 	}
+	s.logDirty.Store(true) // after the write: a flush that clears it after this fsyncs these bytes
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if pos == 0 && len(buf) >= record.BatchHeaderSize {
@@ -664,6 +692,9 @@ func (s *segment) appendFinalTimeEntry() {
 func (s *segment) activate(maxIdx int, mapLen int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.loadLocked(); err != nil {
+		return err
+	}
 	s.active, s.maxIdx, s.mapLen = true, maxIdx, mapLen
 	s.unmapLogLocked() // remapped with room to grow
 	if err := s.oi.makeWritable(maxIdx); err != nil {
@@ -672,18 +703,27 @@ func (s *segment) activate(maxIdx int, mapLen int64) error {
 	return s.ti.makeWritable(maxIdx)
 }
 
-// flush fsyncs the log file and the index mappings.
+// flush fsyncs the log file and the indexes, each only when it was
+// written since its last sync: flushing a segment nothing was written to
+// makes no system call.
 func (s *segment) flush() error {
-	f, err := s.acquire()
-	if err != nil {
-		if errors.Is(err, errSegmentGone) {
-			return nil
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if s.logDirty.Swap(false) {
+		f, err := s.acquire()
+		if err != nil {
+			if errors.Is(err, errSegmentGone) {
+				return nil
+			}
+			s.logDirty.Store(true)
+			return err
 		}
-		return err
-	}
-	defer s.release()
-	if err := fsyncFile(f); err != nil {
-		return fmt.Errorf("fsync %s: %w", f.Name(), err)
+		err = fsyncFile(f)
+		s.release()
+		if err != nil {
+			s.logDirty.Store(true)
+			return fmt.Errorf("fsync %s: %w", f.Name(), err)
+		}
 	}
 	if err := s.txn.sync(); err != nil {
 		return err
@@ -733,13 +773,10 @@ func (s *segment) close() error {
 		s.appendFinalTimeEntry()
 	}
 	if s.active {
-		// Trim needs to know the file was writable: map it writable first.
-		if e := s.oi.ensureMapped(true, s.maxIdx); e == nil {
-			err = errors.Join(s.oi.trim())
-		}
-		if e := s.ti.ensureMapped(true, s.maxIdx); e == nil {
-			err = errors.Join(err, s.ti.trim())
-		}
+		// Cut the indexes back to their entries if they were extended for
+		// appends (mapped or not); an active segment loaded and never
+		// appended to is left as it is.
+		err = errors.Join(s.oi.trim(), s.ti.trim())
 	} else {
 		err = errors.Join(s.oi.unmap(), s.ti.unmap())
 	}
@@ -777,7 +814,7 @@ func (s *segment) remove() error {
 // largestTimestamp is what retention.ms compares: the max timestamp, or the
 // file's modification time when no record carries one (Kafka's rule).
 func (s *segment) largestTimestamp() int64 {
-	if ts := s.maxTS.Load(); ts >= 0 {
+	if ts, _ := s.maxTimestamp(); ts >= 0 {
 		return ts
 	}
 	if st, err := s.fs.Stat(s.path(logSuffix)); err == nil {
