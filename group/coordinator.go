@@ -80,8 +80,10 @@ type Options struct {
 // that finds its partition's writer idle appends on its own goroutine,
 // with what queued meanwhile, and is answered there when the append is
 // committed; appends that queue behind an append in flight are written
-// together by the writer's goroutine, in one Append. Loads run on a
-// goroutine per partition.
+// together by the writer's goroutine, in one Append. StartOffsetCommit
+// claims an idle writer without writing, so that a connection's pipelined
+// commits queue behind the first and go out in one Append when it leads.
+// Loads run on a goroutine per partition.
 type Coordinator struct {
 	cfg     Config
 	log     *slog.Logger
@@ -226,10 +228,23 @@ func later(a, b time.Time) time.Time {
 // goroutine: the append is its own, it waits for it anyway), else by the
 // writer's goroutine.
 func (c *Coordinator) locked(lead bool, fn func()) bool {
+	mine, ok := c.claim(lead, fn)
+	if mine != nil {
+		mine.leadOnce()
+		c.wg.Done()
+	}
+	return ok
+}
+
+// claim is locked without the lead: with lead set, the writer fn's append
+// found idle is returned busy and unled (nil when there is none), and the
+// caller must call its leadOnce and then c.wg.Done, soon: the partition's
+// other appends queue behind it until then.
+func (c *Coordinator) claim(lead bool, fn func()) (*writer, bool) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return false
+		return nil, false
 	}
 	c.st.now = later(c.st.now, c.now())
 	fn()
@@ -251,11 +266,7 @@ func (c *Coordinator) locked(lead bool, fn func()) bool {
 	for _, w := range idle {
 		w.handOver()
 	}
-	if mine != nil {
-		mine.leadOnce()
-		c.wg.Done()
-	}
-	return true
+	return mine, true
 }
 
 // flush hands the state machine's appends to the partitions' writers and
@@ -724,6 +735,38 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupReques
 func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) (*kmsg.OffsetCommitResponse, error) {
 	parts := commitParts(req, c.cfg.MaxMetadataBytes, c.backend.PartitionExists)
 	return ask(ctx, c, func(st *state, reply func(*kmsg.OffsetCommitResponse)) { st.commit(req, parts, reply) })
+}
+
+// StartOffsetCommit runs an OffsetCommit on the state machine as
+// OffsetCommit does, but does not write its append yet when it finds the
+// partition's writer idle: lead (nil when there is nothing to lead) writes
+// it, with whatever queued behind it meanwhile (the same connection's next
+// commits, other connections' commits of the partition), in one Append;
+// answer waits for the response, given once the offsets are stored (or
+// the append failed, every commit of it then failing alike). A caller
+// that got a lead must call it, soon: until then the partition's other
+// appends wait behind it. A connection that reads several OffsetCommits
+// together starts each, then leads all, then waits for each answer in
+// order (package protocol: conn.settle), so they share one Append.
+func (c *Coordinator) StartOffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) (lead func(), answer func() (*kmsg.OffsetCommitResponse, error), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	parts := commitParts(req, c.cfg.MaxMetadataBytes, c.backend.PartitionExists)
+	ch := make(chan *kmsg.OffsetCommitResponse, 1)
+	mine, ok := c.claim(true, func() {
+		c.st.commit(req, parts, func(r *kmsg.OffsetCommitResponse) { ch <- r })
+	})
+	if !ok {
+		return nil, nil, ErrClosed
+	}
+	if mine != nil {
+		lead = func() {
+			mine.leadOnce()
+			c.wg.Done()
+		}
+	}
+	return lead, func() (*kmsg.OffsetCommitResponse, error) { return wait(ctx, c, ch) }, nil
 }
 
 // OffsetFetch answers OffsetFetch.

@@ -20,7 +20,14 @@
 // appends in order: the request that finds it idle appends on its own
 // goroutine and is answered there once the append is committed; appends
 // queued behind one in flight are written together in one Append (group
-// commit) by the writer's goroutine. One loader goroutine per partition
+// commit) by the writer's goroutine. OffsetCommits a connection reads
+// together are started (StartOffsetCommit) before any is written: the
+// first claims the idle writer without writing, the next queue behind it,
+// and the connection then leads the writer once (package protocol's
+// conn.settle), so a pipelining client's commits, and other connections'
+// commits of the partition meanwhile, go out in one Append. Commits of one
+// group always go to one partition's queue, in the order the state machine
+// made them, so a later commit is stored after, and wins over, an earlier. One loader goroutine per partition
 // reads the log when this broker becomes the partition's leader. A group's coordinator is the leader of partition
 // PartitionFor(group, offsets.topic.num.partitions); the broker tells the
 // coordinator about leadership with BecomeLeader and Resign, and requests

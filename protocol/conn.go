@@ -56,6 +56,32 @@ type Request struct {
 	c     *conn
 	state atomic.Int32 // reqInline, reqDetached, reqReturned
 	slot  slot         // its place in the response order (one allocation for both)
+
+	// lead and finish are set by a handler that postponed its answer
+	// (postpone); the reader's.
+	lead   func()
+	finish func() (kmsg.Response, error)
+}
+
+// postpone leaves the request's answer to later, on the reader, so that
+// several requests read together can share one piece of work: the handler
+// has started its work and returns nil, nil; before the reader handles a
+// request that cannot be postponed too, or waits for the client, or
+// detaches, or ends, it settles: it calls every postponed request's lead
+// (nil: none; it starts what the work waits for and must not wait for
+// other requests) and then, in order, its finish, which waits for and
+// returns the answer. OffsetCommit postpones (OffsetCommitStarter): the
+// commits of a pipelining client, and of other clients meanwhile, go to
+// __consumer_offsets in one append.
+func (r *Request) postpone(lead func(), finish func() (kmsg.Response, error)) {
+	r.lead, r.finish = lead, finish
+}
+
+// postponedReq is a request whose answer is postponed, with the start of
+// its time against the request quota.
+type postponedReq struct {
+	r     *Request
+	start time.Time
 }
 
 // A handler runs on the goroutine that read its request (reqInline) until it
@@ -77,6 +103,9 @@ func (r *Request) Detach() {
 		}
 		// Answers the reader held back go out before the wait (this
 		// goroutine is still the reader).
+		if len(r.c.postponed) > 0 {
+			r.c.settle()
+		}
 		r.c.flushHeld()
 		r.c.startReader()
 	}
@@ -176,6 +205,9 @@ type conn struct {
 	// inline handler took longer than holdMaxHandler. Both the reader's.
 	held        int
 	slowHandler bool
+	// postponed are the requests read whose answers wait for settle, in
+	// order (the reader's; they count in held).
+	postponed []postponedReq
 	// muteUntil is when a quota's throttle ends (unix nanos): the reader
 	// reads no frame before (quotas.go). unmute is closed by stopReading.
 	muteUntil atomic.Int64
@@ -291,6 +323,9 @@ func (c *conn) readLoop() {
 
 // readOne reads and handles one request.
 func (c *conn) readOne() error {
+	if len(c.postponed) > 0 && !c.mayPostpone() {
+		c.settle()
+	}
 	if c.held > 0 && !c.mayHold() {
 		c.flushHeld()
 	}
@@ -370,6 +405,25 @@ func (c *conn) readOne() error {
 		handleStart = time.Now()
 	}
 	c.handle(a, r, sl)
+	if r.finish != nil {
+		p := postponedReq{r: r, start: handleStart}
+		if r.state.CompareAndSwap(reqInline, reqReturned) {
+			// Postponed: answered by settle, on the reader.
+			c.postponed = append(c.postponed, p)
+			c.held++
+			done()
+			return nil
+		}
+		// It detached as well (a postponing handler must not): this
+		// goroutine is no longer the reader, so it answers here.
+		if r.lead != nil {
+			r.lead()
+		}
+		c.finishPostponed(p)
+		c.complete(sl)
+		done()
+		return errDetached
+	}
 	if q := c.s.cfg.Quotas; q != nil && (r.throttle > 0 || q.Enabled(quota.Request)) {
 		c.applyQuotas(r, sl, handleStart)
 	}
@@ -620,6 +674,68 @@ func holdable(key int16) bool {
 	return false
 }
 
+// mayPostpone reports whether the reader may leave postponed answers
+// unsettled while it handles the next request: it may hold answers
+// (mayHold) and the next request is an OffsetCommit, which postpones too.
+// The reader's.
+func (c *conn) mayPostpone() bool {
+	if !c.mayHold() {
+		return false
+	}
+	hdr, err := c.br.Peek(6) // mayHold checked that it is buffered
+	return err == nil && int16(binary.BigEndian.Uint16(hdr[4:])) == 8
+}
+
+// settle answers the postponed requests: it calls every lead first (so
+// that nothing waits for work not yet started: a lead holds up other
+// connections' requests), then each finish in order, and marks the
+// answers ready; the held answers, these among them, are written by the
+// next flushHeld. The reader's.
+func (c *conn) settle() {
+	start := time.Now()
+	for _, p := range c.postponed {
+		if p.r.lead != nil {
+			lead := p.r.lead
+			p.r.lead = nil
+			lead()
+		}
+	}
+	for i, p := range c.postponed {
+		c.finishPostponed(p)
+		c.ready(&p.r.slot)
+		c.postponed[i] = postponedReq{}
+	}
+	c.postponed = c.postponed[:0]
+	// Answers are not held behind a settle that waited (an append waiting
+	// for followers), as behind a slow inline handler.
+	c.slowHandler = time.Since(start) > c.s.holdMax
+}
+
+// finishPostponed waits for a postponed request's answer and records it
+// (quotas, metrics) as readOne does an inline handler's; the caller marks
+// it ready. A panic is caught as in handle.
+func (c *conn) finishPostponed(p postponedReq) {
+	r, sl := p.r, &p.r.slot
+	func() {
+		defer func() {
+			if e := recover(); e != nil {
+				c.s.log.Error("handler panic", "api", kmsg.NameForKey(r.Key), "version", r.Version, "remote", c.remote, "panic", e, "stack", string(debug.Stack()))
+				sl.resp, sl.err = nil, fmt.Errorf("internal error handling %s", kmsg.NameForKey(r.Key))
+			}
+		}()
+		resp, err := r.finish()
+		if sl.err == nil { // else the handler panicked after postponing
+			sl.resp, sl.err = resp, err
+		}
+	}()
+	r.finish = nil
+	sl.none = sl.resp == nil && sl.err == nil
+	if q := c.s.cfg.Quotas; q != nil && (r.throttle > 0 || q.Enabled(quota.Request)) {
+		c.applyQuotas(r, sl, p.start)
+	}
+	c.observe(sl, time.Now())
+}
+
 // flushHeld writes the answers the reader held back (with any others ready
 // behind them). The reader's.
 func (c *conn) flushHeld() {
@@ -778,6 +894,9 @@ func (c *conn) finish(err error) {
 		errors.Is(err, net.ErrClosed), c.ctx.Err() != nil:
 	default:
 		c.s.log.Warn("closing connection", "remote", c.remote, "err", err)
+	}
+	if len(c.postponed) > 0 {
+		c.settle()
 	}
 	if c.held > 0 {
 		c.flushHeld()

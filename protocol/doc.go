@@ -26,7 +26,11 @@
 // reader handles each request buffered whole before writing the answers of
 // those it handled (up to 16, while its handlers take under 200 µs and the
 // next request is one that answers promptly or detaches: conn.mayHold), so
-// that they too go out in one write. A frame larger than socket.request.max.bytes, an unknown API
+// that they too go out in one write. OffsetCommits read together are
+// started one after another and their answers postponed (Request.postpone):
+// before the reader handles any other request or waits for the client, it
+// settles them (conn.settle), so their __consumer_offsets appends are
+// written together and an OffsetFetch after them sees them. A frame larger than socket.request.max.bytes, an unknown API
 // key, a version outside the registered range or a body that does not
 // decode closes that connection only, with a log line; the broker and other
 // connections are unaffected. Responses use response header v1 for flexible

@@ -256,3 +256,120 @@ func TestHeldAnswerNotDelayedByWaitingHandler(t *testing.T) {
 		t.Fatalf("answers %v", corrs)
 	}
 }
+
+// startGroups is a group coordinator that starts OffsetCommits
+// (OffsetCommitStarter) and logs the order of what happens: each run of
+// commits started while one is unled gets one lead, as a writer found idle.
+type startGroups struct {
+	GroupCoordinator
+	mu     sync.Mutex
+	events []string
+	unled  bool
+}
+
+func (g *startGroups) log(e string) {
+	g.mu.Lock()
+	g.events = append(g.events, e)
+	g.mu.Unlock()
+}
+
+func (g *startGroups) logged() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.events...)
+}
+
+func (g *startGroups) StartOffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) (func(), func() (*kmsg.OffsetCommitResponse, error), error) {
+	name := fmt.Sprintf("%d", req.Topics[0].Partitions[0].Offset)
+	g.log("start " + name)
+	var lead func()
+	g.mu.Lock()
+	if !g.unled {
+		g.unled = true
+		lead = func() {
+			g.mu.Lock()
+			g.unled = false
+			g.mu.Unlock()
+			g.log("lead")
+		}
+	}
+	g.mu.Unlock()
+	return lead, func() (*kmsg.OffsetCommitResponse, error) {
+		g.log("answer " + name)
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, t := range req.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition = p.Partition
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil
+	}, nil
+}
+
+func (g *startGroups) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) (*kmsg.OffsetFetchResponse, error) {
+	g.log("fetch")
+	return req.ResponseKind().(*kmsg.OffsetFetchResponse), nil
+}
+
+func commitOf(offset int64) kmsg.Request {
+	r := kmsg.NewPtrOffsetCommitRequest()
+	r.Version = 8
+	r.Group, r.Generation = "g", -1
+	r.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{
+		{Partition: 0, Offset: offset, LeaderEpoch: -1},
+	}}}
+	return r
+}
+
+// TestPipelinedCommitsSettleTogether: OffsetCommits read together are all
+// started before any is led, led once, then answered in order, before the
+// OffsetFetch that follows them runs (it sees them); the six answers go
+// out in one write. A commit with nothing read after it is settled before
+// the reader waits for the client.
+func TestPipelinedCommitsSettleTogether(t *testing.T) {
+	g := &startGroups{}
+	nc, stop := serveScript(t, g, time.Hour)
+	defer stop()
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Version = 7
+	fetch.Group = "g"
+	nc.in <- encodeFrames(0, commitOf(1), commitOf(2), commitOf(3), commitOf(4), commitOf(5), fetch)
+	var writes int
+	var corrs []int32
+	testutil.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if writes, corrs = nc.answers(); len(corrs) < 6 {
+			return fmt.Errorf("%d writes, answers %v", writes, corrs)
+		}
+		return nil
+	})
+	if writes != 1 {
+		t.Errorf("6 pipelined answers took %d writes, want 1", writes)
+	}
+	for i, c := range corrs {
+		if c != int32(i) {
+			t.Fatalf("answers out of order: %v", corrs)
+		}
+	}
+	want := []string{"start 1", "start 2", "start 3", "start 4", "start 5", "lead",
+		"answer 1", "answer 2", "answer 3", "answer 4", "answer 5", "fetch"}
+	if got := g.logged(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+
+	nc.in <- encodeFrames(6, commitOf(6))
+	testutil.CheckFor(t, 10*time.Second, time.Millisecond, func() error {
+		if _, corrs = nc.answers(); len(corrs) < 7 {
+			return fmt.Errorf("answers %v", corrs)
+		}
+		return nil
+	})
+	want = append(want, "start 6", "lead", "answer 6")
+	if got := g.logged(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -37,7 +38,9 @@ import (
 // checked: in order, and without error.
 //
 // Reported: commits/s; broker-µs/commit, the broker process's CPU time
-// (utime + stime from /proc) per commit; client-µs/commit, this process's.
+// (utime + stime from /proc) per commit; client-µs/commit, this process's;
+// broker-writes/commit, the broker's write system calls (syscw in
+// /proc/<pid>/io: socket writes and log pwrites) per commit.
 // $SLUICE_CLUSTER_PROFILE=dir takes a CPU profile of the broker over the
 // first 5 s of each run of 20,000 commits or more (use -benchtime 10s).
 // $SLUICE_BIN runs a prebuilt binary (to compare two builds interleaved).
@@ -193,6 +196,7 @@ func (n *singleNode) commitLoad(b *testing.B, conns, depth int) {
 	}
 	b.ResetTimer()
 	cpu0, _ := cpuTime(n.cmd.Process.Pid)
+	w0, _ := writeCalls(n.cmd.Process.Pid)
 	self0 := processCPU()
 	start := time.Now()
 	errs := make(chan error, conns)
@@ -210,6 +214,7 @@ func (n *singleNode) commitLoad(b *testing.B, conns, depth int) {
 	elapsed := time.Since(start)
 	self := processCPU() - self0
 	cpu1, _ := cpuTime(n.cmd.Process.Pid)
+	w1, werr := writeCalls(n.cmd.Process.Pid)
 	b.StopTimer()
 	close(errs)
 	for err := range errs {
@@ -221,6 +226,24 @@ func (n *singleNode) commitLoad(b *testing.B, conns, depth int) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "commits/s")
 	b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "broker-µs/commit")
 	b.ReportMetric(float64(self.Microseconds())/float64(b.N), "client-µs/commit")
+	if werr == nil {
+		b.ReportMetric(float64(w1-w0)/float64(b.N), "broker-writes/commit")
+	}
+}
+
+// writeCalls is the process's write system calls so far (syscw in
+// /proc/<pid>/io).
+func writeCalls(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscw: "); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/io: no syscw", pid)
 }
 
 // profile takes a CPU profile of the broker for d, in the background, into
