@@ -476,6 +476,15 @@ func (c *conn) readFrame(size int32) (frame []byte, fb *[]byte, held int64, err 
 		if t := c.s.cfg.RequestReadTimeout; t > 0 {
 			deadline = time.Unix(0, c.frameStart.Load()).Add(t)
 		}
+		if len(c.postponed) > 0 && !c.s.budget.tryAcquire(n) {
+			// The wait below may be for memory that other connections
+			// hold while their commits queue behind this connection's
+			// unwritten ones: write and answer those first.
+			c.settle()
+		} else if len(c.postponed) > 0 {
+			held += n
+			return nil
+		}
 		if err := c.s.budget.acquire(c.ctx, n, deadline); err != nil {
 			return fmt.Errorf("frame of %d bytes: %w", size, err)
 		}
