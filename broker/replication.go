@@ -589,12 +589,12 @@ func (f *fetcher) fetchRecords(conn *brokerConn, tps []storage.TopicPartition, s
 	for _, a := range answers {
 		f.applyAnswer(a.tp, a.st, a.rp, img)
 	}
-	// The first batch of a new leader epoch writes the log's leader-epoch
-	// checkpoint (two fsyncs), and after a failover a fetch brings such a
-	// batch for every partition that changed leader: one after another, a
-	// fetcher of 500 partitions waited for 1,000 fsyncs; in parallel the
-	// file system commits them together. (The appends of different
-	// partitions are independent.)
+	// After a failover a fetch brings the first batch of a new leader
+	// epoch for every partition that changed leader. Its append no longer
+	// writes the leader-epoch checkpoint (storage.Log.syncEpochs), but a
+	// topic with flush.messages=1 fsyncs every append, the checkpoint with
+	// it: in parallel the file system commits those fsyncs together. (The
+	// appends of different partitions are independent.)
 	if len(newEpoch) < 2 {
 		for _, a := range newEpoch {
 			f.applyAnswer(a.tp, a.st, a.rp, img)
@@ -609,8 +609,7 @@ func (f *fetcher) fetchRecords(conn *brokerConn, tps []storage.TopicPartition, s
 }
 
 // startsNewEpoch reports whether batches (a fetch response's records for
-// l) begin with a leader epoch newer than any l has: appending them writes
-// the leader-epoch checkpoint.
+// l) begin with a leader epoch newer than any l has.
 func startsNewEpoch(l *storage.Log, batches []byte) bool {
 	// A v2 batch: base offset (8), length (4), partition leader epoch (4),
 	// magic (1).

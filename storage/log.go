@@ -833,6 +833,9 @@ func (l *Log) runSyncRound() (int64, error) {
 	if err := l.flushSegments(from, upTo); err != nil {
 		return upTo, err
 	}
+	if err := l.syncEpochs(); err != nil {
+		return upTo, err
+	}
 	l.mu.Lock()
 	if l.truncations == epoch && upTo > l.recoveryPoint.Load() && upTo <= l.LogEndOffset() {
 		l.recoveryPoint.Store(upTo)
@@ -854,6 +857,20 @@ func (l *Log) flushSegments(from, to int64) error {
 		if err := s.flush(); err != nil {
 			return fmt.Errorf("%s: %w: %w", l.tp, ErrStorage, err)
 		}
+	}
+	return nil
+}
+
+// syncEpochs makes the leader-epoch checkpoint hold every epoch assigned so
+// far. Every path that moves the recovery point calls it after fsyncing the
+// segments and before moving it: an epoch whose start the recovery point
+// has passed is then in the file, and recovery, which reads the log only
+// from the recovery point on, need not find it in the batches. The epochs
+// assigned after it (a new leader's, a follower's first batch of an epoch)
+// wait for the next flush instead of an fsync each (see leaderEpochCache).
+func (l *Log) syncEpochs() error {
+	if err := l.epochs.flush(); err != nil {
+		return fmt.Errorf("%s: %w: leader epoch checkpoint: %w", l.tp, ErrStorage, err)
 	}
 	return nil
 }
@@ -885,6 +902,9 @@ func (l *Log) flushRolled() error {
 		return nil
 	}
 	if err := l.flushSegments(from, upTo); err != nil {
+		return err
+	}
+	if err := l.syncEpochs(); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -1086,7 +1106,9 @@ func (l *Log) Producers() []ProducerEntry {
 }
 
 // AssignEpochStartOffset records that leader epoch starts at startOffset (a
-// new leader calls it with its log end offset).
+// new leader calls it with its log end offset). It does not wait for the
+// disk: the leader-epoch checkpoint is written by the next flush (see
+// syncEpochs), unless the epoch is below one already cached.
 func (l *Log) AssignEpochStartOffset(epoch int32, startOffset int64) error {
 	if epoch < 0 || startOffset < 0 {
 		return fmt.Errorf("%s: invalid epoch %d start offset %d", l.tp, epoch, startOffset)
@@ -1166,6 +1188,9 @@ func (l *Log) flushAllLocked(now int64) error {
 		if err := s.flush(); err != nil {
 			return fmt.Errorf("%s: %w: %w", l.tp, ErrStorage, err)
 		}
+	}
+	if err := l.syncEpochs(); err != nil {
+		return err
 	}
 	l.recoveryPoint.Store(l.LogEndOffset())
 	l.unflushed = 0
