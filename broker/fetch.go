@@ -47,6 +47,14 @@ type FetchRequest struct {
 	// Partitions are the partitions fetched, in the request's order, each
 	// with its position and, once Fetch returns, its outcome.
 	Partitions []FetchPartition
+	// Session, for a fetch of a fetch session (KIP-227), is the session's
+	// watch: each partition read is registered with it
+	// (FetchPartition.Watch), and a parked fetch waits on it alone instead
+	// of on every partition. More, when set, is called before each read
+	// after a wake-up, to add the session's partitions that changed
+	// meanwhile (SessionWatch.Take) to Partitions.
+	Session *SessionWatch
+	More    func(req *FetchRequest)
 
 	// The client's quota is the caller's (package protocol throttles
 	// around Fetch and bounds MaxBytes). Authorisation is the caller's,
@@ -106,6 +114,11 @@ type FetchPartition struct {
 	// one fetch to the next and hands it back); Fetch leaves the one for
 	// the next read. The zero value is none.
 	Hint ReadHint
+	// Watch is the partition's registration with the fetch session's
+	// watch (FetchRequest.Session); Fetch registers it when the session
+	// does not hold it yet (or holds another incarnation of the
+	// partition) and the caller keeps it for the next fetch.
+	Watch *PartitionWatch
 
 	p       *Partition // the partition read last (nil: an error before it)
 	watched *Partition // the partition a parked fetch watches (the first read's)
@@ -251,6 +264,9 @@ func (b *Broker) Fetch(ctx context.Context, req *FetchRequest, waiting WaitHook)
 	minBytes := min(req.MinBytes, maxBytes)
 	f := fetchRead{b: b, req: req, maxBytes: maxBytes}
 	defer f.countSent()
+	if req.Session != nil {
+		req.Session.fetched(b.now())
+	}
 	f.read(true)
 	// Answer now when min_bytes is there (min_bytes 0 or less: always), on
 	// any partition error, or when the client will not wait.
@@ -272,6 +288,12 @@ func (b *Broker) Fetch(ctx context.Context, req *FetchRequest, waiting WaitHook)
 		on = WakeOnAppend
 	}
 	w := NewWaiterOn(on)
+	wake := w.C()
+	if req.Session != nil {
+		// The session's partitions are registered with its watch
+		// already (settle): one channel for all of them.
+		wake = req.Session.c
+	}
 	for i := range req.Partitions {
 		if p := req.Partitions[i].watched; p != nil {
 			p.Watch(w)
@@ -293,6 +315,9 @@ func (b *Broker) Fetch(ctx context.Context, req *FetchRequest, waiting WaitHook)
 	again := f.changed()
 	for {
 		if again {
+			if req.More != nil {
+				req.More(req)
+			}
 			f.read(false)
 			if enough() {
 				return
@@ -300,7 +325,7 @@ func (b *Broker) Fetch(ctx context.Context, req *FetchRequest, waiting WaitHook)
 		}
 		again = true
 		select {
-		case <-w.C():
+		case <-wake:
 		case <-timer.C:
 			return
 		case <-ctx.Done():
@@ -354,7 +379,7 @@ func (f *fetchRead) read(first bool) {
 			// follower's fetch, take the offsets.
 			p := h.p
 			fp.p, fp.seen = p, h.changes
-			if first {
+			if first && req.Session == nil {
 				fp.watched = p
 			}
 			var err error
@@ -363,6 +388,7 @@ func (f *fetchRead) read(first bool) {
 			}
 			if err == nil {
 				fp.setOffsets(p)
+				f.settle(fp)
 				continue
 			}
 			fp.Hint = ReadHint{} // and read it in full
@@ -372,7 +398,7 @@ func (f *fetchRead) read(first bool) {
 		if err == nil {
 			fp.p = p
 			fp.seen = p.changes.Load()
-			if first {
+			if first && req.Session == nil {
 				fp.watched = p
 			}
 			err = f.readPartition(p, fp, &remaining, &minOne)
@@ -392,8 +418,38 @@ func (f *fetchRead) read(first bool) {
 				}
 			}
 		}
+		f.settle(fp)
 		f.bytes += fp.Records.Len()
 	}
+}
+
+// settle keeps fp's registration with the fetch session's watch
+// (req.Session): with the partition read, quiet when the read found nothing
+// at the reader's limit (ReadHint's condition); a follower's quiet read links
+// its lag clock to the session (linkFollower).
+func (f *fetchRead) settle(fp *FetchPartition) {
+	s, p := f.req.Session, fp.p
+	if s == nil || p == nil {
+		return
+	}
+	w := fp.Watch
+	if w == nil || w.p != p || w.closed.Load() {
+		w.Close()
+		w = p.watchSession(s)
+		fp.Watch = w
+		if p.changes.Load() != fp.seen {
+			// Changed between the read and the registration.
+			w.mark(WakeOnAny)
+		}
+	}
+	quiet := fp.Hint.p != nil
+	if quiet && f.req.ReplicaID >= 0 {
+		w.changedAt.Store(0)
+		w.quiet.Store(true)
+		p.linkFollower(f.req.ReplicaID, fp.FetchOffset, w)
+		return
+	}
+	w.quiet.Store(quiet)
 }
 
 // atLimit reports whether fp's position is where its reads stop (the log

@@ -45,6 +45,7 @@ type Partition struct {
 
 	watchMu  sync.Mutex
 	watchers map[*Waiter]struct{}
+	sessions map[*PartitionWatch]struct{} // fetch sessions holding the partition (SessionWatch)
 	// changes counts notify calls: every change a read could answer
 	// differently after (an append, a high watermark, log start or
 	// leadership move) is followed by one. A fetch that saw the same count
@@ -66,6 +67,10 @@ type replicaState struct {
 	// that fetch's time.
 	prevLeaderLEO int64
 	prevFetch     time.Time
+	// watch is the follower's fetch session's watch of the partition
+	// while its last read there was quiet (nil: none): the session's
+	// fetches keep it caught up (SessionWatch).
+	watch *PartitionWatch
 }
 
 func newPartition(b *Broker, tp storage.TopicPartition, id cluster.TopicID, l *storage.Log) *Partition {
@@ -74,6 +79,7 @@ func newPartition(b *Broker, tp storage.TopicPartition, id cluster.TopicID, l *s
 		leader: -1, leaderEpoch: -1,
 		followers: map[int32]*replicaState{},
 		watchers:  map[*Waiter]struct{}{},
+		sessions:  map[*PartitionWatch]struct{}{},
 	}
 	p.leaderHW.Store(-1)
 	return p
@@ -338,6 +344,10 @@ func (p *Partition) updateFollower(replicaID int32, fetchOffset int64, quiet boo
 		return errorf(kerr.NotLeaderForPartition, "broker %d is not a replica of %s (yet)", replicaID, p.tp)
 	}
 	moved := f.leo != fetchOffset
+	// What its session showed since its last read counts first; the
+	// session's link is made again if this read is quiet (linkFollower).
+	p.foldSessionLocked(f)
+	f.watch = nil
 	*f = observeFetch(*f, fetchOffset, p.log.LogEndOffset(), p.b.now())
 	expand := !slices.Contains(p.isr, replicaID) && canJoin(fetchOffset, p.log.HighWatermark(), p.epochStart)
 	p.mu.Unlock()
@@ -359,11 +369,12 @@ func (p *Partition) updateFollower(replicaID int32, fetchOffset int64, quiet boo
 // leadership at the current epoch.
 func (p *Partition) wantISR(st cluster.PartitionState, now time.Time, lagMax time.Duration) ([]int32, bool) {
 	self := p.b.cfg.BrokerID
-	p.mu.RLock()
-	defer p.mu.RUnlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.removed || p.leader != self || st.Leader != self || st.LeaderEpoch != p.leaderEpoch {
 		return nil, false
 	}
+	p.foldSessionsLocked()
 	return decideISR(isrInput{self: self, replicas: p.replicas, isr: st.ISR, hw: p.log.HighWatermark(),
 		epochStart: p.epochStart, followers: p.followers, now: now, lagMax: lagMax})
 }
@@ -371,11 +382,16 @@ func (p *Partition) wantISR(st cluster.PartitionState, now time.Time, lagMax tim
 // lagging reports whether an ISR follower has not caught up within lagMax
 // (the leader should shrink the ISR).
 func (p *Partition) lagging(now time.Time, lagMax time.Duration) bool {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.removed || p.leader != p.b.cfg.BrokerID {
 		return false
 	}
+	if !shrinkDue(p.isr, p.followers, now, lagMax) {
+		return false
+	}
+	// An idle follower's session may show it caught up since.
+	p.foldSessionsLocked()
 	return shrinkDue(p.isr, p.followers, now, lagMax)
 }
 
@@ -548,6 +564,9 @@ func (p *Partition) Unwatch(w *Waiter) {
 func (p *Partition) notify(what WakeOn) {
 	p.changes.Add(1)
 	p.watchMu.Lock()
+	for w := range p.sessions {
+		w.mark(what)
+	}
 	for w := range p.watchers {
 		if w.on&what == 0 {
 			continue

@@ -163,6 +163,14 @@ type followState struct {
 	// watermark (Kafka's isReplicaInSync): the follower's throttle no
 	// longer holds it back.
 	caughtUp bool
+	// pos is the partition's position as the last request computed it,
+	// valid while posOK: only this fetcher moves a followed log (its
+	// answers, truncations and restarts clear posOK), so an idle
+	// partition's position is not read from the log again on every
+	// request. (Owned by the fetcher's goroutine and the workers it
+	// waits for.)
+	pos   fetchPosition
+	posOK bool
 }
 
 // fetcher follows the partitions led by one broker.
@@ -363,6 +371,7 @@ func (f *fetcher) run() {
 func (f *fetcher) retry(st *followState, d time.Duration) {
 	f.mu.Lock()
 	st.retryAt = time.Now().Add(d)
+	st.posOK = false
 	f.mu.Unlock()
 }
 
@@ -370,6 +379,7 @@ func (f *fetcher) setTruncated(st *followState, v bool) {
 	f.mu.Lock()
 	st.truncated = v
 	st.retryAt = time.Time{}
+	st.posOK = false
 	f.mu.Unlock()
 }
 
@@ -490,10 +500,14 @@ func (f *fetcher) fetchRecords(conn *brokerConn, tps []storage.TopicPartition, s
 	byTopic := map[string]int{}
 	for _, tp := range tps {
 		st := states[tp]
-		l := st.p.log
-		pos := fetchPosition{epoch: st.epoch, offset: l.LogEndOffset(), lastEpoch: -1, logStart: l.LogStartOffset()}
-		if e, ok := l.LatestEpoch(); ok {
-			pos.lastEpoch = e
+		pos := st.pos
+		if !st.posOK {
+			l := st.p.log
+			pos = fetchPosition{epoch: st.epoch, offset: l.LogEndOffset(), lastEpoch: -1, logStart: l.LogStartOffset()}
+			if e, ok := l.LatestEpoch(); ok {
+				pos.lastEpoch = e
+			}
+			st.pos, st.posOK = pos, true
 		}
 		want[tp] = pos
 		if incremental && f.session.sent[tp] == pos {
@@ -631,6 +645,7 @@ const followerAppendWorkers = 32
 func (f *fetcher) applyAnswer(tp storage.TopicPartition, st *followState, rp *kmsg.FetchResponseTopicPartition, img *Image) {
 	b := f.r.b
 	cfg := &b.cfg
+	st.posOK = false // whatever the answer does to the log
 	if rp.ErrorCode != 0 {
 		if rp.ErrorCode == kerr.OffsetOutOfRange.Code {
 			f.outOfRange(tp, st, rp.LogStartOffset)

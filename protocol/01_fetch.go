@@ -90,7 +90,15 @@ func handleFetch(ctx context.Context, s *Server, r *Request) (streamResponse, er
 		}
 	}
 	if req.ReplicaID < 0 {
-		refuseUnreadable(s, r, resp)
+		refuseUnreadable(s, r, resp.req.Partitions)
+		if more := resp.req.More; more != nil && s.cfg.Broker.Authorizer() != nil {
+			// Partitions that join a parked fetch are checked too.
+			resp.req.More = func(fr *broker.FetchRequest) {
+				n := len(fr.Partitions)
+				more(fr)
+				refuseUnreadable(s, r, fr.Partitions[n:])
+			}
+		}
 	}
 	resp.abortedEmpty = req.IsolationLevel == 1
 	resp.req.ReplicaID = req.ReplicaID
@@ -120,13 +128,13 @@ func handleFetch(ctx context.Context, s *Server, r *Request) (streamResponse, er
 // read (Read on the topic) refused: nothing is read for them and they
 // answer TOPIC_AUTHORIZATION_FAILED. The check runs once per run of a
 // topic's partitions (a session's partitions are grouped by topic).
-func refuseUnreadable(s *Server, r *Request, resp *fetchResponse) {
+func refuseUnreadable(s *Server, r *Request, parts []broker.FetchPartition) {
 	if s.cfg.Broker.Authorizer() == nil {
 		return
 	}
 	last, readable := "", true
-	for i := range resp.req.Partitions {
-		fp := &resp.req.Partitions[i]
+	for i := range parts {
+		fp := &parts[i]
 		if i == 0 || fp.Topic != last {
 			last, readable = fp.Topic, s.allowedTopic(r, security.OpRead, fp.Topic)
 		}

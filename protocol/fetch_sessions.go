@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,12 +17,24 @@ import (
 // with session_epoch 0), gets a session id, and from then on sends only
 // the partitions whose position changed (added or updated) and those it no
 // longer wants (forgotten_topics_data), each request with the next epoch.
-// The broker fetches every partition of the session and answers with the
-// partitions that have something to say: records, an error, a diverging
-// epoch, or a high watermark, last stable offset or log start offset
-// different from the last one sent. An idle consumer or follower of
-// thousands of partitions thus sends and receives a few bytes per poll
-// instead of every partition each time.
+// The broker answers with the partitions that have something to say:
+// records, an error, a diverging epoch, or a high watermark, last stable
+// offset or log start offset different from the last one sent. An idle
+// consumer or follower of thousands of partitions thus sends and receives a
+// few bytes per poll instead of every partition each time.
+//
+// The sessions are change-driven (broker.SessionWatch): each partition of a
+// session stays registered with the partition it read, and every change
+// there (append, high watermark, log start or leadership move) marks it.
+// An incremental fetch reads only the partitions the request names, those
+// marked since the last fetch and those whose last read was not quiet
+// (records, an error, a position short of the reader's limit); the others
+// would answer exactly as last time, so they are not touched. A parked
+// fetch waits on the session's one channel, and the partitions marked
+// meanwhile join it. A follower's quiet partitions keep its lag clock
+// through the session's fetches (Kafka: a follower caught up and idle
+// stays in the ISR), so an idle follower's empty incremental fetch costs
+// the leader nothing per partition.
 //
 //   - session_id 0, epoch -1: a full fetch without a session (the answer's
 //     session id is 0). session_id 0, epoch 0: a full fetch that opens a
@@ -58,6 +71,18 @@ type sessionPartition struct {
 	// hint lets the next fetch skip reading the partition while nothing
 	// changed there (broker.ReadHint).
 	hint broker.ReadHint
+	// watch is the partition's registration with the session's watch
+	// (nil: not read here yet).
+	watch *broker.PartitionWatch
+}
+
+// fetchPartition is the broker's fetch of sp.
+func (sp *sessionPartition) fetchPartition() broker.FetchPartition {
+	return broker.FetchPartition{
+		Topic: sp.topic, Partition: sp.partition, FetchOffset: sp.fetchOffset,
+		PartitionMaxBytes: sp.maxBytes, CurrentLeaderEpoch: sp.currentLeaderEpoch, LastFetchedEpoch: sp.lastFetchedEpoch,
+		Hint: sp.hint, Watch: sp.watch,
+	}
 }
 
 type sessionKey struct {
@@ -73,6 +98,19 @@ type fetchSession struct {
 	parts     []sessionPartition
 	index     map[sessionKey]int // into parts
 	busy      bool               // a request of it is being answered
+	// watch marks the partitions that changed (broker.SessionWatch);
+	// active are the partitions every fetch reads: those whose last read
+	// was not quiet, named by the last request, or marked.
+	watch  *broker.SessionWatch
+	active map[sessionKey]struct{}
+	order  []int // reused: the indexes of the partitions a fetch reads
+}
+
+// close unregisters the session's partitions from their watches.
+func (s *fetchSession) close() {
+	for i := range s.parts {
+		s.parts[i].watch.Close()
+	}
 }
 
 // fetchSessions is the server's session cache.
@@ -166,8 +204,10 @@ func (c *fetchSessions) open(replicaID int32, now time.Time) *fetchSession {
 			return nil
 		}
 		delete(c.sessions, lru.id)
+		lru.close()
 	}
-	s := &fetchSession{replicaID: replicaID, epoch: 1, lastUsed: now, index: map[sessionKey]int{}, busy: true}
+	s := &fetchSession{replicaID: replicaID, epoch: 1, lastUsed: now, index: map[sessionKey]int{}, busy: true,
+		watch: broker.NewSessionWatch(replicaID), active: map[sessionKey]struct{}{}}
 	for {
 		s.id = rand.Int32()
 		if _, taken := c.sessions[s.id]; s.id != 0 && !taken {
@@ -181,28 +221,34 @@ func (c *fetchSessions) open(replicaID int32, now time.Time) *fetchSession {
 func (c *fetchSessions) remove(id int32) {
 	if s := c.sessions[id]; s != nil && !s.busy {
 		delete(c.sessions, id)
+		s.close()
 	}
 }
 
 // fillIncremental sets the session's partitions from an incremental
 // request: added and updated ones take their new position, forgotten ones
-// leave. It then fills resp with every partition of the session, in the
-// session's order (a topic may appear more than once, as in Kafka's
-// answers).
+// leave. It then fills resp with the partitions to read, in the session's
+// order (a topic may appear more than once, as in Kafka's answers): those
+// the request named, those marked changed since the last fetch, and those
+// whose last read was not quiet. The others would answer as last time.
 func (sf *sessionFetch) fillIncremental(req *kmsg.FetchRequest, resp *fetchResponse) {
 	s := sf.s
 	removed := false
 	for _, ft := range req.ForgottenTopics {
 		for _, p := range ft.Partitions {
-			if i, ok := s.index[sessionKey{ft.Topic, p}]; ok {
+			key := sessionKey{ft.Topic, p}
+			if i, ok := s.index[key]; ok {
 				s.parts[i].removed = true
+				s.parts[i].watch.Close()
 				removed = true
-				delete(s.index, sessionKey{ft.Topic, p})
+				delete(s.index, key)
+				delete(s.active, key)
 			}
 		}
 	}
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
+			key := sessionKey{rt.Topic, rp.Partition}
 			sp := sessionPartition{topic: rt.Topic, partition: rp.Partition, fetchOffset: rp.FetchOffset,
 				maxBytes: rp.PartitionMaxBytes, currentLeaderEpoch: rp.CurrentLeaderEpoch, lastFetchedEpoch: -1,
 				highWatermark: -2, lastStable: -2, logStart: -2}
@@ -212,13 +258,15 @@ func (sf *sessionFetch) fillIncremental(req *kmsg.FetchRequest, resp *fetchRespo
 			if req.Version >= 12 {
 				sp.lastFetchedEpoch = rp.LastFetchedEpoch
 			}
-			if i, ok := s.index[sessionKey{rt.Topic, rp.Partition}]; ok {
+			s.active[key] = struct{}{}
+			if i, ok := s.index[key]; ok {
 				old := &s.parts[i]
 				sp.highWatermark, sp.lastStable, sp.logStart = old.highWatermark, old.lastStable, old.logStart
+				sp.watch = old.watch
 				*old = sp
 				continue
 			}
-			s.index[sessionKey{rt.Topic, rp.Partition}] = len(s.parts)
+			s.index[key] = len(s.parts)
 			s.parts = append(s.parts, sp)
 		}
 	}
@@ -234,24 +282,64 @@ func (sf *sessionFetch) fillIncremental(req *kmsg.FetchRequest, resp *fetchRespo
 		s.parts = kept
 		sf.reindex()
 	}
+	sf.takeChanged()
+	order := s.order[:0]
+	for key := range s.active {
+		if i, ok := s.index[key]; ok {
+			order = append(order, i)
+		}
+	}
+	slices.Sort(order)
+	s.order = order
 	topics := 0
-	for i := range s.parts {
-		if i == 0 || s.parts[i-1].topic != s.parts[i].topic {
+	for j, i := range order {
+		if j == 0 || s.parts[order[j-1]].topic != s.parts[i].topic {
 			topics++
 		}
 	}
-
-	resp.reserve(topics, len(s.parts))
-	for _, sp := range s.parts {
+	resp.reserve(topics, len(order))
+	for _, i := range order {
+		sp := &s.parts[i]
 		if n := len(resp.topics); n == 0 || resp.topics[n-1].name != sp.topic {
 			resp.topics = append(resp.topics, fetchTopic{name: sp.topic})
 		}
 		resp.topics[len(resp.topics)-1].partitions++
-		resp.req.Partitions = append(resp.req.Partitions, broker.FetchPartition{
-			Topic: sp.topic, Partition: sp.partition, FetchOffset: sp.fetchOffset,
-			PartitionMaxBytes: sp.maxBytes, CurrentLeaderEpoch: sp.currentLeaderEpoch, LastFetchedEpoch: sp.lastFetchedEpoch,
-			Hint: sp.hint,
-		})
+		resp.req.Partitions = append(resp.req.Partitions, sp.fetchPartition())
+	}
+	resp.req.Session = s.watch
+	resp.req.More = sf.more
+}
+
+// takeChanged makes the session's partitions marked changed since the last
+// call active, and returns the indexes of those that were not.
+func (sf *sessionFetch) takeChanged() []int {
+	s := sf.s
+	var added []int
+	for _, w := range s.watch.Take() {
+		tp := w.Partition().TopicPartition()
+		key := sessionKey{tp.Topic, tp.Partition}
+		i, ok := s.index[key]
+		if !ok || s.parts[i].watch != w {
+			continue // forgotten or read again elsewhere since
+		}
+		if _, ok := s.active[key]; ok {
+			continue
+		}
+		s.active[key] = struct{}{}
+		added = append(added, i)
+	}
+	return added
+}
+
+// more adds to a parked incremental fetch the session's partitions marked
+// changed while it waited (broker.FetchRequest.More). The response's topics
+// are rebuilt by finish.
+func (sf *sessionFetch) more(req *broker.FetchRequest) {
+	if !sf.incremental {
+		return // a full fetch reads every partition of the session already
+	}
+	for _, i := range sf.takeChanged() {
+		req.Partitions = append(req.Partitions, sf.s.parts[i].fetchPartition())
 	}
 }
 
@@ -274,12 +362,15 @@ func (sf *sessionFetch) fillFull(req *kmsg.FetchRequest, resp *fetchResponse) {
 			continue
 		}
 		s.index[sessionKey{fp.Topic, fp.Partition}] = len(s.parts)
+		s.active[sessionKey{fp.Topic, fp.Partition}] = struct{}{}
 		s.parts = append(s.parts, sessionPartition{topic: fp.Topic, partition: fp.Partition,
 			fetchOffset: fp.FetchOffset, maxBytes: fp.PartitionMaxBytes,
 			currentLeaderEpoch: fp.CurrentLeaderEpoch, lastFetchedEpoch: fp.LastFetchedEpoch,
 			highWatermark: -2, lastStable: -2, logStart: -2})
 	}
 	resp.sessionID = s.id
+	resp.req.Session = s.watch
+	resp.req.More = sf.more
 }
 
 // finish records what the answer tells the client and, for an incremental
@@ -297,7 +388,21 @@ func (sf *sessionFetch) finish(resp *fetchResponse) {
 	rotate := 0
 	for i := range parts {
 		fp := &parts[i]
-		sp := &s.parts[s.index[sessionKey{fp.Topic, fp.Partition}]]
+		key := sessionKey{fp.Topic, fp.Partition}
+		sp := &s.parts[s.index[key]]
+		if fp.Watch != nil && fp.Watch != sp.watch {
+			// Registered by this read (a partition listed twice in a
+			// full fetch registers twice: one is kept).
+			sp.watch.Close()
+			sp.watch = fp.Watch
+		}
+		// Quiet: read at the reader's limit with nothing to say, and
+		// registered, so that the next change marks it.
+		if fp.ErrorCode == 0 && fp.Hint != (broker.ReadHint{}) && sp.watch != nil && sp.watch == fp.Watch {
+			delete(s.active, key)
+		} else {
+			s.active[key] = struct{}{}
+		}
 		changed := fp.ErrorCode != 0 || fp.Records.Len() > 0 || fp.DivergingEpoch >= 0 ||
 			fp.HighWatermark != sp.highWatermark || fp.LastStableOffset != sp.lastStable || fp.LogStartOffset != sp.logStart
 		sp.highWatermark, sp.lastStable, sp.logStart = fp.HighWatermark, fp.LastStableOffset, fp.LogStartOffset

@@ -1,11 +1,15 @@
 package protocol_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-io/sluice/broker"
+	"github.com/sluice-io/sluice/internal/testutil"
 )
 
 // Fetch sessions (KIP-227): a full fetch with epoch 0 opens a session;
@@ -121,5 +125,118 @@ func TestFetchSessions(t *testing.T) {
 	// Sessionless fetches stay sessionless.
 	if r = fetch(0, -1, 0, at(0), nil); r.ErrorCode != 0 || r.SessionID != 0 {
 		t.Fatalf("sessionless fetch: error %d, session %d", r.ErrorCode, r.SessionID)
+	}
+}
+
+// A session over many idle partitions: an incremental fetch answers with
+// no partition; a change on one of them is answered on the next incremental
+// fetch, with that partition alone, whether it landed before the fetch or
+// while the fetch was parked; and once read, the partition is quiet again.
+func TestFetchSessionOneChangeOfMany(t *testing.T) {
+	const parts = 40
+	n := startBenchNode(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := n.brk.CreateTopic(ctx, broker.TopicSpec{Name: "many", Partitions: parts, ReplicationFactor: 1}, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	testutil.CheckFor(t, time.Minute, 20*time.Millisecond, func() error {
+		for p := range int32(parts) {
+			if _, err := n.brk.LeaderPartition("many", p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	c := dialRaw(t, n.addr)
+	defer c.Close()
+	request := func(id, epoch, maxWait int32, named map[int32]int64) *kmsg.FetchRequest {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 12, -1, maxWait, 1, 1<<20
+		req.SessionID, req.SessionEpoch = id, epoch
+		if len(named) > 0 {
+			rt := kmsg.FetchRequestTopic{Topic: "many"}
+			for p := range int32(parts) {
+				if off, ok := named[p]; ok {
+					rt.Partitions = append(rt.Partitions, kmsg.FetchRequestTopicPartition{Partition: p, FetchOffset: off,
+						CurrentLeaderEpoch: -1, LastFetchedEpoch: -1, LogStartOffset: -1, PartitionMaxBytes: 1 << 20})
+				}
+			}
+			req.Topics = []kmsg.FetchRequestTopic{rt}
+		}
+		return req
+	}
+	decode := func(body []byte) *kmsg.FetchResponse {
+		t.Helper()
+		resp := kmsg.NewPtrFetchResponse()
+		resp.Version = 12
+		if err := resp.ReadFrom(body[1:]); err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != 0 {
+			t.Fatalf("fetch error %d", resp.ErrorCode)
+		}
+		return resp
+	}
+	answered := func(r *kmsg.FetchResponse) map[int32]int {
+		got := map[int32]int{}
+		for _, rt := range r.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode != 0 {
+					t.Fatalf("partition %d: error %d", rp.Partition, rp.ErrorCode)
+				}
+				got[rp.Partition] = len(rp.RecordBatches)
+			}
+		}
+		return got
+	}
+	appendTo := func(p int32) int {
+		t.Helper()
+		lp, err := n.brk.LeaderPartition("many", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := benchBatch(t, 3, 50)
+		if _, err := lp.AppendRecords(b, 1); err != nil {
+			t.Fatal(err)
+		}
+		return len(b)
+	}
+
+	all := map[int32]int64{}
+	for p := range int32(parts) {
+		all[p] = 0
+	}
+	r := decode(c.recv(c.send(frame(request(0, 0, 0, all)))))
+	id := r.SessionID
+	if id == 0 || len(answered(r)) != parts {
+		t.Fatalf("opening fetch: session %d, %d partitions", id, len(answered(r)))
+	}
+	if got := answered(decode(c.recv(c.send(frame(request(id, 1, 0, nil)))))); len(got) != 0 {
+		t.Fatalf("idle incremental fetch answered %v", got)
+	}
+
+	// A change before the fetch.
+	size := appendTo(29)
+	got := answered(decode(c.recv(c.send(frame(request(id, 2, 5000, nil))))))
+	if len(got) != 1 || got[29] != size {
+		t.Fatalf("after an append to partition 29: answered %v, want 29 with %d bytes", got, size)
+	}
+	// Read: quiet again at its new position.
+	if got := answered(decode(c.recv(c.send(frame(request(id, 3, 0, map[int32]int64{29: 3})))))); len(got) != 0 {
+		t.Fatalf("after moving past the records: answered %v", got)
+	}
+
+	// A change while the fetch is parked (sent first; if the append
+	// comes before it parks, the answer is the same).
+	corr := c.send(frame(request(id, 4, 10000, nil)))
+	time.Sleep(50 * time.Millisecond)
+	size = appendTo(7)
+	got = answered(decode(c.recv(corr)))
+	if len(got) != 1 || got[7] != size {
+		t.Fatalf("after an append to partition 7 while parked: answered %v, want 7 with %d bytes", got, size)
+	}
+	if got := answered(decode(c.recv(c.send(frame(request(id, 5, 0, map[int32]int64{7: 3})))))); len(got) != 0 {
+		t.Fatalf("after moving past the records: answered %v", got)
 	}
 }

@@ -410,6 +410,21 @@ func BenchmarkIdleCluster(b *testing.B) {
 		}
 		b.Logf("%d partitions (RF 3) idle: the three brokers used %v of CPU in %v (%.1f %% of one core; %s)", partitions, cpu.Round(time.Millisecond), window, pct, strings.Join(each, ", "))
 	}
+	// The idle followers must still be in sync: the window is several
+	// replica.lag.time.max.ms long.
+	states, err := allPartitions(ctx, c.brokers[0], prefix)
+	full := 0
+	for _, ps := range states {
+		for _, pi := range ps {
+			if len(pi.ISR) == 3 {
+				full++
+			}
+		}
+	}
+	b.Logf("after the idle window: %d of %d partitions with a full ISR (err %v)", full, partitions, err)
+	if err != nil || full != partitions {
+		b.Fatalf("idle followers left the ISR: %d of %d partitions with a full ISR", full, partitions)
+	}
 }
 
 // waitFullISRs waits until Metadata from broker 1 shows every one of the
