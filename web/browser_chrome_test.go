@@ -298,6 +298,10 @@ func TestBrowserAdminMenu(t *testing.T) {
 		if p := evalIn[string](t, b, `location.pathname`); p != "/users" {
 			return fmt.Errorf("on %s", p)
 		}
+		// The new document may still be parsing when its location changes.
+		if !evalIn[bool](t, b, `document.readyState !== "loading" && !!document.querySelector("#mainnav li.navmore summary")`) {
+			return fmt.Errorf("the users page is still loading")
+		}
 		return nil
 	})
 	if !evalIn[bool](t, b, `document.querySelector("#mainnav li.navmore summary").classList.contains("current")`) {
