@@ -3,7 +3,6 @@ package protocol
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-io/sluice/internal/kwire"
+	"github.com/sluice-io/sluice/internal/tlswrite"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/quota"
 	"github.com/sluice-io/sluice/security"
@@ -239,7 +239,8 @@ func newConn(s *Server, nc net.Conn, l *Listener) *conn {
 	if l.TLS != nil {
 		// The handshake runs on the connection's goroutine (authenticate).
 		src = newTLSSource(nc)
-		nc = tls.Server(src, l.TLS.Config())
+		// Its large writes (fetch responses) leave in few socket writes.
+		nc = tlswrite.Server(src, l.TLS.Config())
 	}
 	c := &conn{
 		s: s, nc: nc, listener: listener, lcfg: l, remote: nc.RemoteAddr().String(),

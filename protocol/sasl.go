@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/sluice-io/sluice/config"
 	"github.com/sluice-io/sluice/internal/kwire"
+	"github.com/sluice-io/sluice/internal/tlswrite"
 	"github.com/sluice-io/sluice/metrics"
 	"github.com/sluice-io/sluice/security"
 )
@@ -198,7 +198,7 @@ func (c *conn) authSucceeded(user string) {
 // connection's listener; an error closes the connection.
 func (c *conn) authenticate() error {
 	l := c.lcfg
-	if tc, ok := c.nc.(*tls.Conn); ok {
+	if tc, ok := c.nc.(*tlswrite.Conn); ok {
 		ctx, cancel := context.WithTimeout(c.ctx, tlsHandshakeTimeout)
 		err := tc.HandshakeContext(ctx)
 		cancel()

@@ -48,7 +48,7 @@ type Settings struct {
 func (s *Settings) Opts() []kgo.Opt {
 	var opts []kgo.Opt
 	if s.TLS != nil {
-		opts = append(opts, kgo.DialTLSConfig(s.TLS))
+		opts = append(opts, kgo.Dialer(dialTLS(s.TLS)))
 	}
 	if s.SASL != nil {
 		opts = append(opts, kgo.SASL(s.SASL))
