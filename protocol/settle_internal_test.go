@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"testing"
@@ -36,13 +37,21 @@ func settleServer(t *testing.T, n *fuzzNode) *Server {
 	return s
 }
 
-// groupCommit commits offset of partition 0 of topic "fuzz" (which
-// exists) for the simple consumer group "settle": every such commit goes
-// to the same __consumer_offsets partition, so to the same writer.
+// scriptedConn is a connection of s from a scripted client; the test is
+// its reader (readOne), nothing runs it.
+func scriptedConn(s *Server) (*conn, *scriptConn) {
+	nc := newScriptConn()
+	return newConn(s, nc, &s.cfg.Listeners[0]), nc
+}
+
+// groupCommit commits offset of partition 0 of topic "fuzz" for the
+// simple consumer group "fuzz-group" (newFuzzNode made both, and waited
+// until the group's coordinator partition was loaded): every such commit
+// goes to the same __consumer_offsets partition, so to the same writer.
 func groupCommit(offset int64) kmsg.Request {
 	r := kmsg.NewPtrOffsetCommitRequest()
 	r.Version = 8
-	r.Group, r.Generation = "settle", -1
+	r.Group, r.Generation = "fuzz-group", -1
 	r.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "fuzz", Partitions: []kmsg.OffsetCommitRequestTopicPartition{
 		{Partition: 0, Offset: offset, LeaderEpoch: -1},
 	}}}
@@ -87,6 +96,75 @@ func commitAnswers(t *testing.T, nc *scriptConn) (corrs []int32, codes []int16) 
 	return corrs, codes
 }
 
+// starvedRead is a reader reading its next buffered frame after another
+// connection took all the request memory: after the reader checked for
+// room (mayHold, mayPostpone), before it reserved.
+type starvedRead struct {
+	s       *Server
+	grabbed int64
+	start   time.Time
+	done    chan error
+	ended   bool
+	err     error
+	held    int64 // the frame's reservation (set before done)
+}
+
+// starveRead takes all of c's server's request memory and has c, whose
+// reader the test is, read its next frame from there, as readOne does, on
+// a goroutine.
+func starveRead(t *testing.T, c *conn) *starvedRead {
+	t.Helper()
+	r := &starvedRead{s: c.s, grabbed: c.s.budget.avail.Load(), done: make(chan error, 1)}
+	if !c.s.budget.tryAcquire(r.grabbed) {
+		t.Fatal("could not take the request memory")
+	}
+	c.frameStart.Store(time.Now().UnixNano())
+	var sizeBuf [4]byte
+	if _, err := io.ReadFull(c.br, sizeBuf[:]); err != nil {
+		c.s.budget.release(r.grabbed)
+		t.Fatal(err)
+	}
+	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+	r.start = time.Now()
+	go func() {
+		_, fb, held, err := c.readFrame(size)
+		putFrame(fb)
+		r.held = held
+		r.done <- err
+	}()
+	return r
+}
+
+// waiting reports whether the read still waits for memory.
+func (r *starvedRead) waiting() bool {
+	if !r.ended {
+		select {
+		case r.err = <-r.done:
+			r.ended = true
+		default:
+		}
+	}
+	return !r.ended
+}
+
+// end gives the memory back, waits for the read (up to 5 s) and releases
+// what the frame reserved; it returns the read's error.
+func (r *starvedRead) end() error {
+	r.s.budget.release(r.grabbed)
+	r.grabbed = 0
+	if !r.ended {
+		select {
+		case r.err = <-r.done:
+			r.ended = true
+		case <-time.After(5 * time.Second):
+			return errors.New("frame not read within 5s of the memory coming back")
+		}
+	}
+	r.s.budget.release(r.held)
+	r.held = 0
+	return r.err
+}
+
 // TestPostponedCommitsSettleBeforeRequestMemoryWait: a connection (A)
 // that read pipelined OffsetCommits and left them postponed, and then
 // finds no request memory for its next frame, writes their append before
@@ -99,25 +177,22 @@ func commitAnswers(t *testing.T, nc *scriptConn) (corrs []int32, codes []int16) 
 // (mayPostpone), so A finds none only when another connection takes it
 // between that check and the reservation. The test takes it there: it is
 // A's reader, runs readOne as far as the check and then the rest of the
-// frame's reading as readOne does.
+// frame's reading as readOne does (starveRead).
 func TestPostponedCommitsSettleBeforeRequestMemoryWait(t *testing.T) {
 	n := newFuzzNode(t)
 	defer n.close()
 	s := settleServer(t, n)
-	newScripted := func() (*conn, *scriptConn) {
-		nc := newScriptConn()
-		return newConn(s, nc, &s.cfg.Listeners[0]), nc
-	}
-	a, anc := newScripted()
-	b, bnc := newScripted()
+	a, anc := scriptedConn(s)
+	b, bnc := scriptedConn(s)
 	// On failure: whatever A left postponed is settled (B's commit and
 	// the coordinator's Close wait for that append) and B's reader ends.
-	var aRead, bRead chan error
-	var grabbed int64
+	var aRead *starvedRead
+	var bRead chan error
 	defer func() {
-		s.budget.release(grabbed)
 		if aRead != nil {
-			<-aRead
+			if err := aRead.end(); err != nil {
+				t.Error(err)
+			}
 		}
 		if len(a.postponed) > 0 {
 			a.settle()
@@ -129,7 +204,7 @@ func TestPostponedCommitsSettleBeforeRequestMemoryWait(t *testing.T) {
 	}()
 
 	// A pipelines four commits; its reader handles three, each started
-	// and postponed (the first claimed the writer of group "settle"'s
+	// and postponed (the first claimed the writer of the group's
 	// partition without writing), and may leave them postponed while it
 	// reads the fourth: it is buffered and there is memory for it.
 	anc.in <- encodeFrames(0, groupCommit(1), groupCommit(2), groupCommit(3), groupCommit(4))
@@ -157,61 +232,29 @@ func TestPostponedCommitsSettleBeforeRequestMemoryWait(t *testing.T) {
 	go func() { bRead <- b.readOne() }()
 
 	// Another connection takes all the request memory now, after A's
-	// check; A reads its fourth frame's size and then the frame, which
-	// must wait for memory.
-	grabbed = s.budget.avail.Load()
-	if !s.budget.tryAcquire(grabbed) {
-		t.Fatal("could not take the request memory")
-	}
-	a.frameStart.Store(time.Now().UnixNano())
-	var sizeBuf [4]byte
-	if _, err := io.ReadFull(a.br, sizeBuf[:]); err != nil {
-		t.Fatal(err)
-	}
-	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-	var held int64
-	aRead = make(chan error, 1)
-	start := time.Now()
-	go func() {
-		var fb *[]byte
-		var err error
-		_, fb, held, err = a.readFrame(size)
-		putFrame(fb)
-		aRead <- err
-	}()
+	// check: A's fourth frame must wait for memory.
+	aRead = starveRead(t, a)
 
 	// B is answered while A still waits for memory: A wrote the append
 	// holding its commits and B's.
 	testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
 		if corrs, _ := commitAnswers(t, bnc); len(corrs) != 1 {
-			return fmt.Errorf("B's commit unanswered %v after A began waiting for request memory", time.Since(start))
+			return fmt.Errorf("B's commit unanswered %v after A began waiting for request memory", time.Since(aRead.start))
 		}
 		return nil
 	})
 	if corrs, codes := commitAnswers(t, bnc); corrs[0] != 100 || len(codes) != 1 || codes[0] != 0 {
 		t.Fatalf("B's answer: correlation ids %v, error codes %v", corrs, codes)
 	}
-	select {
-	case err := <-aRead:
-		aRead = nil
-		t.Fatalf("A read its frame without request memory: %v", err)
-	default:
+	if !aRead.waiting() {
+		t.Fatalf("A read its frame without request memory: %v", aRead.err)
 	}
 
 	// The memory comes back (as it would once B's requests are done): A
 	// reads its frame, and answers its three commits, stored.
-	s.budget.release(grabbed)
-	grabbed = 0
-	select {
-	case err := <-aRead:
-		aRead = nil
-		if err != nil {
-			t.Fatalf("A's fourth frame: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("A's frame not read within 5s of the memory coming back")
+	if err := aRead.end(); err != nil {
+		t.Fatalf("A's fourth frame: %v", err)
 	}
-	s.budget.release(held)
 	if len(a.postponed) != 0 {
 		t.Fatalf("A still has %d commits postponed", len(a.postponed))
 	}
