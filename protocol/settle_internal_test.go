@@ -264,3 +264,73 @@ func TestPostponedCommitsSettleBeforeRequestMemoryWait(t *testing.T) {
 		t.Fatalf("A's answers: correlation ids %v, error codes %v", corrs, codes)
 	}
 }
+
+// TestHeldAnswersWrittenBeforeRequestMemoryWait: answers a reader held
+// back, and commits it settled, because it could read its next frame at
+// once are written when that frame must wait for request memory after
+// all: the client does not wait for them as long as the memory stays
+// taken (up to socket.request.read.timeout.ms, 30 s here).
+func TestHeldAnswersWrittenBeforeRequestMemoryWait(t *testing.T) {
+	n := newFuzzNode(t)
+	defer n.close()
+	s := settleServer(t, n)
+
+	t.Run("held", func(t *testing.T) {
+		c, nc := scriptedConn(s)
+		defer nc.Close()
+		nc.in <- encodeFrames(0, apiVersions(), apiVersions())
+		if err := c.readOne(); err != nil {
+			t.Fatal(err)
+		}
+		if c.held != 1 || !c.mayHold() {
+			t.Fatalf("reader holds %d answers, may hold the next: %v", c.held, c.mayHold())
+		}
+		r := starveRead(t, c)
+		defer r.end()
+		testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
+			if _, corrs := nc.answers(); len(corrs) != 1 {
+				return fmt.Errorf("answers %v %v after the reader began waiting for request memory", corrs, time.Since(r.start))
+			}
+			return nil
+		})
+		if !r.waiting() {
+			t.Fatalf("read its frame without request memory: %v", r.err)
+		}
+	})
+
+	t.Run("postponed", func(t *testing.T) {
+		c, nc := scriptedConn(s)
+		defer nc.Close()
+		var r *starvedRead
+		defer func() {
+			if r != nil {
+				r.end()
+			}
+			if len(c.postponed) > 0 {
+				c.settle() // the coordinator's Close waits for the append
+			}
+		}()
+		nc.in <- encodeFrames(0, groupCommit(1), groupCommit(2), groupCommit(3), groupCommit(4))
+		for range 3 {
+			if err := c.readOne(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(c.postponed) != 3 || !c.mayPostpone() {
+			t.Fatalf("postponed %d commits, may postpone the next: %v", len(c.postponed), c.mayPostpone())
+		}
+		r = starveRead(t, c)
+		testutil.CheckFor(t, 5*time.Second, time.Millisecond, func() error {
+			if corrs, _ := commitAnswers(t, nc); len(corrs) != 3 {
+				return fmt.Errorf("answers %v %v after the reader began waiting for request memory", corrs, time.Since(r.start))
+			}
+			return nil
+		})
+		if corrs, codes := commitAnswers(t, nc); fmt.Sprint(corrs) != "[0 1 2]" || fmt.Sprint(codes) != "[0 0 0]" {
+			t.Fatalf("answers: correlation ids %v, error codes %v", corrs, codes)
+		}
+		if !r.waiting() {
+			t.Fatalf("read its frame without request memory: %v", r.err)
+		}
+	})
+}
