@@ -477,12 +477,18 @@ func (c *conn) readFrame(size int32) (frame []byte, fb *[]byte, held int64, err 
 		if t := c.s.cfg.RequestReadTimeout; t > 0 {
 			deadline = time.Unix(0, c.frameStart.Load()).Add(t)
 		}
-		if len(c.postponed) > 0 && !c.s.budget.tryAcquire(n) {
+		if pending := len(c.postponed) > 0 || c.held > 0; pending && !c.s.budget.tryAcquire(n) {
 			// The wait below may be for memory that other connections
 			// hold while their commits queue behind this connection's
-			// unwritten ones: write and answer those first.
-			c.settle()
-		} else if len(c.postponed) > 0 {
+			// unwritten ones: write and answer those first. Answers
+			// held back (there was room for this frame when the reader
+			// checked; another connection took it since) do not wait
+			// for memory either.
+			if len(c.postponed) > 0 {
+				c.settle()
+			}
+			c.flushHeld()
+		} else if pending {
 			held += n
 			return nil
 		}

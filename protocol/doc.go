@@ -28,9 +28,10 @@
 // next request is one that answers promptly or detaches: conn.mayHold), so
 // that they too go out in one write. OffsetCommits read together are
 // started one after another and their answers postponed (Request.postpone):
-// before the reader handles any other request or waits for the client, it
-// settles them (conn.settle), so their __consumer_offsets appends are
-// written together and an OffsetFetch after them sees them. A frame larger than socket.request.max.bytes, an unknown API
+// before the reader handles any other request or waits (for the client, or
+// for queued.max.request.bytes), it settles them (conn.settle), so their
+// __consumer_offsets appends are written together and an OffsetFetch after
+// them sees them. A frame larger than socket.request.max.bytes, an unknown API
 // key, a version outside the registered range or a body that does not
 // decode closes that connection only, with a log line; the broker and other
 // connections are unaffected. Responses use response header v1 for flexible
@@ -39,8 +40,9 @@
 // What a client can make the server hold is bounded (limits.go). A frame's
 // buffer is allocated up to frameEagerBytes when its size arrives and grows
 // as its bytes do, each step reserved from queued.max.request.bytes (a
-// reader that cannot reserve waits without reading); the frame must arrive
-// whole within socket.request.read.timeout.ms of its first byte. The
+// reader that cannot reserve writes the answers it held back, then waits
+// without reading); the frame must arrive whole within
+// socket.request.read.timeout.ms of its first byte. The
 // server's janitor goroutine closes those late frames and the connections
 // idle for connections.max.idle.ms; it also keeps the coarse clock that
 // connections stamp their activity with, so the data path reads no clock
