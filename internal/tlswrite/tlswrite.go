@@ -19,8 +19,10 @@ package tlswrite
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 const (
@@ -61,15 +63,30 @@ func Server(nc net.Conn, cfg *tls.Config) *Conn {
 func (c *Conn) Write(b []byte) (int, error) {
 	c.wm.Lock()
 	defer c.wm.Unlock()
-	if len(b) <= oneRecord {
+	if len(b) <= oneRecord || !c.cw.begin(len(b)) {
 		return c.Conn.Write(b)
 	}
-	c.cw.begin(len(b))
 	n, err := c.Conn.Write(b)
 	if ferr := c.cw.end(); err == nil {
 		err = ferr
 	}
 	return n, err
+}
+
+// Close closes the connection. A Close while a Write's records are being
+// written closes the socket at once, as tls.Conn.Close does for a Write in
+// progress: it would otherwise send its close_notify behind them, and wait
+// up to 5 s for a peer that does not read.
+func (c *Conn) Close() error {
+	c.cw.closing.Store(true)
+	if c.cw.busy.Load() {
+		c.cw.Conn.Close()
+		if err := c.Conn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			return err
+		}
+		return nil
+	}
+	return c.Conn.Close()
 }
 
 // coalescer is the socket under crypto/tls. While collecting, the records
@@ -81,20 +98,33 @@ type coalescer struct {
 	collecting bool
 	buf        []byte // collected records; its capacity is kept
 	err        error  // a failed write: every later write fails with it
+
+	// busy is set from begin to the end of end's write, closing by Close:
+	// of a Close and a Write that meet, either Close sees busy and closes
+	// the socket, or begin sees closing and the Write is not collected.
+	busy, closing atomic.Bool
 }
 
-// begin starts collecting the records of a Write of size plaintext bytes.
-func (w *coalescer) begin(size int) {
+// begin starts collecting the records of a Write of size plaintext bytes;
+// false when the connection is closing (the Write is not collected).
+func (w *coalescer) begin(size int) bool {
+	w.busy.Store(true)
+	if w.closing.Load() {
+		w.busy.Store(false)
+		return false
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.collecting = true
 	if need := min(size+(size/oneRecord+1)*recordOverhead, Max); cap(w.buf) < need {
 		w.buf = make([]byte, 0, need)
 	}
+	return true
 }
 
 // end stops collecting and writes what was collected.
 func (w *coalescer) end() error {
+	defer w.busy.Store(false)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.collecting = false

@@ -225,3 +225,96 @@ func TestServerWritesCoalesced(t *testing.T) {
 	}
 	t.Logf("%d bytes, %d records, %d socket writes", size, records, r.writes)
 }
+
+// stallConn tells whether a socket write is in progress and how many
+// bytes went out.
+type stallConn struct {
+	net.Conn
+	inWrite atomic.Int32
+	bytes   atomic.Int64
+}
+
+func (c *stallConn) Write(p []byte) (int, error) {
+	c.inWrite.Add(1)
+	defer c.inWrite.Add(-1)
+	n, err := c.Conn.Write(p)
+	c.bytes.Add(int64(n))
+	return n, err
+}
+
+// TestCloseDuringBlockedWrite: a peer that stops reading blocks a large
+// Write in the socket write of its collected records; Close then closes
+// the socket at once (as tls.Conn.Close does for a Write in progress)
+// instead of queueing its close_notify behind the blocked records, and
+// the Write fails.
+func TestCloseDuringBlockedWrite(t *testing.T) {
+	ca := testutil.NewCA(t, "")
+	srv := ca.Server(t, "peer", "127.0.0.1")
+	cert, err := tls.X509KeyPair(srv.CertPEM, srv.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	release := make(chan struct{})
+	defer close(release)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.(*tls.Conn).Handshake()
+		<-release // reads nothing more
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &stallConn{Conn: raw}
+	trust := x509.NewCertPool()
+	trust.AddCert(ca.Cert)
+	c := Client(sc, &tls.Config{RootCAs: trust, ServerName: "127.0.0.1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.HandshakeContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		// Writes that fit the coalescer, until the socket buffers are
+		// full: the last blocks in the write of its collected records,
+		// after crypto/tls has sealed it.
+		msg := make([]byte, 200<<10)
+		for {
+			if _, err := c.Write(msg); err != nil {
+				wrote <- err
+				return
+			}
+		}
+	}()
+	// Wait until the collected records' write is stuck.
+	last := int64(-1)
+	testutil.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		n := sc.bytes.Load()
+		stuck := c.cw.busy.Load() && sc.inWrite.Load() == 1 && n == last
+		last = n
+		if !stuck {
+			return errors.New("the write is not blocked yet")
+		}
+		return nil
+	})
+	start := time.Now()
+	c.Close()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Close took %v with a blocked write", d)
+	}
+	select {
+	case <-wrote:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the blocked Write did not return after Close")
+	}
+}
