@@ -82,6 +82,9 @@ func newPartition(b *Broker, tp storage.TopicPartition, id cluster.TopicID, l *s
 		sessions:  map[*PartitionWatch]struct{}{},
 	}
 	p.leaderHW.Store(-1)
+	// A log start moved by retention is a change of the partition, as one
+	// moved by DeleteRecords is: sessions and read hints must not hide it.
+	l.OnRetention(func() { p.notify(WakeOnHighWatermark) })
 	return p
 }
 

@@ -162,3 +162,57 @@ func TestSessionWatchMarks(t *testing.T) {
 		t.Fatalf("a closed watch was marked: %v", got)
 	}
 }
+
+// TestRetentionMarksSessions: a log start moved by retention (no append,
+// no DeleteRecords) is a change of the partition: a follower's fetch
+// session is told of it, and a read hint taken before it is not used, so
+// the next fetch answers the new log start offset.
+func TestRetentionMarksSessions(t *testing.T) {
+	b, _, p := newLeaderBroker(t, time.Minute)
+	if _, err := p.AppendRecords(batchOf(t, 2), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.log.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	info, err := p.AppendRecords(batchOf(t, 3), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := info.LastOffset + 1
+	if err := p.UpdateFollower(2, end); err != nil {
+		t.Fatal(err)
+	}
+	s := &sessionFollower{t: t, b: b, sw: NewSessionWatch(2), first: true,
+		fp: FetchPartition{Topic: "r", FetchOffset: end, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: 1, LastFetchedEpoch: -1}}
+	for i := 0; i < 5 && s.fetch(); i++ {
+	}
+	if s.fetch() {
+		t.Fatal("the caught-up follower's session still reads the partition")
+	}
+	if s.fp.Hint.p == nil {
+		t.Fatal("no read hint at the log end")
+	}
+
+	cfg := p.log.Config()
+	cfg.RetentionMs = 1
+	if err := p.log.SetConfigChecked(cfg); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "retention deleted the first segment", func() bool {
+		n, err := p.log.DeleteOldSegments()
+		return err == nil && n > 0
+	})
+	if got := p.LogStartOffset(); got != 2 {
+		t.Fatalf("log start %d after retention, want 2", got)
+	}
+	if len(s.sw.Take()) != 1 {
+		t.Fatal("retention's log start move did not mark the partition in the session")
+	}
+	req := &FetchRequest{ReplicaID: 2, MaxBytes: 1 << 20, Session: s.sw, Partitions: []FetchPartition{s.fp}}
+	b.Fetch(context.Background(), req, nil)
+	defer req.Release()
+	if fp := req.Partitions[0]; fp.Err != nil || fp.LogStartOffset != 2 {
+		t.Fatalf("fetch with the old hint after retention: err %v, log start %d, want 2", fp.Err, fp.LogStartOffset)
+	}
+}

@@ -87,6 +87,10 @@ type Log struct {
 	deleted     bool
 
 	epochs *leaderEpochCache
+
+	// onRetention is called after retention moved the log start (nil:
+	// nothing to tell).
+	onRetention atomic.Pointer[func()]
 }
 
 // logConfig is a LogConfig with its parsed forms cached for the append path.

@@ -16,7 +16,26 @@ import (
 // or above the high watermark (not yet replicated). Time and size retention
 // apply only with cleanup.policy delete (or compact,delete). Returns how many
 // segments were deleted.
+//
+// When segments were deleted, the OnRetention function is called (with no
+// lock held).
 func (l *Log) DeleteOldSegments() (int, error) {
+	n, err := l.deleteOldSegments()
+	if n > 0 {
+		if fn := l.onRetention.Load(); fn != nil {
+			(*fn)()
+		}
+	}
+	return n, err
+}
+
+// OnRetention sets fn, called after retention deleted segments and so moved
+// the log start offset; the broker tells the partition's fetch sessions and
+// parked fetches, which otherwise learn of it only with the partition's next
+// change. (DeleteRecordsBefore's caller knows when it moves the log start.)
+func (l *Log) OnRetention(fn func()) { l.onRetention.Store(&fn) }
+
+func (l *Log) deleteOldSegments() (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
