@@ -38,7 +38,8 @@ import (
 //   - A consumer needs Read on each topic (else TOPIC_AUTHORIZATION_FAILED
 //     on its partitions, the others are fetched); with an authorizer, a
 //     follower needs ClusterAction on the cluster instead of the address
-//     check.
+//     check. The first incremental fetch of a session after the ACLs
+//     changed checks every partition of the session, idle ones included.
 //   - Quotas: a consumer's record bytes count against its
 //     consumer_byte_rate; over it, throttle_time_ms says for how long the
 //     connection is muted (quotas.go). max_bytes is lowered to what the
@@ -80,6 +81,9 @@ func handleFetch(ctx context.Context, s *Server, r *Request) (streamResponse, er
 	if code != 0 {
 		resp.errorCode = code
 		return resp, nil
+	}
+	if a := s.cfg.Broker.Authorizer(); a != nil && req.ReplicaID < 0 {
+		sf.checkACLs(a.Generation())
 	}
 	if sf.incremental {
 		sf.fillIncremental(req, resp)

@@ -579,3 +579,45 @@ func TestAuthorizeFetchSession(t *testing.T) {
 		}
 	}
 }
+
+// TestAuthorizeFetchSessionACLChange: a consumer whose session is idle
+// (incremental fetches answer nothing) and that loses Read on the topic is
+// told so by its next incremental fetch, not only when the partition next
+// changes; a later fetch with the ACLs unchanged answers as before.
+func TestAuthorizeFetchSessionACLChange(t *testing.T) {
+	n := newAuthzNode(t)
+	full := fetchReq("fuzz")
+	full.SessionID, full.SessionEpoch = 0, 0
+	resp := n.as(t, alice, full).(*kmsg.FetchResponse)
+	if resp.SessionID == 0 || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("alice's full fetch: session %d, %+v", resp.SessionID, resp.Topics)
+	}
+	end := resp.Topics[0].Partitions[0].HighWatermark
+	// Move the session's position to the end: from then on it is idle.
+	at := fetchReq("fuzz")
+	at.Topics[0].Partitions[0].FetchOffset = end
+	at.SessionID, at.SessionEpoch = resp.SessionID, 1
+	n.as(t, alice, at)
+	epoch := int32(2)
+	idle := func() *kmsg.FetchResponse {
+		t.Helper()
+		inc := fetchReq()
+		inc.SessionID, inc.SessionEpoch = resp.SessionID, epoch
+		epoch++
+		return n.as(t, alice, inc).(*kmsg.FetchResponse)
+	}
+	for i := 0; i < 5 && len(idle().Topics) > 0; i++ {
+	}
+	if got := idle(); len(got.Topics) != 0 {
+		t.Fatalf("the session is not idle: %+v", got.Topics)
+	}
+
+	n.s.cfg.Broker.Authorizer().SetACLs([]security.ACL{
+		allow(alice, security.OpRead, security.ResourceGroup, security.PatternLiteral, "fuzz-group"),
+	})
+	got := idle()
+	if len(got.Topics) != 1 || len(got.Topics[0].Partitions) != 1 {
+		t.Fatalf("after alice lost Read: %+v, want fuzz-0 refused", got.Topics)
+	}
+	code(t, "alice's idle session after losing Read", got.Topics[0].Partitions[0].ErrorCode, kerr.TopicAuthorizationFailed)
+}

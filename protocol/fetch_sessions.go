@@ -104,6 +104,10 @@ type fetchSession struct {
 	watch  *broker.SessionWatch
 	active map[sessionKey]struct{}
 	order  []int // reused: the indexes of the partitions a fetch reads
+	// aclGen is the authorizer's generation at the session's last
+	// fetch: a consumer's incremental fetch after the ACLs changed reads
+	// (and so checks) every partition of the session once.
+	aclGen uint64
 }
 
 // close unregisters the session's partitions from their watches.
@@ -308,6 +312,24 @@ func (sf *sessionFetch) fillIncremental(req *kmsg.FetchRequest, resp *fetchRespo
 	}
 	resp.req.Session = s.watch
 	resp.req.More = sf.more
+}
+
+// checkACLs records the authorizer's generation gen; when it is not the one
+// of the session's last fetch, every partition of the session is read by
+// this (incremental) fetch, so that each topic's Read is checked again and a
+// consumer that lost it is told on its idle partitions too. Before
+// fillIncremental.
+func (sf *sessionFetch) checkACLs(gen uint64) {
+	s := sf.s
+	if s == nil || s.aclGen == gen {
+		return
+	}
+	if sf.incremental && s.aclGen != 0 {
+		for key := range s.index {
+			s.active[key] = struct{}{}
+		}
+	}
+	s.aclGen = gen
 }
 
 // takeChanged makes the session's partitions marked changed since the last

@@ -458,7 +458,16 @@ type snapshot struct {
 	literal  [numResourceTypes]map[string]*entrySet // by type, then exact name ("*" included)
 	prefixed [numResourceTypes]prefixIndex
 	all      []ACL // every binding, sorted (DescribeAcls, AuthorizeByResourceType)
+	gen      uint64 // unique to the snapshot (Generation)
 }
+
+// snapshotGens numbers the snapshots.
+var snapshotGens atomic.Uint64
+
+// Generation identifies the ACLs in force: it changes whenever they are
+// replaced (a reload, SetACLs). A fetch session's partitions are checked
+// again when it changed since the session's last fetch.
+func (a *Authorizer) Generation() uint64 { return a.snap.Load().gen }
 
 // prefixIndex holds the prefixed patterns of one resource type: the sets
 // by prefix, and the distinct prefix lengths in increasing order, so a
@@ -481,7 +490,7 @@ type entry struct {
 }
 
 func buildSnapshot(acls []ACL) *snapshot {
-	s := &snapshot{all: slices.Clone(acls)}
+	s := &snapshot{all: slices.Clone(acls), gen: snapshotGens.Add(1)}
 	SortACLs(s.all)
 	set := func(m map[string]*entrySet, name string) *entrySet {
 		es := m[name]
