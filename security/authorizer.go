@@ -457,7 +457,7 @@ func (d *decision) check(entries []entry) {
 type snapshot struct {
 	literal  [numResourceTypes]map[string]*entrySet // by type, then exact name ("*" included)
 	prefixed [numResourceTypes]prefixIndex
-	all      []ACL // every binding, sorted (DescribeAcls, AuthorizeByResourceType)
+	all      []ACL  // every binding, sorted (DescribeAcls, AuthorizeByResourceType)
 	gen      uint64 // unique to the snapshot (Generation)
 }
 
