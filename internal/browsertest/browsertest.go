@@ -133,7 +133,11 @@ func (b *Browser) WaitTextWithin(want string, within time.Duration) {
 	deadline := time.Now().Add(within)
 	for {
 		s := b.PageText()
-		if strings.Contains(s, want) {
+		// The text of a page that a form's submit or a link opened can
+		// show before the page has loaded, and an action on it then may
+		// find the nodes it queried replaced ("No node with given id"):
+		// wait for the load too.
+		if strings.Contains(s, want) && b.loaded() {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -141,6 +145,14 @@ func (b *Browser) WaitTextWithin(want string, within time.Duration) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// loaded reports whether the page's document has finished loading.
+func (b *Browser) loaded() bool {
+	ctx, cancel := context.WithTimeout(b.Ctx, 5*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.readyState`))
+	return err == nil && s == "complete"
 }
 
 // Visit opens path on the console and fails the test when the page caused
