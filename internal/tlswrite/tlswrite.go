@@ -11,10 +11,15 @@
 //
 // Nothing is held past the end of a Write. What crypto/tls writes by itself
 // (the handshake, alerts, a key update's answer) goes straight through, as
-// does a Write that fits one record. A connection that has written a large
-// Write keeps its buffer (at most Max bytes) for the next: a pooled buffer
-// would be dropped by every garbage collection of a busy process and
-// allocated again.
+// does a Write that fits one record.
+//
+// The buffer: a client connection that has written a large Write keeps its
+// buffer (at most Max bytes) for the next. A pooled one would be dropped by
+// every garbage collection of a busy client (a consumer allocates for every
+// record it reads) and allocated again for each fetch request. A server
+// connection takes a pooled buffer for each large Write and returns it: a
+// broker may hold thousands of connections, most of them idle, and
+// allocates little itself.
 package tlswrite
 
 import (
@@ -38,7 +43,7 @@ const (
 )
 
 // Conn is a TLS connection whose large Writes leave in few socket writes.
-// Everything but Write is the *tls.Conn's.
+// Everything but Write and Close is the *tls.Conn's.
 type Conn struct {
 	*tls.Conn
 	cw *coalescer
@@ -54,7 +59,7 @@ func Client(nc net.Conn, cfg *tls.Config) *Conn {
 
 // Server returns the server side of a TLS connection over nc.
 func Server(nc net.Conn, cfg *tls.Config) *Conn {
-	cw := &coalescer{Conn: nc}
+	cw := &coalescer{Conn: nc, pooled: true}
 	return &Conn{Conn: tls.Server(cw, cfg), cw: cw}
 }
 
@@ -96,8 +101,10 @@ type coalescer struct {
 	net.Conn
 	mu         sync.Mutex
 	collecting bool
-	buf        []byte // collected records; its capacity is kept
-	err        error  // a failed write: every later write fails with it
+	buf        []byte // collected records; its capacity is kept unless pooled
+	pooled     bool   // buf comes from bufs for one Write (a server's connection)
+	pb         *[]byte
+	err        error // a failed write: every later write fails with it
 
 	// busy is set from begin to the end of end's write, closing by Close:
 	// of a Close and a Write that meet, either Close sees busy and closes
@@ -116,11 +123,18 @@ func (w *coalescer) begin(size int) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.collecting = true
-	if need := min(size+(size/oneRecord+1)*recordOverhead, Max); cap(w.buf) < need {
+	switch need := min(size+(size/oneRecord+1)*recordOverhead, Max); {
+	case w.pooled:
+		w.pb = bufs.Get().(*[]byte)
+		w.buf = (*w.pb)[:0]
+	case cap(w.buf) < need:
 		w.buf = make([]byte, 0, need)
 	}
 	return true
 }
+
+// bufs are the pooled buffers of server connections.
+var bufs = sync.Pool{New: func() any { b := make([]byte, 0, Max); return &b }}
 
 // end stops collecting and writes what was collected.
 func (w *coalescer) end() error {
@@ -128,7 +142,13 @@ func (w *coalescer) end() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.collecting = false
-	return w.flushLocked()
+	err := w.flushLocked()
+	if w.pooled && w.pb != nil {
+		*w.pb = w.buf[:0]
+		bufs.Put(w.pb)
+		w.pb, w.buf = nil, nil
+	}
+	return err
 }
 
 func (w *coalescer) Write(p []byte) (int, error) {
