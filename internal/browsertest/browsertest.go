@@ -9,6 +9,7 @@ package browsertest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -108,16 +109,30 @@ func (b *Browser) PageText() string {
 }
 
 // Text is the text of the first element matching the CSS selector sel,
-// waiting (bounded) for it to appear.
+// waiting (bounded) for the page to have loaded and the element to show.
+// It asks the page itself rather than going through chromedp's node ids,
+// which a navigation just before can leave stale ("No node with given id
+// found").
 func (b *Browser) Text(sel string) string {
 	b.T.Helper()
-	ctx, cancel := context.WithTimeout(b.Ctx, ActionTimeout)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	q, err := json.Marshal(sel)
 	if err != nil {
-		b.T.Fatalf("text of %s: %v (page text: %.600s)", sel, err, b.PageText())
+		b.T.Fatal(err)
 	}
-	return s
+	expr := `(function(){var e=document.querySelector(` + string(q) + `);return document.readyState==="complete"&&e&&e.checkVisibility()?[e.innerText]:[]})()`
+	deadline := time.Now().Add(ActionTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(b.Ctx, 5*time.Second)
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](expr))
+		cancel()
+		if err == nil && len(v) == 1 {
+			return v[0]
+		}
+		if time.Now().After(deadline) {
+			b.T.Fatalf("text of %s: no such element within %v (%v) (page text: %.600s)", sel, ActionTimeout, err, b.PageText())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // WaitText polls until the page's text contains want, for ActionTimeout.
