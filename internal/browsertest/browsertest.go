@@ -93,6 +93,12 @@ func New(t testing.TB, base string) *Browser {
 // and the start of the page's text.
 func (b *Browser) Do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	b.T.Helper()
+	// A page still loading (after a click that navigated) can replace the
+	// nodes an action queries: wait for the load first, briefly; an action
+	// that must wait longer fails on its own.
+	for start := time.Now(); !b.loaded() && time.Since(start) < 5*time.Second; {
+		time.Sleep(20 * time.Millisecond)
+	}
 	ctx, cancel := context.WithTimeout(b.Ctx, ActionTimeout)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
