@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -33,11 +32,7 @@ func (c *countingConn) Read(p []byte) (int, error) {
 func tlsPair(t *testing.T) (client *tls.Conn, server *tls.Conn, src *tlsSource, raw *countingConn) {
 	t.Helper()
 	ca := testutil.NewCA(t, "")
-	cert := ca.Server(t, "broker")
-	kp, err := tls.X509KeyPair(cert.CertPEM, cert.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kp := ca.Server(t, "broker").KeyPair(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -52,8 +47,7 @@ func tlsPair(t *testing.T) (client *tls.Conn, server *tls.Conn, src *tlsSource, 
 		}
 		accepted <- c
 	}()
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.Cert)
+	pool := ca.Pool()
 	nc, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package kclient
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"io"
 	"testing"
 	"time"
@@ -16,11 +15,7 @@ import (
 // a certificate that does not name the server fails the dial.
 func TestDialTLS(t *testing.T) {
 	ca := testutil.NewCA(t, "")
-	srv := ca.Server(t, "peer", "127.0.0.1")
-	cert, err := tls.X509KeyPair(srv.CertPEM, srv.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert := ca.Server(t, "peer", "127.0.0.1").KeyPair(t)
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
 	if err != nil {
 		t.Fatal(err)
@@ -35,8 +30,7 @@ func TestDialTLS(t *testing.T) {
 			go func() { defer c.Close(); io.Copy(c, c) }()
 		}
 	}()
-	trust := x509.NewCertPool()
-	trust.AddCert(ca.Cert)
+	trust := ca.Pool()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -183,4 +184,23 @@ func (ca *CA) Client(t testing.TB, cn, ou string) *Cert {
 		subj.OrganizationalUnit = []string{ou}
 	}
 	return ca.Issue(t, "client-"+cn, CertOptions{Subject: subj})
+}
+
+// Pool is a certificate pool holding the CA (a tls.Config's RootCAs or
+// ClientCAs).
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.Cert)
+	return p
+}
+
+// KeyPair is the certificate with its key, for a tls.Config's
+// Certificates.
+func (c *Cert) KeyPair(t testing.TB) tls.Certificate {
+	t.Helper()
+	kp, err := tls.X509KeyPair(c.CertPEM, c.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
 }

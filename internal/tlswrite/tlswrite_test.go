@@ -32,11 +32,7 @@ func (c *countingConn) Write(p []byte) (int, error) {
 func tlsPeer(t *testing.T) (addr string, trust *x509.CertPool) {
 	t.Helper()
 	ca := testutil.NewCA(t, "")
-	srv := ca.Server(t, "peer", "127.0.0.1")
-	cert, err := tls.X509KeyPair(srv.CertPEM, srv.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert := ca.Server(t, "peer", "127.0.0.1").KeyPair(t)
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
 	if err != nil {
 		t.Fatal(err)
@@ -67,9 +63,7 @@ func tlsPeer(t *testing.T) (addr string, trust *x509.CertPool) {
 			}()
 		}
 	}()
-	trust = x509.NewCertPool()
-	trust.AddCert(ca.Cert)
-	return ln.Addr().String(), trust
+	return ln.Addr().String(), ca.Pool()
 }
 
 // TestTLSWritesCoalesced: a request written to a client TLS connection
@@ -152,11 +146,7 @@ func TestTLSWriteFailure(t *testing.T) {
 // at once.
 func TestServerWritesCoalesced(t *testing.T) {
 	ca := testutil.NewCA(t, "")
-	srv := ca.Server(t, "peer", "127.0.0.1")
-	cert, err := tls.X509KeyPair(srv.CertPEM, srv.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert := ca.Server(t, "peer", "127.0.0.1").KeyPair(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -204,8 +194,7 @@ func TestServerWritesCoalesced(t *testing.T) {
 		done <- result{writes: writes}
 		io.Copy(io.Discard, sc)
 	}()
-	trust := x509.NewCertPool()
-	trust.AddCert(ca.Cert)
+	trust := ca.Pool()
 	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: trust, ServerName: "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
@@ -253,11 +242,7 @@ func (c *stallConn) Write(p []byte) (int, error) {
 // the Write fails.
 func TestCloseDuringBlockedWrite(t *testing.T) {
 	ca := testutil.NewCA(t, "")
-	srv := ca.Server(t, "peer", "127.0.0.1")
-	cert, err := tls.X509KeyPair(srv.CertPEM, srv.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cert := ca.Server(t, "peer", "127.0.0.1").KeyPair(t)
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
 	if err != nil {
 		t.Fatal(err)
@@ -279,8 +264,7 @@ func TestCloseDuringBlockedWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := &stallConn{Conn: raw}
-	trust := x509.NewCertPool()
-	trust.AddCert(ca.Cert)
+	trust := ca.Pool()
 	c := Client(sc, &tls.Config{RootCAs: trust, ServerName: "127.0.0.1"})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
