@@ -18,9 +18,16 @@ import (
 // is registered but played by the test, through UpdateFollower.
 func newLeaderBroker(t *testing.T, lag time.Duration) (*Broker, *cluster.Standalone, *Partition) {
 	t.Helper()
+	return newLeaderBrokerWith(t, Config{ReplicaLagTimeMax: lag}, map[string]string{"min.insync.replicas": "2"})
+}
+
+// newLeaderBrokerWith is newLeaderBroker with the broker's config cfg and
+// the topic's configs (a fake Clock, no min.insync.replicas).
+func newLeaderBrokerWith(t *testing.T, cfg Config, topicConfigs map[string]string) (*Broker, *cluster.Standalone, *Partition) {
+	t.Helper()
 	ctx := context.Background()
-	b, co := startBroker(t, Config{ReplicaLagTimeMax: lag}, true)
-	if err := co.CreateTopic(ctx, cluster.Topic{Name: "r", ID: cluster.NewUUID(), Replicas: [][]int32{{1, 2}}}, map[string]string{"min.insync.replicas": "2"}); err != nil {
+	b, co := startBroker(t, cfg, true)
+	if err := co.CreateTopic(ctx, cluster.Topic{Name: "r", ID: cluster.NewUUID(), Replicas: [][]int32{{1, 2}}}, topicConfigs); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := co.CreatePartitionState(ctx, "r", 0, cluster.PartitionState{Leader: 1, LeaderEpoch: 1, ISR: []int32{1, 2}}); err != nil {
@@ -133,20 +140,7 @@ func TestFollowerAppendFencedByEpoch(t *testing.T) {
 func TestISRShrinkOnTheBrokerClock(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	ctx := context.Background()
-	b, co := startBroker(t, Config{ReplicaLagTimeMax: time.Minute, Clock: clock}, true)
-	if err := co.CreateTopic(ctx, cluster.Topic{Name: "r", ID: cluster.NewUUID(), Replicas: [][]int32{{1, 2}}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := co.CreatePartitionState(ctx, "r", 0, cluster.PartitionState{Leader: 1, LeaderEpoch: 1, ISR: []int32{1, 2}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
-	p, err := b.LeaderPartition("r", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, co, p := newLeaderBrokerWith(t, Config{ReplicaLagTimeMax: time.Minute, Clock: clock}, nil)
 	info, err := p.AppendRecords(batchOf(t, 5), 1)
 	if err != nil {
 		t.Fatal(err)

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
-
-	"github.com/sluice-io/sluice/cluster"
 )
 
 // sessionFollower plays a follower's fetch session the way package
@@ -53,20 +51,7 @@ func (s *sessionFollower) fetch() bool {
 func TestSessionKeepsIdleFollowerInISR(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	ctx := context.Background()
-	b, co := startBroker(t, Config{ReplicaLagTimeMax: time.Minute, Clock: clock}, true)
-	if err := co.CreateTopic(ctx, cluster.Topic{Name: "r", ID: cluster.NewUUID(), Replicas: [][]int32{{1, 2}}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := co.CreatePartitionState(ctx, "r", 0, cluster.PartitionState{Leader: 1, LeaderEpoch: 1, ISR: []int32{1, 2}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
-	p, err := b.LeaderPartition("r", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, co, p := newLeaderBrokerWith(t, Config{ReplicaLagTimeMax: time.Minute, Clock: clock}, nil)
 	info, err := p.AppendRecords(batchOf(t, 5), 1)
 	if err != nil {
 		t.Fatal(err)
